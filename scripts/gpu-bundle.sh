@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds what a GPU machine without a Rust toolchain needs to run kbench and its GPU tests, into
+# .gpu-bundle/ (ignored by git):
+#   .gpu-bundle/kbench        the release binary (kernels embedded)
+#   .gpu-bundle/tests/*       the test binaries (GPU tests skip without a GPU, run with one)
+#   .gpu-bundle/peers.py      ../shared/peers/peers.py, when present, to time the peers alongside
+# On the GPU machine, from the repository root:
+#   .gpu-bundle/kbench run experiments/reduction.toml
+#   for t in .gpu-bundle/tests/*; do "$t" --test-threads=1 || exit 1; done
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bundle=.gpu-bundle
+rm -rf "$bundle"
+mkdir -p "$bundle/tests"
+cargo build --release --locked
+cp target/release/kbench "$bundle/kbench"
+# Test binaries, release profile; cargo prints their paths as JSON messages.
+cargo test --release --locked --no-run --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys, shutil, os
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        name = m["target"]["name"] + ("-unit" if "lib" in m["target"]["kind"] or "bin" in m["target"]["kind"] else "")
+        shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
+' "$bundle/tests"
+if [ -f ../shared/peers/peers.py ]; then cp ../shared/peers/peers.py "$bundle/peers.py"; fi
+strip "$bundle/kbench" "$bundle"/tests/* 2>/dev/null || true
+du -sh "$bundle"; ls "$bundle" "$bundle/tests"

@@ -1,0 +1,701 @@
+//! The study manifest: TOML parsed strictly into typed settings, with every mistake reported as
+//! `file:line:column`, the key at fault and the offending source line, before anything runs.
+//!
+//! Parsing happens in two steps. serde (with `deny_unknown_fields`) catches unknown keys and wrong
+//! types; then `validate` checks what serde cannot (unknown algorithm, kernel or dtype, negative
+//! sizes, empty axes, a baseline that names no variant) using the spans `toml::Spanned` keeps.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::algos::{self, Algorithm, AxisKind};
+use crate::plan::{AxisValues, ParamValue, WhereExpr};
+
+/// A mistake in a manifest, located in its source.
+#[derive(Debug, Clone)]
+pub struct ManifestError {
+    pub path: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    /// The dotted key at fault, when one is known (`measure.warmup`, `variant[2].kernel`).
+    pub key: Option<String>,
+    pub message: String,
+    source_line: String,
+    underline_len: usize,
+}
+
+impl ManifestError {
+    pub fn new(
+        path: &Path,
+        source: &str,
+        span: Range<usize>,
+        key: Option<String>,
+        message: String,
+    ) -> Self {
+        let start = span.start.min(source.len());
+        let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = source[start..].find('\n').map_or(source.len(), |i| start + i);
+        let line = source[..line_start].matches('\n').count() + 1;
+        let column = source[line_start..start].chars().count() + 1;
+        let source_line = source[line_start..line_end].trim_end_matches('\r').to_string();
+        let underline_len = span.end.min(line_end).saturating_sub(start).max(1);
+        ManifestError {
+            path: path.to_path_buf(),
+            line,
+            column,
+            key,
+            message,
+            source_line,
+            underline_len,
+        }
+    }
+
+    /// An error about the file as a whole (unreadable, or an empty document).
+    pub fn whole_file(path: &Path, message: String) -> Self {
+        ManifestError {
+            path: path.to_path_buf(),
+            line: 1,
+            column: 1,
+            key: None,
+            message,
+            source_line: String::new(),
+            underline_len: 0,
+        }
+    }
+}
+
+/// Rendered the way cargo renders TOML errors: message, location, the line and a caret.
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.key {
+            Some(key) => writeln!(f, "error: {} (key `{}`)", self.message, key)?,
+            None => writeln!(f, "error: {}", self.message)?,
+        }
+        write!(f, " --> {}:{}:{}", self.path.display(), self.line, self.column)?;
+        if self.underline_len > 0 {
+            let gutter = " ".repeat(self.line.to_string().len());
+            writeln!(f)?;
+            writeln!(f, "{gutter} |")?;
+            writeln!(f, "{} | {}", self.line, self.source_line)?;
+            let pad = " ".repeat(self.column - 1);
+            write!(f, "{gutter} | {pad}{}", "^".repeat(self.underline_len))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Cpu,
+    Cuda,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+        })
+    }
+}
+
+/// Which region a GPU sample times. CPU variants always time the computation alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// The kernel launches alone; inputs already on the device.
+    Kernel,
+    /// Host-to-device copies, the kernels and the device-to-host copy of the result.
+    Transfers,
+    /// Allocation, copies, kernels, copy back and free: the seed's "whole program".
+    Program,
+}
+
+/// Whether each GPU sample starts with a cold L2 cache (the default) or follows the last one hot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheMode {
+    Cold,
+    Hot,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DType {
+    I32,
+    F32,
+    F64,
+}
+
+impl DType {
+    pub const ALL: [DType; 3] = [DType::I32, DType::F32, DType::F64];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::I32 => "i32",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<DType> {
+        DType::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    pub fn size_bytes(self) -> u64 {
+        match self {
+            DType::I32 | DType::F32 => 4,
+            DType::F64 => 8,
+        }
+    }
+}
+
+/// A validated study, ready to plan.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub path: PathBuf,
+    pub source: String,
+    pub study: Study,
+    pub algorithm: &'static dyn Algorithm,
+    /// Axes in the algorithm's declared order; axes the manifest leaves out take the algorithm's default.
+    pub axes: Vec<(String, AxisValues)>,
+    pub zip: Vec<Vec<String>>,
+    pub filter: Option<WhereExpr>,
+    pub variants: Vec<Variant>,
+    pub measure: MeasureSettings,
+    pub accuracy: Accuracy,
+    pub report: ReportSettings,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Study {
+    pub name: String,
+    pub title: String,
+    pub algorithm: String,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Variant {
+    pub name: String,
+    pub backend: Backend,
+    /// The CPU implementation or the CUDA kernel this variant runs.
+    pub implementation: String,
+    /// Axis values that replace the grid's for this variant.
+    pub params: BTreeMap<String, AxisValues>,
+    pub scope: Scope,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MeasureSettings {
+    pub warmup: u32,
+    pub min_samples: u32,
+    pub max_samples: u32,
+    pub max_time_s: f64,
+    pub target_rel_ci: f64,
+    pub scope: Scope,
+    pub cache: CacheMode,
+}
+
+/// Relative and absolute tolerances per floating-point dtype; integers must match exactly.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Accuracy {
+    pub rel_tol_f32: Option<f64>,
+    pub rel_tol_f64: Option<f64>,
+    pub abs_tol_f32: Option<f64>,
+    pub abs_tol_f64: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReportSettings {
+    pub baseline: Option<String>,
+}
+
+// ---- The TOML shape, as serde sees it. ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    study: RawStudy,
+    #[serde(default)]
+    grid: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(rename = "variant", default)]
+    variants: Vec<Spanned<RawVariant>>,
+    #[serde(default)]
+    measure: RawMeasure,
+    #[serde(default)]
+    accuracy: RawAccuracy,
+    #[serde(default)]
+    report: RawReport,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStudy {
+    name: Spanned<String>,
+    title: Option<String>,
+    algorithm: Spanned<String>,
+    seed: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawVariant {
+    name: Spanned<String>,
+    backend: Backend,
+    #[serde(rename = "impl")]
+    implementation: Option<Spanned<String>>,
+    kernel: Option<Spanned<String>>,
+    #[serde(default)]
+    params: BTreeMap<String, Spanned<toml::Value>>,
+    scope: Option<Scope>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMeasure {
+    warmup: Option<u32>,
+    min_samples: Option<Spanned<u32>>,
+    max_samples: Option<Spanned<u32>>,
+    max_time_s: Option<Spanned<f64>>,
+    target_rel_ci: Option<Spanned<f64>>,
+    scope: Option<Scope>,
+    cache: Option<CacheMode>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAccuracy {
+    #[serde(default)]
+    rel_tol: RawTolerances,
+    #[serde(default)]
+    abs_tol: RawTolerances,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTolerances {
+    f32: Option<Spanned<f64>>,
+    f64: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawReport {
+    baseline: Option<Spanned<String>>,
+}
+
+/// Reads and validates one manifest file.
+pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| ManifestError::whole_file(path, format!("cannot read manifest: {e}")))?;
+    parse(path, &source)
+}
+
+/// Parses and validates manifest text; `path` is used only in error messages.
+pub fn parse(path: &Path, source: &str) -> Result<Manifest, ManifestError> {
+    let raw: RawManifest = toml::from_str(source).map_err(|e| serde_error(path, source, e))?;
+    Validator { path, source }.validate(raw)
+}
+
+fn serde_error(path: &Path, source: &str, error: toml::de::Error) -> ManifestError {
+    // Without its input, the error's Display ends with "in `the.key`": the only public way to the key.
+    let mut keyless = error.clone();
+    keyless.set_input(None);
+    let rendered = keyless.to_string();
+    let key = rendered
+        .lines()
+        .find_map(|l| l.strip_prefix("in `").and_then(|k| k.strip_suffix('`')))
+        .map(str::to_string);
+    let message = error.message().trim().to_string();
+    match error.span() {
+        Some(span) => ManifestError::new(path, source, span, key, message),
+        None => {
+            let mut e = ManifestError::whole_file(path, message);
+            e.key = key;
+            e
+        }
+    }
+}
+
+struct Validator<'a> {
+    path: &'a Path,
+    source: &'a str,
+}
+
+impl Validator<'_> {
+    fn error(&self, span: Range<usize>, key: impl Into<String>, message: String) -> ManifestError {
+        ManifestError::new(self.path, self.source, span, Some(key.into()), message)
+    }
+
+    fn validate(&self, raw: RawManifest) -> Result<Manifest, ManifestError> {
+        let algorithm = algos::find(raw.study.algorithm.get_ref()).ok_or_else(|| {
+            self.error(
+                raw.study.algorithm.span(),
+                "study.algorithm",
+                format!(
+                    "unknown algorithm `{}`; known: {}",
+                    raw.study.algorithm.get_ref(),
+                    algos::names().join(", ")
+                ),
+            )
+        })?;
+        let name = raw.study.name.get_ref();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(self.error(
+                raw.study.name.span(),
+                "study.name",
+                format!("study name `{name}` must be non-empty ASCII letters, digits, `_` or `-` (it names the output folder)"),
+            ));
+        }
+        let study = Study {
+            name: name.clone(),
+            title: raw.study.title.unwrap_or_default(),
+            algorithm: algorithm.name().to_string(),
+            seed: raw.study.seed,
+        };
+
+        let (axes, zip, filter) = self.validate_grid(algorithm, raw.grid)?;
+        let measure = self.validate_measure(raw.measure)?;
+        let variants = self.validate_variants(algorithm, &axes, &zip, raw.variants, measure.scope)?;
+        let accuracy = self.validate_accuracy(raw.accuracy)?;
+
+        let baseline = match raw.report.baseline {
+            Some(b) if !variants.iter().any(|v| &v.name == b.get_ref()) => {
+                return Err(self.error(
+                    b.span(),
+                    "report.baseline",
+                    format!("baseline `{}` is not the name of a variant", b.get_ref()),
+                ))
+            }
+            b => b.map(Spanned::into_inner),
+        };
+
+        Ok(Manifest {
+            path: self.path.to_path_buf(),
+            source: self.source.to_string(),
+            study,
+            algorithm,
+            axes,
+            zip,
+            filter,
+            variants,
+            measure,
+            accuracy,
+            report: ReportSettings { baseline },
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn validate_grid(
+        &self,
+        algorithm: &'static dyn Algorithm,
+        mut grid: BTreeMap<String, Spanned<toml::Value>>,
+    ) -> Result<
+        (
+            Vec<(String, AxisValues)>,
+            Vec<Vec<String>>,
+            Option<WhereExpr>,
+        ),
+        ManifestError,
+    > {
+        let zip_value = grid.remove("zip");
+        let where_value = grid.remove("where");
+
+        for (key, value) in &grid {
+            if algorithm.axis(key).is_none() {
+                return Err(self.error(
+                    self.key_span(value),
+                    format!("grid.{key}"),
+                    format!(
+                        "`{key}` is not an axis of algorithm `{}`; its axes: {}",
+                        algorithm.name(),
+                        algorithm.axes().iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+
+        let mut axes = Vec::new();
+        for def in algorithm.axes() {
+            let values = match grid.get(def.name) {
+                Some(value) => self.axis_values(&format!("grid.{}", def.name), def.kind, value)?,
+                None => match def.default {
+                    Some(default) => AxisValues(vec![default.to_param()]),
+                    None => {
+                        return Err(ManifestError::whole_file(
+                            self.path,
+                            format!("[grid] must give axis `{}` ({})", def.name, def.doc),
+                        ))
+                    }
+                },
+            };
+            axes.push((def.name.to_string(), values));
+        }
+
+        let mut zip = Vec::new();
+        if let Some(zip_value) = zip_value {
+            let span = zip_value.span();
+            let groups: Vec<Vec<String>> = zip_value.into_inner().try_into().map_err(|_| {
+                self.error(
+                    span.clone(),
+                    "grid.zip",
+                    "zip must be a list of lists of axis names, e.g. [[\"n\", \"block\"]]".into(),
+                )
+            })?;
+            let mut seen = Vec::new();
+            for group in groups {
+                if group.len() < 2 {
+                    return Err(self.error(span, "grid.zip", "each zip group needs at least two axes".into()));
+                }
+                let mut len = None;
+                for name in &group {
+                    let Some((_, values)) = axes.iter().find(|(a, _)| a == name) else {
+                        return Err(self.error(span, "grid.zip", format!("zip names `{name}`, which is not an axis")));
+                    };
+                    if seen.contains(name) {
+                        return Err(self.error(span, "grid.zip", format!("axis `{name}` is zipped twice")));
+                    }
+                    seen.push(name.clone());
+                    match len {
+                        None => len = Some(values.0.len()),
+                        Some(l) if l != values.0.len() => {
+                            return Err(self.error(
+                                span,
+                                "grid.zip",
+                                format!("zipped axes must have equal lengths; `{name}` has {} values, the group's first has {l}", values.0.len()),
+                            ))
+                        }
+                        Some(_) => {}
+                    }
+                }
+                zip.push(group);
+            }
+        }
+
+        let filter = match where_value {
+            None => None,
+            Some(value) => {
+                let span = value.span();
+                let toml::Value::String(text) = value.get_ref() else {
+                    return Err(self.error(span, "grid.where", "where must be a string, e.g. \"n >= block\"".into()));
+                };
+                let expr = WhereExpr::parse(text, &|name| algorithm.axis(name).map(|a| a.kind))
+                    .map_err(|(offset, message)| {
+                        // +1 skips the opening quote; exact for strings without escapes.
+                        let at = span.start + 1 + offset;
+                        self.error(at..at + 1, "grid.where", message)
+                    })?;
+                Some(expr)
+            }
+        };
+        Ok((axes, zip, filter))
+    }
+
+    /// The span of the key in `key = value`, for errors about the key itself.
+    fn key_span(&self, value: &Spanned<toml::Value>) -> Range<usize> {
+        let start = value.span().start;
+        let line_start = self.source[..start].rfind('\n').map_or(0, |i| i + 1);
+        let key_end = self.source[line_start..start]
+            .find('=')
+            .map_or(start, |i| line_start + i);
+        let key_text = &self.source[line_start..key_end];
+        let offset = key_text.len() - key_text.trim_start().len();
+        line_start + offset..line_start + key_text.trim_end().len()
+    }
+
+    fn axis_values(
+        &self,
+        key: &str,
+        kind: AxisKind,
+        value: &Spanned<toml::Value>,
+    ) -> Result<AxisValues, ManifestError> {
+        let span = value.span();
+        let values = AxisValues::from_toml(value.get_ref())
+            .map_err(|message| self.error(span.clone(), key, message))?;
+        if values.0.is_empty() {
+            return Err(self.error(span, key, "axis has no values".into()));
+        }
+        for v in &values.0 {
+            kind.check(v).map_err(|message| self.error(span.clone(), key, message))?;
+        }
+        Ok(values)
+    }
+
+    fn validate_measure(&self, raw: RawMeasure) -> Result<MeasureSettings, ManifestError> {
+        let d = MeasureSettings::default();
+        let min_samples = raw.min_samples.as_ref().map_or(d.min_samples, |s| *s.get_ref());
+        let max_samples = raw.max_samples.as_ref().map_or(d.max_samples.max(min_samples), |s| *s.get_ref());
+        if let Some(s) = &raw.min_samples {
+            if *s.get_ref() == 0 {
+                return Err(self.error(s.span(), "measure.min_samples", "min_samples must be at least 1".into()));
+            }
+        }
+        if let Some(s) = &raw.max_samples {
+            if max_samples < min_samples {
+                return Err(self.error(
+                    s.span(),
+                    "measure.max_samples",
+                    format!("max_samples ({max_samples}) is below min_samples ({min_samples})"),
+                ));
+            }
+        }
+        let max_time_s = match &raw.max_time_s {
+            Some(s) if !(s.get_ref().is_finite() && *s.get_ref() > 0.0) => {
+                return Err(self.error(s.span(), "measure.max_time_s", "max_time_s must be a positive number of seconds".into()))
+            }
+            s => s.as_ref().map_or(d.max_time_s, |s| *s.get_ref()),
+        };
+        let target_rel_ci = match &raw.target_rel_ci {
+            Some(s) if !(*s.get_ref() > 0.0 && *s.get_ref() < 1.0) => {
+                return Err(self.error(s.span(), "measure.target_rel_ci", "target_rel_ci must be between 0 and 1 (0.01 = 1%)".into()))
+            }
+            s => s.as_ref().map_or(d.target_rel_ci, |s| *s.get_ref()),
+        };
+        Ok(MeasureSettings {
+            warmup: raw.warmup.unwrap_or(d.warmup),
+            min_samples,
+            max_samples,
+            max_time_s,
+            target_rel_ci,
+            scope: raw.scope.unwrap_or(d.scope),
+            cache: raw.cache.unwrap_or(d.cache),
+        })
+    }
+
+    fn validate_variants(
+        &self,
+        algorithm: &'static dyn Algorithm,
+        axes: &[(String, AxisValues)],
+        zip: &[Vec<String>],
+        raw: Vec<Spanned<RawVariant>>,
+        default_scope: Scope,
+    ) -> Result<Vec<Variant>, ManifestError> {
+        if raw.is_empty() {
+            return Err(ManifestError::whole_file(
+                self.path,
+                "the study has no [[variant]]: add at least one".into(),
+            ));
+        }
+        let mut variants: Vec<Variant> = Vec::new();
+        for (i, spanned) in raw.into_iter().enumerate() {
+            let span = spanned.span();
+            let raw = spanned.into_inner();
+            let key = |k: &str| format!("variant[{i}].{k}");
+            if variants.iter().any(|v| &v.name == raw.name.get_ref()) {
+                return Err(self.error(raw.name.span(), key("name"), format!("two variants are named `{}`", raw.name.get_ref())));
+            }
+            let (implementation, known, wrong) = match raw.backend {
+                Backend::Cpu => (raw.implementation, algorithm.cpu_impls(), raw.kernel.map(|k| (k, "kernel"))),
+                Backend::Cuda => (raw.kernel, algorithm.cuda_kernels(), raw.implementation.map(|k| (k, "impl"))),
+            };
+            if let Some((value, field)) = wrong {
+                return Err(self.error(
+                    value.span(),
+                    key(field),
+                    format!("a {} variant names its code with `{}`, not `{field}`", raw.backend, if field == "kernel" { "impl" } else { "kernel" }),
+                ));
+            }
+            let field = if raw.backend == Backend::Cpu { "impl" } else { "kernel" };
+            let Some(implementation) = implementation else {
+                return Err(self.error(span, key(field), format!("a {} variant must set `{field}`; one of: {}", raw.backend, known.join(", "))));
+            };
+            if !known.contains(&implementation.get_ref().as_str()) {
+                return Err(self.error(
+                    implementation.span(),
+                    key(field),
+                    format!(
+                        "algorithm `{}` has no {} {field} `{}`; known: {}",
+                        algorithm.name(),
+                        raw.backend,
+                        implementation.get_ref(),
+                        known.join(", ")
+                    ),
+                ));
+            }
+            let mut params = BTreeMap::new();
+            for (name, value) in &raw.params {
+                let param_key = key(&format!("params.{name}"));
+                let Some(def) = algorithm.axis(name) else {
+                    return Err(self.error(self.key_span(value), param_key, format!("`{name}` is not an axis of algorithm `{}`", algorithm.name())));
+                };
+                let values = self.axis_values(&param_key, def.kind, value)?;
+                let grid_len = axes.iter().find(|(a, _)| a == name).map_or(0, |(_, v)| v.0.len());
+                if zip.iter().any(|g| g.contains(name)) && values.0.len() != grid_len {
+                    return Err(self.error(
+                        value.span(),
+                        param_key,
+                        format!("`{name}` is zipped in the grid, so an override needs {grid_len} values, not {}", values.0.len()),
+                    ));
+                }
+                params.insert(name.clone(), values);
+            }
+            variants.push(Variant {
+                name: raw.name.into_inner(),
+                backend: raw.backend,
+                implementation: implementation.into_inner(),
+                params,
+                scope: raw.scope.unwrap_or(default_scope),
+            });
+        }
+        Ok(variants)
+    }
+
+    fn validate_accuracy(&self, raw: RawAccuracy) -> Result<Accuracy, ManifestError> {
+        let check = |value: &Option<Spanned<f64>>, key: &str| -> Result<Option<f64>, ManifestError> {
+            match value {
+                Some(v) if !(v.get_ref().is_finite() && *v.get_ref() >= 0.0) => Err(self.error(
+                    v.span(),
+                    key,
+                    "a tolerance must be a finite number >= 0".into(),
+                )),
+                v => Ok(v.as_ref().map(|v| *v.get_ref())),
+            }
+        };
+        Ok(Accuracy {
+            rel_tol_f32: check(&raw.rel_tol.f32, "accuracy.rel_tol.f32")?,
+            rel_tol_f64: check(&raw.rel_tol.f64, "accuracy.rel_tol.f64")?,
+            abs_tol_f32: check(&raw.abs_tol.f32, "accuracy.abs_tol.f32")?,
+            abs_tol_f64: check(&raw.abs_tol.f64, "accuracy.abs_tol.f64")?,
+        })
+    }
+}
+
+impl Default for MeasureSettings {
+    fn default() -> Self {
+        MeasureSettings {
+            warmup: 3,
+            min_samples: 10,
+            max_samples: 200,
+            max_time_s: 2.0,
+            target_rel_ci: 0.01,
+            scope: Scope::Kernel,
+            cache: CacheMode::Cold,
+        }
+    }
+}
+
+impl ParamValue {
+    pub fn from_toml(value: &toml::Value) -> Result<ParamValue, String> {
+        match value {
+            toml::Value::Integer(i) => Ok(ParamValue::Int(*i)),
+            toml::Value::String(s) => Ok(ParamValue::Str(s.clone())),
+            other => Err(format!(
+                "expected an integer or a string, found {}",
+                other.type_str()
+            )),
+        }
+    }
+}

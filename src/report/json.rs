@@ -1,0 +1,145 @@
+//! The results file: `out/<study>/<timestamp>.json`, a schema-versioned record of the manifest,
+//! the environment, and every case with its statistics and raw samples.
+//!
+//! The file is rewritten after every case through a temporary file and a rename, so it is always
+//! complete, valid JSON; its name is reserved with `create_new`, so an earlier run's file is never
+//! overwritten.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::algos::HostData;
+use crate::backend::cuda::DeviceFingerprint;
+use crate::env::Environment;
+use crate::execute::CaseResult;
+use crate::manifest::{Manifest, MeasureSettings, Study, Variant};
+
+/// Bumped whenever a field changes meaning or is removed.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultsDoc {
+    pub schema_version: u32,
+    pub study: Study,
+    pub manifest: ManifestRecord,
+    pub environment: Environment,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// False until every planned case has a result.
+    pub complete: bool,
+    pub planned_cases: usize,
+    pub cases: Vec<CaseResult>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ManifestRecord {
+    pub path: String,
+    /// The manifest's text, exactly as read.
+    pub toml: String,
+    pub variants: Vec<Variant>,
+    pub measure: MeasureSettings,
+    pub baseline: Option<String>,
+}
+
+pub struct ResultsFile {
+    pub path: PathBuf,
+    pub doc: ResultsDoc,
+}
+
+impl ResultsFile {
+    /// Reserves a new results file for `manifest` under `out_dir` and writes the empty record, so
+    /// an unwritable output folder is reported before anything is measured.
+    pub fn create(out_dir: &Path, manifest: &Manifest, planned_cases: usize, measure: MeasureSettings) -> Result<ResultsFile> {
+        let dir = out_dir.join(&manifest.study.name);
+        fs::create_dir_all(&dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
+        let now = chrono::Utc::now();
+        let stamp = now.format("%Y%m%dT%H%M%SZ").to_string();
+        let path = reserve(&dir, &stamp)?;
+        let file = ResultsFile {
+            path,
+            doc: ResultsDoc {
+                schema_version: SCHEMA_VERSION,
+                study: manifest.study.clone(),
+                manifest: ManifestRecord {
+                    path: manifest.path.display().to_string(),
+                    toml: manifest.source.clone(),
+                    variants: manifest.variants.clone(),
+                    measure,
+                    baseline: manifest.report.baseline.clone(),
+                },
+                environment: Environment::detect(),
+                started_at: now.to_rfc3339(),
+                finished_at: None,
+                complete: planned_cases == 0,
+                planned_cases,
+                cases: Vec::new(),
+            },
+        };
+        file.write()?;
+        Ok(file)
+    }
+
+    pub fn push(&mut self, case: CaseResult) -> Result<()> {
+        self.doc.cases.push(case);
+        if self.doc.cases.len() == self.doc.planned_cases {
+            self.doc.complete = true;
+            self.doc.finished_at = Some(chrono::Utc::now().to_rfc3339());
+        }
+        self.write()
+    }
+
+    pub fn set_device(&mut self, device: &DeviceFingerprint) {
+        if self.doc.environment.device.is_none() {
+            self.doc.environment.device = Some(device.clone());
+        }
+    }
+
+    pub fn set_gpu_unavailable(&mut self, reason: &str) {
+        self.doc.environment.gpu_unavailable = Some(reason.to_string());
+    }
+
+    /// Writes arrays as `.npy` files in `<results stem>-outputs/case-<index>-<variant>/` and
+    /// returns their paths relative to the results file's folder.
+    pub fn save_arrays(&self, index: usize, variant: &str, arrays: &[(&str, &HostData)]) -> Result<Vec<String>> {
+        let folder = self.path.parent().unwrap_or(Path::new("."));
+        let stem = self.path.file_stem().unwrap_or_default().to_string_lossy();
+        let relative = PathBuf::from(format!("{stem}-outputs")).join(format!("case-{index:04}-{variant}"));
+        let dir = folder.join(&relative);
+        fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut written = Vec::new();
+        for (name, data) in arrays {
+            let file = relative.join(format!("{name}.npy"));
+            data.write_npy(&folder.join(&file)).with_context(|| format!("cannot write {}", file.display()))?;
+            written.push(file.display().to_string());
+        }
+        Ok(written)
+    }
+
+    fn write(&self) -> Result<()> {
+        let tmp = self.path.with_extension("json.tmp");
+        let mut f = fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        serde_json::to_writer_pretty(&mut f, &self.doc)?;
+        f.write_all(b"\n")?;
+        f.sync_all().with_context(|| format!("cannot write {}", tmp.display()))?;
+        fs::rename(&tmp, &self.path).with_context(|| format!("cannot move {} into place", tmp.display()))?;
+        Ok(())
+    }
+}
+
+/// Creates `<dir>/<stamp>.json`, or `<stamp>-2.json` and so on if taken: never an existing file.
+fn reserve(dir: &Path, stamp: &str) -> Result<PathBuf> {
+    for attempt in 1.. {
+        let name = if attempt == 1 { format!("{stamp}.json") } else { format!("{stamp}-{attempt}.json") };
+        let path = dir.join(name);
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(_) => return Ok(path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", path.display())),
+        }
+    }
+    unreachable!("the loop returns")
+}

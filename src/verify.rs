@@ -1,0 +1,131 @@
+//! Accuracy: a case's output against the float64 reference computed from the same inputs.
+//!
+//! An element passes when `|got - expected| <= abs + rel * |expected|`. NaN never passes, and
+//! integers are held to an exact match.
+
+use serde::Serialize;
+
+use crate::manifest::{Accuracy, DType};
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Tolerance {
+    pub rel: f64,
+    pub abs: f64,
+}
+
+impl Tolerance {
+    pub const EXACT: Tolerance = Tolerance { rel: 0.0, abs: 0.0 };
+
+    /// The manifest's per-dtype overrides on top of the algorithm's default; integers stay exact.
+    pub fn with_overrides(self, dtype: DType, accuracy: &Accuracy) -> Tolerance {
+        let (rel, abs) = match dtype {
+            DType::I32 => return Tolerance::EXACT,
+            DType::F32 => (accuracy.rel_tol_f32, accuracy.abs_tol_f32),
+            DType::F64 => (accuracy.rel_tol_f64, accuracy.abs_tol_f64),
+        };
+        Tolerance {
+            rel: rel.unwrap_or(self.rel),
+            abs: abs.unwrap_or(self.abs),
+        }
+    }
+}
+
+/// One element that failed, for the report and the JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WrongElement {
+    pub index: usize,
+    pub got: f64,
+    pub expected: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AccuracyReport {
+    pub passed: bool,
+    pub tolerance: Tolerance,
+    pub max_abs_err: f64,
+    /// Largest `|got - expected| / |expected|` over elements whose expected value is not zero.
+    pub max_rel_err: f64,
+    pub elements: usize,
+    pub wrong_elements: usize,
+    pub nan_elements: usize,
+    /// The first few failing elements.
+    pub first_wrong: Vec<WrongElement>,
+}
+
+const FIRST_WRONG_KEPT: usize = 10;
+
+pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyReport {
+    let mut report = AccuracyReport {
+        passed: got.len() == expected.len(),
+        tolerance,
+        max_abs_err: 0.0,
+        max_rel_err: 0.0,
+        elements: expected.len(),
+        wrong_elements: got.len().abs_diff(expected.len()),
+        nan_elements: 0,
+        first_wrong: Vec::new(),
+    };
+    for (index, (&g, &e)) in got.iter().zip(expected).enumerate() {
+        let abs_err = (g - e).abs();
+        let ok = abs_err <= tolerance.abs + tolerance.rel * e.abs();
+        if g.is_nan() {
+            report.nan_elements += 1;
+            report.max_abs_err = f64::NAN;
+            report.max_rel_err = f64::NAN;
+        } else if !report.max_abs_err.is_nan() {
+            report.max_abs_err = report.max_abs_err.max(abs_err);
+            if e != 0.0 {
+                report.max_rel_err = report.max_rel_err.max(abs_err / e.abs());
+            }
+        }
+        // `ok` is false for NaN, since every comparison with NaN is.
+        if !ok {
+            report.passed = false;
+            report.wrong_elements += 1;
+            if report.first_wrong.len() < FIRST_WRONG_KEPT {
+                report.first_wrong.push(WrongElement { index, got: g, expected: e });
+            }
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_tolerance_passes_and_outside_fails() {
+        let tol = Tolerance { rel: 1e-6, abs: 0.0 };
+        assert!(compare(&[1.0 + 5e-7, -3.0], &[1.0, -3.0], tol).passed);
+        let r = compare(&[1.0, -3.0 * (1.0 + 2e-6)], &[1.0, -3.0], tol);
+        assert!(!r.passed);
+        assert_eq!(r.wrong_elements, 1);
+        assert_eq!(r.first_wrong[0].index, 1);
+        assert!((r.max_rel_err - 2e-6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn nan_never_passes_even_with_infinite_tolerance() {
+        let tol = Tolerance { rel: f64::INFINITY, abs: f64::INFINITY };
+        let r = compare(&[f64::NAN, 2.0], &[1.0, 2.0], tol);
+        assert!(!r.passed);
+        assert_eq!(r.nan_elements, 1);
+        assert!(r.max_abs_err.is_nan());
+    }
+
+    #[test]
+    fn integers_are_exact_whatever_the_manifest_says() {
+        let acc = Accuracy { rel_tol_f32: Some(0.5), ..Default::default() };
+        let tol = Tolerance { rel: 0.1, abs: 1.0 }.with_overrides(DType::I32, &acc);
+        assert_eq!(tol, Tolerance::EXACT);
+        assert!(!compare(&[41.0], &[42.0], tol).passed);
+        let f32_tol = Tolerance { rel: 0.1, abs: 1.0 }.with_overrides(DType::F32, &acc);
+        assert_eq!(f32_tol, Tolerance { rel: 0.5, abs: 1.0 });
+    }
+
+    #[test]
+    fn length_mismatch_fails() {
+        assert!(!compare(&[1.0], &[1.0, 2.0], Tolerance::EXACT).passed);
+    }
+}

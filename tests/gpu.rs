@@ -1,0 +1,105 @@
+//! GPU tests: every reduction kernel, dtype and block size at awkward sizes, each scope, and a
+//! kernel that does not compile. They skip (pass, saying so) on a machine without a CUDA driver,
+//! unless KBENCH_REQUIRE_GPU=1, which the GPU machine's run sets so a skip cannot pass silently.
+
+use std::path::Path;
+
+use kbench::backend::cuda::{self, KernelSource};
+use kbench::execute::{self, CaseResult, CaseStatus, GpuState, RunOptions};
+use kbench::report::json::ResultsFile;
+
+fn gpu_or_skip(test: &str) -> bool {
+    match cuda::driver_present() {
+        Ok(()) => true,
+        Err(reason) if std::env::var("KBENCH_REQUIRE_GPU").is_ok() => panic!("{test}: GPU required: {reason}"),
+        Err(reason) => {
+            eprintln!("{test}: skipped: {reason}");
+            false
+        }
+    }
+}
+
+fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
+    let out = tempfile::tempdir().unwrap();
+    let manifest = kbench::manifest::parse(Path::new("gpu-test.toml"), text).unwrap();
+    let cases = kbench::plan::expand(&manifest);
+    let options = RunOptions::default();
+    let mut results = ResultsFile::create(out.path(), &manifest, cases.len(), options.measure_settings(&manifest.measure)).unwrap();
+    let mut gpu = GpuState::NotOpened(kernels);
+    let progress = indicatif::ProgressBar::hidden();
+    execute::run_study(&manifest, &cases, &mut gpu, &options, &mut results, &progress).unwrap();
+    let axes = ["n", "dtype", "block"];
+    println!("{}", kbench::report::table::render(&results.doc, &axes));
+    results.doc.cases
+}
+
+const QUICK: &str = "[measure]\nwarmup = 1\nmin_samples = 2\nmax_samples = 2\n";
+
+#[test]
+fn every_kernel_dtype_and_block_size_sums_correctly() {
+    if !gpu_or_skip("every_kernel_dtype_and_block_size_sums_correctly") {
+        return;
+    }
+    let mut text = String::from(
+        "[study]\nname = \"gpu-kernels\"\nalgorithm = \"reduce\"\nseed = 11\n\
+         [grid]\nn = [0, 1, 31, 33, 1000, 65_537, 1_000_003, 4_194_319]\ndtype = [\"i32\", \"f32\", \"f64\"]\n\
+         block = [32, 64, 128, 256, 512, 1024]\n",
+    );
+    for kernel in ["reduce_naive", "reduce_optimized", "reduce_unrolled", "reduce_fast"] {
+        text += &format!("[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n");
+    }
+    text += QUICK;
+    let cases = run_manifest(&text, KernelSource::default());
+    assert_eq!(cases.len(), 8 * 3 * 6 * 4);
+    let bad: Vec<String> = cases
+        .iter()
+        .filter(|c| c.status != CaseStatus::Passed)
+        .map(|c| format!("{} {:?}: {:?} {:?}", c.variant, c.params, c.status, c.reason))
+        .collect();
+    assert!(bad.is_empty(), "{} cases did not pass:\n{}", bad.len(), bad.join("\n"));
+}
+
+#[test]
+fn transfers_and_program_scopes_produce_checked_results() {
+    if !gpu_or_skip("transfers_and_program_scopes_produce_checked_results") {
+        return;
+    }
+    let mut text = String::from(
+        "[study]\nname = \"gpu-scopes\"\nalgorithm = \"reduce\"\nseed = 12\n\
+         [grid]\nn = [1, 999_999]\ndtype = [\"i32\", \"f64\"]\n",
+    );
+    for scope in ["kernel", "transfers", "program"] {
+        text += &format!("[[variant]]\nname = \"fast_{scope}\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\nscope = \"{scope}\"\n");
+    }
+    text += QUICK;
+    let cases = run_manifest(&text, KernelSource::default());
+    assert_eq!(cases.len(), 2 * 2 * 3);
+    for c in &cases {
+        assert_eq!(c.status, CaseStatus::Passed, "{} {:?}: {:?}", c.variant, c.params, c.reason);
+    }
+    // Whole-program time includes allocation and copies, so it cannot be below the kernel's.
+    let median = |name: &str| cases.iter().find(|c| c.variant == name && c.params["n"] == kbench::plan::ParamValue::Int(999_999)).unwrap().summary.as_ref().unwrap().median_s;
+    assert!(median("fast_program") > median("fast_kernel"));
+    assert!(median("fast_transfers") > median("fast_kernel"));
+}
+
+#[test]
+fn a_kernel_that_does_not_compile_fails_its_cases_with_the_log_and_the_study_goes_on() {
+    if !gpu_or_skip("a_kernel_that_does_not_compile_fails_its_cases_with_the_log_and_the_study_goes_on") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("reduce.cu"), "extern \"C\" __global__ void reduce_fast_f32() { undeclared_thing = 1; }\n").unwrap();
+    let text = format!(
+        "[study]\nname = \"gpu-broken\"\nalgorithm = \"reduce\"\nseed = 13\n[grid]\nn = [1000]\n\
+         [[variant]]\nname = \"cpu\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+         [[variant]]\nname = \"fast\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n{QUICK}"
+    );
+    let cases = run_manifest(&text, KernelSource { dir: Some(dir.path().to_path_buf()) });
+    let cpu = cases.iter().find(|c| c.variant == "cpu").unwrap();
+    assert_eq!(cpu.status, CaseStatus::Passed);
+    let fast = cases.iter().find(|c| c.variant == "fast").unwrap();
+    assert_eq!(fast.status, CaseStatus::Error);
+    let reason = fast.reason.as_deref().unwrap();
+    assert!(reason.contains("undeclared_thing") && reason.contains("reduce.cu"), "{reason}");
+}

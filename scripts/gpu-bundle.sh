@@ -21,7 +21,8 @@ import json, sys, shutil, os
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        name = m["target"]["name"] + ("-unit" if "lib" in m["target"]["kind"] or "bin" in m["target"]["kind"] else "")
+        kind = m["target"]["kind"][0]
+        name = m["target"]["name"] + ("" if kind == "test" else "-" + kind)
         shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
 ' "$bundle/tests"
 if [ -f ../shared/peers/peers.py ]; then cp ../shared/peers/peers.py "$bundle/peers.py"; fi

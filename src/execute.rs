@@ -8,11 +8,11 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use serde::Serialize;
 
 use crate::algos::{dtype_param, HostData};
-use crate::backend::cuda::{Gpu, KernelSource};
+use crate::backend::cuda::{Gpu, GpuCase, KernelSource};
 use crate::manifest::{Backend, DType, Manifest, MeasureSettings, Scope};
 use crate::measure::{self, Measurement};
 use crate::plan::{Case, Params};
@@ -123,7 +123,11 @@ pub fn run_study(
     let settings = options.measure_settings(&manifest.measure);
     for case in cases {
         let variant = &manifest.variants[case.variant];
-        progress.set_message(format!("{} {}", variant.name, describe_params(&case.params)));
+        progress.set_message(format!(
+            "{} {}",
+            variant.name,
+            describe_params(&case.params)
+        ));
         let started = Instant::now();
         let mut result = CaseResult {
             index: case.index,
@@ -145,7 +149,15 @@ pub fn run_study(
             wall_s: 0.0,
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            run_case(manifest, case, gpu, &settings, options, results, &mut result)
+            run_case(
+                manifest,
+                case,
+                gpu,
+                &settings,
+                options,
+                results,
+                &mut result,
+            )
         }));
         match outcome {
             Ok(Ok(())) => {}
@@ -202,37 +214,29 @@ fn run_case(
     result.bytes_moved = data.bytes_moved;
     result.flops = data.flops;
     let dtype = dtype_param(&case.params).unwrap_or(DType::F64);
-    let tolerance = algorithm.default_tolerance(&case.params).with_overrides(dtype, &manifest.accuracy);
+    let tolerance = algorithm
+        .default_tolerance(&case.params)
+        .with_overrides(dtype, &manifest.accuracy);
 
     let mut output = data.output.clone();
-    let mut measurement: Option<Measurement> = None;
-    match gpu {
-        None => {
-            let m = measure::measure(settings, || {
-                output.poison();
-                let start = Instant::now();
-                algorithm.run_cpu(&variant.implementation, &data, &mut output)?;
-                Ok(start.elapsed().as_secs_f64())
-            })?;
-            measurement = Some(m);
-        }
+    let measurement = match gpu {
+        None => measure::measure(settings, || {
+            output.poison();
+            let start = Instant::now();
+            algorithm.run_cpu(&variant.implementation, &data, &mut output)?;
+            Ok(start.elapsed().as_secs_f64())
+        })?,
         Some(gpu) => {
-            gpu.time_case(
+            let case = GpuCase {
                 algorithm,
-                &variant.implementation,
-                &case.params,
-                &data,
-                variant.scope,
-                settings.cache,
-                &mut output,
-                &mut |sample| {
-                    measurement = Some(measure::measure(settings, sample)?);
-                    Ok(())
-                },
-            )?;
+                kernel: &variant.implementation,
+                params: &case.params,
+                data: &data,
+                scope: variant.scope,
+            };
+            gpu.time_case(&case, settings, &mut output)?
         }
-    }
-    let measurement = measurement.ok_or_else(|| anyhow!("no samples were taken"))?;
+    };
 
     let summary = stats::summarize(&measurement.samples_s);
     result.gbytes_per_s = Some(data.bytes_moved as f64 / summary.median_s / 1e9);
@@ -241,7 +245,11 @@ fn run_case(
     result.measurement = Some(measurement);
 
     let accuracy = verify::compare(&output.to_f64(), &data.reference, tolerance);
-    result.status = if accuracy.passed { CaseStatus::Passed } else { CaseStatus::AccuracyFailed };
+    result.status = if accuracy.passed {
+        CaseStatus::Passed
+    } else {
+        CaseStatus::AccuracyFailed
+    };
     if !accuracy.passed {
         result.reason = Some(format!(
             "wrong answer: {} of {} elements outside tolerance (max rel err {:.3e}, rel tol {:.1e})",
@@ -256,7 +264,8 @@ fn run_case(
     result.accuracy = Some(accuracy);
     if save {
         let reference = HostData::F64(data.reference.clone());
-        let mut arrays: Vec<(&str, &HostData)> = data.inputs.iter().map(|(name, h)| (*name, h)).collect();
+        let mut arrays: Vec<(&str, &HostData)> =
+            data.inputs.iter().map(|(name, h)| (*name, h)).collect();
         arrays.push(("output", &output));
         arrays.push(("reference", &reference));
         result.saved_files = results.save_arrays(case.index, &variant.name, &arrays)?;
@@ -265,5 +274,9 @@ fn run_case(
 }
 
 pub fn describe_params(params: &Params) -> String {
-    params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }

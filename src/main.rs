@@ -18,7 +18,11 @@ use kbench::report::json::ResultsFile;
 use kbench::report::table;
 
 #[derive(Parser)]
-#[command(name = "kbench", version, about = "Runs GPU kernel experiments declared in TOML manifests")]
+#[command(
+    name = "kbench",
+    version,
+    about = "Runs GPU kernel experiments declared in TOML manifests"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -129,7 +133,13 @@ fn check(args: &[String]) -> ExitCode {
         Err(code) => return code,
     };
     for (m, cases) in &studies {
-        println!("ok: {}: study `{}`, {} cases ({} variants)", m.path.display(), m.study.name, cases.len(), m.variants.len());
+        println!(
+            "ok: {}: study `{}`, {} cases ({} variants)",
+            m.path.display(),
+            m.study.name,
+            cases.len(),
+            m.variants.len()
+        );
     }
     ExitCode::SUCCESS
 }
@@ -146,7 +156,9 @@ fn run(args: RunArgs) -> ExitCode {
         max_samples: args.max_samples,
         max_time_s: args.max_time_s,
     };
-    let mut gpu = GpuState::NotOpened(KernelSource { dir: args.kernels_dir.clone() });
+    let mut gpu = GpuState::NotOpened(KernelSource {
+        dir: args.kernels_dir.clone(),
+    });
     let interactive = std::io::stdout().is_terminal();
     let mut any_failed = false;
     for (manifest, cases) in &studies {
@@ -159,17 +171,25 @@ fn run(args: RunArgs) -> ExitCode {
             }
         };
         if !args.json {
-            println!("study `{}` ({}): {} cases -> {}", manifest.study.name, manifest.path.display(), cases.len(), results.path.display());
+            println!(
+                "study `{}` ({}): {} cases -> {}",
+                manifest.study.name,
+                manifest.path.display(),
+                cases.len(),
+                results.path.display()
+            );
         }
         let progress = ProgressBar::new(cases.len() as u64);
         if interactive {
             progress.set_style(
-                ProgressStyle::with_template("{bar:30} {pos}/{len} cases, {elapsed} {msg}").expect("valid template"),
+                ProgressStyle::with_template("{bar:30} {pos}/{len} cases, {elapsed} {msg}")
+                    .expect("valid template"),
             );
         } else {
             progress.set_draw_target(ProgressDrawTarget::hidden());
         }
-        let outcome = execute::run_study(manifest, cases, &mut gpu, &options, &mut results, &progress);
+        let outcome =
+            execute::run_study(manifest, cases, &mut gpu, &options, &mut results, &progress);
         progress.finish_and_clear();
         if let Err(e) = outcome {
             eprintln!("error: {e:#}");
@@ -178,7 +198,10 @@ fn run(args: RunArgs) -> ExitCode {
         }
         any_failed |= results.doc.cases.iter().any(|c| c.failed());
         if args.json {
-            println!("{}", serde_json::to_string(&results.doc).expect("results serialize"));
+            println!(
+                "{}",
+                serde_json::to_string(&results.doc).expect("results serialize")
+            );
         } else {
             let axes: Vec<&str> = manifest.algorithm.axes().iter().map(|a| a.name).collect();
             println!("{}", table::render(&results.doc, &axes));
@@ -201,18 +224,28 @@ fn list() -> ExitCode {
         println!("{} ({})", algorithm.name(), algorithm.title());
         println!("  axes:");
         for axis in algorithm.axes() {
-            let default = axis.default.map_or("required".to_string(), |d| format!("default {}", d.to_param()));
-            let only = axis.only_for.map_or(String::new(), |b| format!(", {b} only"));
+            let default = axis.default.map_or("required".to_string(), |d| {
+                format!("default {}", d.to_param())
+            });
+            let only = axis
+                .only_for
+                .map_or(String::new(), |b| format!(", {b} only"));
             println!("    {:<8} {} ({default}{only})", axis.name, axis.doc);
         }
         println!("  cpu impls:    {}", algorithm.cpu_impls().join(", "));
-        println!("  cuda kernels: {} (kernels/{})", algorithm.cuda_kernels().join(", "), algorithm.kernel_file());
+        println!(
+            "  cuda kernels: {} (kernels/{})",
+            algorithm.cuda_kernels().join(", "),
+            algorithm.kernel_file()
+        );
     }
     ExitCode::SUCCESS
 }
 
 fn kernels(args: KernelsArgs) -> ExitCode {
-    let source = KernelSource { dir: args.kernels_dir };
+    let source = KernelSource {
+        dir: args.kernels_dir,
+    };
     let compiled = match cuda::compile_all(&source, &args.archs) {
         Ok(c) => c,
         Err(e) => {
@@ -227,7 +260,9 @@ fn kernels(args: KernelsArgs) -> ExitCode {
     let ptxas = args.ptxas.or_else(|| find_on_path("ptxas"));
     let mut reports = Vec::new();
     for (file, arch, ptx) in &compiled {
-        let path = args.out_dir.join(format!("{}.{arch}.ptx", file.trim_end_matches(".cu")));
+        let path = args
+            .out_dir
+            .join(format!("{}.{arch}.ptx", file.trim_end_matches(".cu")));
         if let Err(e) = std::fs::write(&path, ptx) {
             eprintln!("error: cannot write {}: {e}", path.display());
             return ExitCode::from(2);
@@ -248,7 +283,15 @@ fn kernels(args: KernelsArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let mut builder = tabled::builder::Builder::default();
-    builder.push_record(["kernel", "arch", "registers", "spill stores (B)", "spill loads (B)", "stack (B)", "shared (B)"]);
+    builder.push_record([
+        "kernel",
+        "arch",
+        "registers",
+        "spill stores (B)",
+        "spill loads (B)",
+        "stack (B)",
+        "shared (B)",
+    ]);
     for r in &reports {
         builder.push_record([
             r.kernel.clone(),
@@ -260,14 +303,28 @@ fn kernels(args: KernelsArgs) -> ExitCode {
             r.shared_bytes.to_string(),
         ]);
     }
-    println!("{}", builder.build().with(tabled::settings::Style::rounded()));
-    let spilling: Vec<&str> = reports.iter().filter(|r| r.spill_store_bytes + r.spill_load_bytes > 0).map(|r| r.kernel.as_str()).collect();
+    println!(
+        "{}",
+        builder.build().with(tabled::settings::Style::rounded())
+    );
+    let spilling: Vec<&str> = reports
+        .iter()
+        .filter(|r| r.spill_store_bytes + r.spill_load_bytes > 0)
+        .map(|r| r.kernel.as_str())
+        .collect();
     if !spilling.is_empty() {
-        println!("kernels that spill registers to local memory: {}", spilling.join(", "));
+        println!(
+            "kernels that spill registers to local memory: {}",
+            spilling.join(", ")
+        );
     }
     ExitCode::SUCCESS
 }
 
 fn find_on_path(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(program)).find(|p| p.is_file()))
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())
+    })
 }

@@ -39,10 +39,14 @@ impl ManifestError {
     ) -> Self {
         let start = span.start.min(source.len());
         let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
-        let line_end = source[start..].find('\n').map_or(source.len(), |i| start + i);
+        let line_end = source[start..]
+            .find('\n')
+            .map_or(source.len(), |i| start + i);
         let line = source[..line_start].matches('\n').count() + 1;
         let column = source[line_start..start].chars().count() + 1;
-        let source_line = source[line_start..line_end].trim_end_matches('\r').to_string();
+        let source_line = source[line_start..line_end]
+            .trim_end_matches('\r')
+            .to_string();
         let underline_len = span.end.min(line_end).saturating_sub(start).max(1);
         ManifestError {
             path: path.to_path_buf(),
@@ -76,7 +80,13 @@ impl fmt::Display for ManifestError {
             Some(key) => writeln!(f, "error: {} (key `{}`)", self.message, key)?,
             None => writeln!(f, "error: {}", self.message)?,
         }
-        write!(f, " --> {}:{}:{}", self.path.display(), self.line, self.column)?;
+        write!(
+            f,
+            " --> {}:{}:{}",
+            self.path.display(),
+            self.line,
+            self.column
+        )?;
         if self.underline_len > 0 {
             let gutter = " ".repeat(self.line.to_string().len());
             writeln!(f)?;
@@ -316,6 +326,16 @@ fn serde_error(path: &Path, source: &str, error: toml::de::Error) -> ManifestErr
         .find_map(|l| l.strip_prefix("in `").and_then(|k| k.strip_suffix('`')))
         .map(str::to_string);
     let message = error.message().trim().to_string();
+    // For an unknown key, the key at fault is the unknown one, not the table holding it.
+    let unknown = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+        .map(str::to_string);
+    let key = match (key, unknown) {
+        (Some(table), Some(field)) => Some(format!("{table}.{field}")),
+        (None, Some(field)) => Some(field),
+        (key, None) => key,
+    };
     match error.span() {
         Some(span) => ManifestError::new(path, source, span, key, message),
         None => {
@@ -369,7 +389,8 @@ impl Validator<'_> {
 
         let (axes, zip, filter) = self.validate_grid(algorithm, raw.grid)?;
         let measure = self.validate_measure(raw.measure)?;
-        let variants = self.validate_variants(algorithm, &axes, &zip, raw.variants, measure.scope)?;
+        let variants =
+            self.validate_variants(algorithm, &axes, &zip, raw.variants, measure.scope)?;
         let accuracy = self.validate_accuracy(raw.accuracy)?;
 
         let baseline = match raw.report.baseline {
@@ -422,7 +443,12 @@ impl Validator<'_> {
                     format!(
                         "`{key}` is not an axis of algorithm `{}`; its axes: {}",
                         algorithm.name(),
-                        algorithm.axes().iter().map(|a| a.name).collect::<Vec<_>>().join(", ")
+                        algorithm
+                            .axes()
+                            .iter()
+                            .map(|a| a.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 ));
             }
@@ -458,15 +484,27 @@ impl Validator<'_> {
             let mut seen = Vec::new();
             for group in groups {
                 if group.len() < 2 {
-                    return Err(self.error(span, "grid.zip", "each zip group needs at least two axes".into()));
+                    return Err(self.error(
+                        span,
+                        "grid.zip",
+                        "each zip group needs at least two axes".into(),
+                    ));
                 }
                 let mut len = None;
                 for name in &group {
                     let Some((_, values)) = axes.iter().find(|(a, _)| a == name) else {
-                        return Err(self.error(span, "grid.zip", format!("zip names `{name}`, which is not an axis")));
+                        return Err(self.error(
+                            span,
+                            "grid.zip",
+                            format!("zip names `{name}`, which is not an axis"),
+                        ));
                     };
                     if seen.contains(name) {
-                        return Err(self.error(span, "grid.zip", format!("axis `{name}` is zipped twice")));
+                        return Err(self.error(
+                            span,
+                            "grid.zip",
+                            format!("axis `{name}` is zipped twice"),
+                        ));
                     }
                     seen.push(name.clone());
                     match len {
@@ -490,7 +528,11 @@ impl Validator<'_> {
             Some(value) => {
                 let span = value.span();
                 let toml::Value::String(text) = value.get_ref() else {
-                    return Err(self.error(span, "grid.where", "where must be a string, e.g. \"n >= block\"".into()));
+                    return Err(self.error(
+                        span,
+                        "grid.where",
+                        "where must be a string, e.g. \"n >= block\"".into(),
+                    ));
                 };
                 let expr = WhereExpr::parse(text, &|name| algorithm.axis(name).map(|a| a.kind))
                     .map_err(|(offset, message)| {
@@ -504,16 +546,15 @@ impl Validator<'_> {
         Ok((axes, zip, filter))
     }
 
-    /// The span of the key in `key = value`, for errors about the key itself.
+    /// The span of the key in `key = value` (also inside an inline table), for errors about the
+    /// key itself.
     fn key_span(&self, value: &Spanned<toml::Value>) -> Range<usize> {
         let start = value.span().start;
         let line_start = self.source[..start].rfind('\n').map_or(0, |i| i + 1);
-        let key_end = self.source[line_start..start]
-            .find('=')
-            .map_or(start, |i| line_start + i);
-        let key_text = &self.source[line_start..key_end];
-        let offset = key_text.len() - key_text.trim_start().len();
-        line_start + offset..line_start + key_text.trim_end().len()
+        let before = self.source[line_start..start].trim_end();
+        let before = before.strip_suffix('=').unwrap_or(before).trim_end();
+        let key_start = before.rfind([' ', '\t', '{', ',']).map_or(0, |i| i + 1);
+        line_start + key_start..line_start + before.len()
     }
 
     fn axis_values(
@@ -529,18 +570,29 @@ impl Validator<'_> {
             return Err(self.error(span, key, "axis has no values".into()));
         }
         for v in &values.0 {
-            kind.check(v).map_err(|message| self.error(span.clone(), key, message))?;
+            kind.check(v)
+                .map_err(|message| self.error(span.clone(), key, message))?;
         }
         Ok(values)
     }
 
     fn validate_measure(&self, raw: RawMeasure) -> Result<MeasureSettings, ManifestError> {
         let d = MeasureSettings::default();
-        let min_samples = raw.min_samples.as_ref().map_or(d.min_samples, |s| *s.get_ref());
-        let max_samples = raw.max_samples.as_ref().map_or(d.max_samples.max(min_samples), |s| *s.get_ref());
+        let min_samples = raw
+            .min_samples
+            .as_ref()
+            .map_or(d.min_samples, |s| *s.get_ref());
+        let max_samples = raw
+            .max_samples
+            .as_ref()
+            .map_or(d.max_samples.max(min_samples), |s| *s.get_ref());
         if let Some(s) = &raw.min_samples {
             if *s.get_ref() == 0 {
-                return Err(self.error(s.span(), "measure.min_samples", "min_samples must be at least 1".into()));
+                return Err(self.error(
+                    s.span(),
+                    "measure.min_samples",
+                    "min_samples must be at least 1".into(),
+                ));
             }
         }
         if let Some(s) = &raw.max_samples {
@@ -554,13 +606,21 @@ impl Validator<'_> {
         }
         let max_time_s = match &raw.max_time_s {
             Some(s) if !(s.get_ref().is_finite() && *s.get_ref() > 0.0) => {
-                return Err(self.error(s.span(), "measure.max_time_s", "max_time_s must be a positive number of seconds".into()))
+                return Err(self.error(
+                    s.span(),
+                    "measure.max_time_s",
+                    "max_time_s must be a positive number of seconds".into(),
+                ))
             }
             s => s.as_ref().map_or(d.max_time_s, |s| *s.get_ref()),
         };
         let target_rel_ci = match &raw.target_rel_ci {
             Some(s) if !(*s.get_ref() > 0.0 && *s.get_ref() < 1.0) => {
-                return Err(self.error(s.span(), "measure.target_rel_ci", "target_rel_ci must be between 0 and 1 (0.01 = 1%)".into()))
+                return Err(self.error(
+                    s.span(),
+                    "measure.target_rel_ci",
+                    "target_rel_ci must be between 0 and 1 (0.01 = 1%)".into(),
+                ))
             }
             s => s.as_ref().map_or(d.target_rel_ci, |s| *s.get_ref()),
         };
@@ -595,22 +655,50 @@ impl Validator<'_> {
             let raw = spanned.into_inner();
             let key = |k: &str| format!("variant[{i}].{k}");
             if variants.iter().any(|v| &v.name == raw.name.get_ref()) {
-                return Err(self.error(raw.name.span(), key("name"), format!("two variants are named `{}`", raw.name.get_ref())));
+                return Err(self.error(
+                    raw.name.span(),
+                    key("name"),
+                    format!("two variants are named `{}`", raw.name.get_ref()),
+                ));
             }
             let (implementation, known, wrong) = match raw.backend {
-                Backend::Cpu => (raw.implementation, algorithm.cpu_impls(), raw.kernel.map(|k| (k, "kernel"))),
-                Backend::Cuda => (raw.kernel, algorithm.cuda_kernels(), raw.implementation.map(|k| (k, "impl"))),
+                Backend::Cpu => (
+                    raw.implementation,
+                    algorithm.cpu_impls(),
+                    raw.kernel.map(|k| (k, "kernel")),
+                ),
+                Backend::Cuda => (
+                    raw.kernel,
+                    algorithm.cuda_kernels(),
+                    raw.implementation.map(|k| (k, "impl")),
+                ),
             };
             if let Some((value, field)) = wrong {
                 return Err(self.error(
                     value.span(),
                     key(field),
-                    format!("a {} variant names its code with `{}`, not `{field}`", raw.backend, if field == "kernel" { "impl" } else { "kernel" }),
+                    format!(
+                        "a {} variant names its code with `{}`, not `{field}`",
+                        raw.backend,
+                        if field == "kernel" { "impl" } else { "kernel" }
+                    ),
                 ));
             }
-            let field = if raw.backend == Backend::Cpu { "impl" } else { "kernel" };
+            let field = if raw.backend == Backend::Cpu {
+                "impl"
+            } else {
+                "kernel"
+            };
             let Some(implementation) = implementation else {
-                return Err(self.error(span, key(field), format!("a {} variant must set `{field}`; one of: {}", raw.backend, known.join(", "))));
+                return Err(self.error(
+                    span,
+                    key(field),
+                    format!(
+                        "a {} variant must set `{field}`; one of: {}",
+                        raw.backend,
+                        known.join(", ")
+                    ),
+                ));
             };
             if !known.contains(&implementation.get_ref().as_str()) {
                 return Err(self.error(
@@ -629,10 +717,20 @@ impl Validator<'_> {
             for (name, value) in &raw.params {
                 let param_key = key(&format!("params.{name}"));
                 let Some(def) = algorithm.axis(name) else {
-                    return Err(self.error(self.key_span(value), param_key, format!("`{name}` is not an axis of algorithm `{}`", algorithm.name())));
+                    return Err(self.error(
+                        self.key_span(value),
+                        param_key,
+                        format!(
+                            "`{name}` is not an axis of algorithm `{}`",
+                            algorithm.name()
+                        ),
+                    ));
                 };
                 let values = self.axis_values(&param_key, def.kind, value)?;
-                let grid_len = axes.iter().find(|(a, _)| a == name).map_or(0, |(_, v)| v.0.len());
+                let grid_len = axes
+                    .iter()
+                    .find(|(a, _)| a == name)
+                    .map_or(0, |(_, v)| v.0.len());
                 if zip.iter().any(|g| g.contains(name)) && values.0.len() != grid_len {
                     return Err(self.error(
                         value.span(),
@@ -654,7 +752,9 @@ impl Validator<'_> {
     }
 
     fn validate_accuracy(&self, raw: RawAccuracy) -> Result<Accuracy, ManifestError> {
-        let check = |value: &Option<Spanned<f64>>, key: &str| -> Result<Option<f64>, ManifestError> {
+        let check = |value: &Option<Spanned<f64>>,
+                     key: &str|
+         -> Result<Option<f64>, ManifestError> {
             match value {
                 Some(v) if !(v.get_ref().is_finite() && *v.get_ref() >= 0.0) => Err(self.error(
                     v.span(),

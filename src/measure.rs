@@ -30,7 +30,10 @@ pub struct Measurement {
 }
 
 /// Runs `sample` (which returns one timed run, in seconds) under the settings' stopping rule.
-pub fn measure(settings: &MeasureSettings, mut sample: impl FnMut() -> Result<f64>) -> Result<Measurement> {
+pub fn measure(
+    settings: &MeasureSettings,
+    mut sample: impl FnMut() -> Result<f64>,
+) -> Result<Measurement> {
     let started = Instant::now();
     for _ in 0..settings.warmup {
         sample()?;

@@ -54,23 +54,32 @@ impl AxisValues {
                 let int = |key: &str| -> Result<i64, String> {
                     match table.get(key) {
                         Some(toml::Value::Integer(i)) => Ok(*i),
-                        Some(other) => Err(format!("`{key}` must be an integer, found {}", other.type_str())),
+                        Some(other) => Err(format!(
+                            "`{key}` must be an integer, found {}",
+                            other.type_str()
+                        )),
                         None => Err(format!("missing `{key}`")),
                     }
                 };
                 let keys: Vec<&str> = table.keys().map(String::as_str).collect();
                 if keys == ["pow2"] {
                     let bounds: Vec<i64> = match table.get("pow2") {
-                        Some(toml::Value::Array(a)) => a.iter().filter_map(toml::Value::as_integer).collect(),
+                        Some(toml::Value::Array(a)) => {
+                            a.iter().filter_map(toml::Value::as_integer).collect()
+                        }
                         _ => vec![],
                     };
                     let [lo, hi] = bounds[..] else {
                         return Err("pow2 takes two exponents, e.g. { pow2 = [10, 28] }".into());
                     };
                     if !(0..=62).contains(&lo) || !(lo..=62).contains(&hi) {
-                        return Err(format!("pow2 exponents must satisfy 0 <= lo <= hi <= 62, got [{lo}, {hi}]"));
+                        return Err(format!(
+                            "pow2 exponents must satisfy 0 <= lo <= hi <= 62, got [{lo}, {hi}]"
+                        ));
                     }
-                    Ok(AxisValues((lo..=hi).map(|e| ParamValue::Int(1i64 << e)).collect()))
+                    Ok(AxisValues(
+                        (lo..=hi).map(|e| ParamValue::Int(1i64 << e)).collect(),
+                    ))
                 } else {
                     let mut sorted = keys.clone();
                     sorted.sort_unstable();
@@ -80,7 +89,11 @@ impl AxisValues {
                         ));
                     }
                     let (start, stop) = (int("start")?, int("stop")?);
-                    let step = if table.contains_key("step") { int("step")? } else { 1 };
+                    let step = if table.contains_key("step") {
+                        int("step")?
+                    } else {
+                        1
+                    };
                     if step <= 0 {
                         return Err(format!("step must be positive, got {step}"));
                     }
@@ -89,9 +102,15 @@ impl AxisValues {
                     }
                     let count = (stop - start) / step + 1;
                     if count > MAX_AXIS_VALUES {
-                        return Err(format!("range expands to {count} values; the limit is {MAX_AXIS_VALUES}"));
+                        return Err(format!(
+                            "range expands to {count} values; the limit is {MAX_AXIS_VALUES}"
+                        ));
                     }
-                    Ok(AxisValues((0..count).map(|k| ParamValue::Int(start + k * step)).collect()))
+                    Ok(AxisValues(
+                        (0..count)
+                            .map(|k| ParamValue::Int(start + k * step))
+                            .collect(),
+                    ))
                 }
             }
             scalar => Ok(AxisValues(vec![ParamValue::from_toml(scalar)?])),
@@ -258,7 +277,10 @@ impl WhereExpr {
         };
         let expr = parser.or()?;
         if let Some((offset, token)) = parser.tokens.get(parser.pos) {
-            return Err((*offset, format!("unexpected {token:?} after a complete expression")));
+            return Err((
+                *offset,
+                format!("unexpected {token:?} after a complete expression"),
+            ));
         }
         Ok(expr)
     }
@@ -294,7 +316,8 @@ impl Operand {
             Operand::Str(s) => Some(ParamValue::Str(s.clone())),
             Operand::Axis(name) => point.get(name).cloned(),
             Operand::Arith(a, op, b) => {
-                let (ParamValue::Int(x), ParamValue::Int(y)) = (a.eval(point)?, b.eval(point)?) else {
+                let (ParamValue::Int(x), ParamValue::Int(y)) = (a.eval(point)?, b.eval(point)?)
+                else {
                     return None;
                 };
                 let v = match op {
@@ -331,7 +354,11 @@ fn tokenize(text: &str) -> Result<Vec<(usize, Token)>, (usize, String)> {
                 i += 1;
             }
             let digits = text[start..i].replace('_', "");
-            Token::Int(digits.parse().map_err(|_| (start, format!("integer `{digits}` is too large")))?)
+            Token::Int(
+                digits
+                    .parse()
+                    .map_err(|_| (start, format!("integer `{digits}` is too large")))?,
+            )
         } else if c == '"' || c == '\'' {
             i += 1;
             while i < bytes.len() && bytes[i] as char != c {
@@ -438,7 +465,12 @@ impl Parser<'_> {
                 "<=" => CmpOp::Le,
                 ">" => CmpOp::Gt,
                 ">=" => CmpOp::Ge,
-                _ => return Err((op_at, format!("expected a comparison (==, !=, <, <=, >, >=), found `{op}`"))),
+                _ => {
+                    return Err((
+                        op_at,
+                        format!("expected a comparison (==, !=, <, <=, >, >=), found `{op}`"),
+                    ))
+                }
             },
             _ => return Err((op_at, "expected a comparison (==, !=, <, <=, >, >=)".into())),
         };
@@ -464,7 +496,10 @@ impl Parser<'_> {
             if left.1 || right.1 {
                 return Err((at, "arithmetic on a string".into()));
             }
-            left = (Operand::Arith(Box::new(left.0), op, Box::new(right.0)), false);
+            left = (
+                Operand::Arith(Box::new(left.0), op, Box::new(right.0)),
+                false,
+            );
         }
         Ok(left)
     }
@@ -482,7 +517,10 @@ impl Parser<'_> {
             if left.1 || right.1 {
                 return Err((at, "arithmetic on a string".into()));
             }
-            left = (Operand::Arith(Box::new(left.0), op, Box::new(right.0)), false);
+            left = (
+                Operand::Arith(Box::new(left.0), op, Box::new(right.0)),
+                false,
+            );
         }
         Ok(left)
     }
@@ -498,8 +536,156 @@ impl Parser<'_> {
                 Some(kind) => Ok((Operand::Axis(name), !kind.is_integer())),
                 None => Err((at, format!("`{name}` is not an axis of this algorithm"))),
             },
-            Some(other) => Err((at, format!("expected an axis name, a number or a string, found {other:?}"))),
+            Some(other) => Err((
+                at,
+                format!("expected an axis name, a number or a string, found {other:?}"),
+            )),
             None => Err((at, "the expression ends too early".into())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn manifest(grid: &str, variants: &str) -> Manifest {
+        let text = format!(
+            "[study]\nname = \"t\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\n{grid}\n{variants}"
+        );
+        crate::manifest::parse(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const GPU: &str = "[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n";
+    const CPU: &str = "[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n";
+
+    fn ints(cases: &[Case], axis: &str) -> Vec<i64> {
+        cases
+            .iter()
+            .map(|c| match &c.params[axis] {
+                ParamValue::Int(i) => *i,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pow2_and_ranges_expand_inclusively() {
+        let m = manifest("n = { pow2 = [3, 6] }", GPU);
+        assert_eq!(ints(&expand(&m), "n"), [8, 16, 32, 64]);
+        let m = manifest("n = { start = 10, stop = 30, step = 7 }", GPU);
+        assert_eq!(ints(&expand(&m), "n"), [10, 17, 24]);
+        let m = manifest("n = 5", GPU);
+        assert_eq!(ints(&expand(&m), "n"), [5]);
+    }
+
+    #[test]
+    fn the_product_runs_the_first_axis_slowest_and_variants_innermost() {
+        let m = manifest(
+            "n = [1, 2]\ndtype = [\"f32\", \"f64\"]",
+            &format!("{CPU}{GPU}"),
+        );
+        let cases = expand(&m);
+        let got: Vec<(usize, i64, String)> = cases
+            .iter()
+            .map(|c| {
+                (
+                    c.variant,
+                    ints(std::slice::from_ref(c), "n")[0],
+                    c.params["dtype"].to_string(),
+                )
+            })
+            .collect();
+        let want = [
+            (0, 1, "f32"),
+            (1, 1, "f32"),
+            (0, 1, "f64"),
+            (1, 1, "f64"),
+            (0, 2, "f32"),
+            (1, 2, "f32"),
+            (0, 2, "f64"),
+            (1, 2, "f64"),
+        ];
+        assert_eq!(got, want.map(|(v, n, d)| (v, n, d.to_string())));
+        assert_eq!(
+            cases.iter().map(|c| c.index).collect::<Vec<_>>(),
+            (0..8).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn zipped_axes_advance_together() {
+        let m = manifest(
+            "n = [100, 200, 300]\nblock = [32, 64, 128]\nzip = [[\"n\", \"block\"]]",
+            GPU,
+        );
+        let cases = expand(&m);
+        assert_eq!(ints(&cases, "n"), [100, 200, 300]);
+        assert_eq!(ints(&cases, "block"), [32, 64, 128]);
+    }
+
+    #[test]
+    fn where_filters_the_grid() {
+        let m = manifest("n = [16, 64, 256, 1000]\nblock = [32, 128]\nwhere = \"n >= block and n % 2 == 0 and not (n == 1000)\"", GPU);
+        let cases = expand(&m);
+        let pairs: Vec<(i64, i64)> = ints(&cases, "n")
+            .into_iter()
+            .zip(ints(&cases, "block"))
+            .collect();
+        assert_eq!(pairs, [(64, 32), (256, 32), (256, 128)]);
+        let m = manifest(
+            "n = [1, 2]\ndtype = [\"f32\", \"i32\"]\nwhere = 'dtype != \"i32\" || n == 2'",
+            GPU,
+        );
+        assert_eq!(expand(&m).len(), 3);
+    }
+
+    #[test]
+    fn cpu_variants_drop_gpu_axes_without_duplicates() {
+        let m = manifest(
+            "n = [10, 20]\nblock = [32, 64, 128]",
+            &format!("{CPU}{GPU}"),
+        );
+        let cases = expand(&m);
+        let cpu: Vec<&Case> = cases.iter().filter(|c| c.variant == 0).collect();
+        assert_eq!(cpu.len(), 2);
+        assert!(cpu.iter().all(|c| !c.params.contains_key("block")));
+        assert_eq!(cases.iter().filter(|c| c.variant == 1).count(), 6);
+    }
+
+    #[test]
+    fn variant_params_override_the_grid() {
+        let variants = format!("{GPU}params = {{ block = [1024] }}\n[[variant]]\nname = \"h\"\nbackend = \"cuda\"\nkernel = \"reduce_naive\"\n");
+        let m = manifest("n = [10]\nblock = [32, 64]", &variants);
+        let cases = expand(&m);
+        let blocks: Vec<(usize, i64)> = cases
+            .iter()
+            .map(|c| (c.variant, ints(std::slice::from_ref(c), "block")[0]))
+            .collect();
+        assert_eq!(blocks, [(0, 1024), (1, 32), (1, 64)]);
+    }
+
+    #[test]
+    fn where_expressions_reject_unknown_axes_and_mixed_types() {
+        let kind = |name: &str| match name {
+            "n" => Some(AxisKind::Size),
+            "dtype" => Some(AxisKind::Dtype(&[])),
+            _ => None,
+        };
+        assert_eq!(
+            WhereExpr::parse("n > 1 and blok < 2", &kind).unwrap_err().0,
+            10
+        );
+        assert!(WhereExpr::parse("dtype > 3", &kind)
+            .unwrap_err()
+            .1
+            .contains("string with a number"));
+        assert!(WhereExpr::parse("n >", &kind).is_err());
+        assert!(WhereExpr::parse("(n > 1", &kind)
+            .unwrap_err()
+            .1
+            .contains("`)`"));
+        assert!(WhereExpr::parse("n > 1 n", &kind).is_err());
     }
 }

@@ -54,7 +54,11 @@ pub fn summarize(samples_s: &[f64]) -> Summary {
     let q1_s = data.lower_quartile();
     let q3_s = data.upper_quartile();
     let mean_s = samples_s.iter().mean();
-    let std_dev_s = if n > 1 { samples_s.iter().std_dev() } else { 0.0 };
+    let std_dev_s = if n > 1 {
+        samples_s.iter().std_dev()
+    } else {
+        0.0
+    };
 
     let mut sorted = samples_s.to_vec();
     sorted.sort_by(f64::total_cmp);
@@ -74,7 +78,11 @@ pub fn summarize(samples_s: &[f64]) -> Summary {
         median_s,
         mean_s,
         std_dev_s,
-        cv: if mean_s != 0.0 { std_dev_s / mean_s } else { 0.0 },
+        cv: if mean_s != 0.0 {
+            std_dev_s / mean_s
+        } else {
+            0.0
+        },
         min_s: sorted[0],
         max_s: sorted[n - 1],
         q1_s,
@@ -192,6 +200,9 @@ mod tests {
     #[test]
     fn a_single_sample_summarizes() {
         let s = summarize(&[3.0]);
-        assert_eq!((s.median_s, s.std_dev_s, s.median_ci95_s), (3.0, 0.0, (3.0, 3.0)));
+        assert_eq!(
+            (s.median_s, s.std_dev_s, s.median_ci95_s),
+            (3.0, 0.0, (3.0, 3.0))
+        );
     }
 }

@@ -83,7 +83,11 @@ pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyR
             report.passed = false;
             report.wrong_elements += 1;
             if report.first_wrong.len() < FIRST_WRONG_KEPT {
-                report.first_wrong.push(WrongElement { index, got: g, expected: e });
+                report.first_wrong.push(WrongElement {
+                    index,
+                    got: g,
+                    expected: e,
+                });
             }
         }
     }
@@ -96,7 +100,10 @@ mod tests {
 
     #[test]
     fn within_tolerance_passes_and_outside_fails() {
-        let tol = Tolerance { rel: 1e-6, abs: 0.0 };
+        let tol = Tolerance {
+            rel: 1e-6,
+            abs: 0.0,
+        };
         assert!(compare(&[1.0 + 5e-7, -3.0], &[1.0, -3.0], tol).passed);
         let r = compare(&[1.0, -3.0 * (1.0 + 2e-6)], &[1.0, -3.0], tol);
         assert!(!r.passed);
@@ -107,7 +114,10 @@ mod tests {
 
     #[test]
     fn nan_never_passes_even_with_infinite_tolerance() {
-        let tol = Tolerance { rel: f64::INFINITY, abs: f64::INFINITY };
+        let tol = Tolerance {
+            rel: f64::INFINITY,
+            abs: f64::INFINITY,
+        };
         let r = compare(&[f64::NAN, 2.0], &[1.0, 2.0], tol);
         assert!(!r.passed);
         assert_eq!(r.nan_elements, 1);
@@ -116,7 +126,10 @@ mod tests {
 
     #[test]
     fn integers_are_exact_whatever_the_manifest_says() {
-        let acc = Accuracy { rel_tol_f32: Some(0.5), ..Default::default() };
+        let acc = Accuracy {
+            rel_tol_f32: Some(0.5),
+            ..Default::default()
+        };
         let tol = Tolerance { rel: 0.1, abs: 1.0 }.with_overrides(DType::I32, &acc);
         assert_eq!(tol, Tolerance::EXACT);
         assert!(!compare(&[41.0], &[42.0], tol).passed);

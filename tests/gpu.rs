@@ -11,7 +11,9 @@ use kbench::report::json::ResultsFile;
 fn gpu_or_skip(test: &str) -> bool {
     match cuda::driver_present() {
         Ok(()) => true,
-        Err(reason) if std::env::var("KBENCH_REQUIRE_GPU").is_ok() => panic!("{test}: GPU required: {reason}"),
+        Err(reason) if std::env::var("KBENCH_REQUIRE_GPU").is_ok() => {
+            panic!("{test}: GPU required: {reason}")
+        }
         Err(reason) => {
             eprintln!("{test}: skipped: {reason}");
             false
@@ -24,10 +26,24 @@ fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
     let manifest = kbench::manifest::parse(Path::new("gpu-test.toml"), text).unwrap();
     let cases = kbench::plan::expand(&manifest);
     let options = RunOptions::default();
-    let mut results = ResultsFile::create(out.path(), &manifest, cases.len(), options.measure_settings(&manifest.measure)).unwrap();
+    let mut results = ResultsFile::create(
+        out.path(),
+        &manifest,
+        cases.len(),
+        options.measure_settings(&manifest.measure),
+    )
+    .unwrap();
     let mut gpu = GpuState::NotOpened(kernels);
     let progress = indicatif::ProgressBar::hidden();
-    execute::run_study(&manifest, &cases, &mut gpu, &options, &mut results, &progress).unwrap();
+    execute::run_study(
+        &manifest,
+        &cases,
+        &mut gpu,
+        &options,
+        &mut results,
+        &progress,
+    )
+    .unwrap();
     let axes = ["n", "dtype", "block"];
     println!("{}", kbench::report::table::render(&results.doc, &axes));
     results.doc.cases
@@ -45,8 +61,15 @@ fn every_kernel_dtype_and_block_size_sums_correctly() {
          [grid]\nn = [0, 1, 31, 33, 1000, 65_537, 1_000_003, 4_194_319]\ndtype = [\"i32\", \"f32\", \"f64\"]\n\
          block = [32, 64, 128, 256, 512, 1024]\n",
     );
-    for kernel in ["reduce_naive", "reduce_optimized", "reduce_unrolled", "reduce_fast"] {
-        text += &format!("[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n");
+    for kernel in [
+        "reduce_naive",
+        "reduce_optimized",
+        "reduce_unrolled",
+        "reduce_fast",
+    ] {
+        text += &format!(
+            "[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
+        );
     }
     text += QUICK;
     let cases = run_manifest(&text, KernelSource::default());
@@ -54,9 +77,19 @@ fn every_kernel_dtype_and_block_size_sums_correctly() {
     let bad: Vec<String> = cases
         .iter()
         .filter(|c| c.status != CaseStatus::Passed)
-        .map(|c| format!("{} {:?}: {:?} {:?}", c.variant, c.params, c.status, c.reason))
+        .map(|c| {
+            format!(
+                "{} {:?}: {:?} {:?}",
+                c.variant, c.params, c.status, c.reason
+            )
+        })
         .collect();
-    assert!(bad.is_empty(), "{} cases did not pass:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} cases did not pass:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }
 
 #[test]
@@ -75,31 +108,61 @@ fn transfers_and_program_scopes_produce_checked_results() {
     let cases = run_manifest(&text, KernelSource::default());
     assert_eq!(cases.len(), 2 * 2 * 3);
     for c in &cases {
-        assert_eq!(c.status, CaseStatus::Passed, "{} {:?}: {:?}", c.variant, c.params, c.reason);
+        assert_eq!(
+            c.status,
+            CaseStatus::Passed,
+            "{} {:?}: {:?}",
+            c.variant,
+            c.params,
+            c.reason
+        );
     }
     // Whole-program time includes allocation and copies, so it cannot be below the kernel's.
-    let median = |name: &str| cases.iter().find(|c| c.variant == name && c.params["n"] == kbench::plan::ParamValue::Int(999_999)).unwrap().summary.as_ref().unwrap().median_s;
+    let median = |name: &str| {
+        cases
+            .iter()
+            .find(|c| c.variant == name && c.params["n"] == kbench::plan::ParamValue::Int(999_999))
+            .unwrap()
+            .summary
+            .as_ref()
+            .unwrap()
+            .median_s
+    };
     assert!(median("fast_program") > median("fast_kernel"));
     assert!(median("fast_transfers") > median("fast_kernel"));
 }
 
 #[test]
 fn a_kernel_that_does_not_compile_fails_its_cases_with_the_log_and_the_study_goes_on() {
-    if !gpu_or_skip("a_kernel_that_does_not_compile_fails_its_cases_with_the_log_and_the_study_goes_on") {
+    if !gpu_or_skip(
+        "a_kernel_that_does_not_compile_fails_its_cases_with_the_log_and_the_study_goes_on",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("reduce.cu"), "extern \"C\" __global__ void reduce_fast_f32() { undeclared_thing = 1; }\n").unwrap();
+    std::fs::write(
+        dir.path().join("reduce.cu"),
+        "extern \"C\" __global__ void reduce_fast_f32() { undeclared_thing = 1; }\n",
+    )
+    .unwrap();
     let text = format!(
         "[study]\nname = \"gpu-broken\"\nalgorithm = \"reduce\"\nseed = 13\n[grid]\nn = [1000]\n\
          [[variant]]\nname = \"cpu\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
          [[variant]]\nname = \"fast\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n{QUICK}"
     );
-    let cases = run_manifest(&text, KernelSource { dir: Some(dir.path().to_path_buf()) });
+    let cases = run_manifest(
+        &text,
+        KernelSource {
+            dir: Some(dir.path().to_path_buf()),
+        },
+    );
     let cpu = cases.iter().find(|c| c.variant == "cpu").unwrap();
     assert_eq!(cpu.status, CaseStatus::Passed);
     let fast = cases.iter().find(|c| c.variant == "fast").unwrap();
     assert_eq!(fast.status, CaseStatus::Error);
     let reason = fast.reason.as_deref().unwrap();
-    assert!(reason.contains("undeclared_thing") && reason.contains("reduce.cu"), "{reason}");
+    assert!(
+        reason.contains("undeclared_thing") && reason.contains("reduce.cu"),
+        "{reason}"
+    );
 }

@@ -6,7 +6,9 @@ use kbench::backend::cuda::{self, KernelSource};
 fn nvrtc_or_skip(test: &str) -> bool {
     match cuda::nvrtc_present() {
         Ok(()) => true,
-        Err(reason) if std::env::var("KBENCH_REQUIRE_NVRTC").is_ok() => panic!("{test}: NVRTC required: {reason}"),
+        Err(reason) if std::env::var("KBENCH_REQUIRE_NVRTC").is_ok() => {
+            panic!("{test}: NVRTC required: {reason}")
+        }
         Err(reason) => {
             eprintln!("{test}: skipped: {reason}");
             false
@@ -20,14 +22,22 @@ fn every_kernel_compiles_for_hopper_and_ampere() {
         return;
     }
     let archs = ["sm_90".to_string(), "sm_80".to_string()];
-    let compiled = cuda::compile_all(&KernelSource::default(), &archs).unwrap_or_else(|e| panic!("{e:#}"));
+    let compiled =
+        cuda::compile_all(&KernelSource::default(), &archs).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(compiled.len(), cuda::EMBEDDED_KERNELS.len() * archs.len());
     for algorithm in kbench::algos::all() {
-        let (_, _, ptx) = compiled.iter().find(|(file, arch, _)| file == algorithm.kernel_file() && arch == "sm_90").unwrap();
+        let (_, _, ptx) = compiled
+            .iter()
+            .find(|(file, arch, _)| file == algorithm.kernel_file() && arch == "sm_90")
+            .unwrap();
         for kernel in algorithm.cuda_kernels() {
             for dtype in ["i32", "f32", "f64"] {
                 let entry = format!(".entry {kernel}_{dtype}(");
-                assert!(ptx.contains(&entry), "{} has no {entry}", algorithm.kernel_file());
+                assert!(
+                    ptx.contains(&entry),
+                    "{} has no {entry}",
+                    algorithm.kernel_file()
+                );
             }
         }
     }
@@ -38,7 +48,12 @@ fn a_compile_error_carries_the_file_and_nvrtc_log() {
     if !nvrtc_or_skip("a_compile_error_carries_the_file_and_nvrtc_log") {
         return;
     }
-    let err = cuda::compile("kernels/broken.cu", "extern \"C\" __global__ void k() { int x = nope; }\n", "sm_90").unwrap_err();
+    let err = cuda::compile(
+        "kernels/broken.cu",
+        "extern \"C\" __global__ void k() { int x = nope; }\n",
+        "sm_90",
+    )
+    .unwrap_err();
     let text = format!("{err:#}");
     assert!(text.contains("kernels/broken.cu(1)"), "{text}");
     assert!(text.contains("identifier \"nope\" is undefined"), "{text}");

@@ -58,13 +58,19 @@ impl AxisKind {
                 Some(d) if allowed.contains(&d) => Ok(()),
                 _ => Err(format!(
                     "unknown dtype `{s}`; this algorithm takes {}",
-                    allowed.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+                    allowed
+                        .iter()
+                        .map(|d| d.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )),
             },
-            (AxisKind::Dtype(_), ParamValue::Int(i)) => {
-                Err(format!("expected a dtype name like \"f32\", found the integer {i}"))
+            (AxisKind::Dtype(_), ParamValue::Int(i)) => Err(format!(
+                "expected a dtype name like \"f32\", found the integer {i}"
+            )),
+            (_, ParamValue::Str(s)) => {
+                Err(format!("expected an integer, found the string \"{s}\""))
             }
-            (_, ParamValue::Str(s)) => Err(format!("expected an integer, found the string \"{s}\"")),
         }
     }
 
@@ -233,7 +239,9 @@ pub fn int_param(params: &Params, name: &str) -> Result<i64> {
 /// The dtype of a case (axis `dtype`).
 pub fn dtype_param(params: &Params) -> Result<DType> {
     match params.get("dtype") {
-        Some(ParamValue::Str(s)) => DType::parse(s).ok_or_else(|| anyhow::anyhow!("unknown dtype `{s}`")),
+        Some(ParamValue::Str(s)) => {
+            DType::parse(s).ok_or_else(|| anyhow::anyhow!("unknown dtype `{s}`"))
+        }
         other => anyhow::bail!("axis `dtype` should be a dtype name here, found {other:?}"),
     }
 }

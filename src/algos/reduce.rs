@@ -10,7 +10,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::{dtype_param, int_param, Algorithm, AxisDef, AxisDefault, AxisKind, CaseData, HostData};
+use super::{
+    dtype_param, int_param, Algorithm, AxisDef, AxisDefault, AxisKind, CaseData, HostData,
+};
 use crate::backend::cuda::CudaRun;
 use crate::manifest::{Backend, DType};
 use crate::plan::Params;
@@ -66,7 +68,12 @@ impl Algorithm for Reduce {
     }
 
     fn cuda_kernels(&self) -> &'static [&'static str] {
-        &["reduce_naive", "reduce_optimized", "reduce_unrolled", "reduce_fast"]
+        &[
+            "reduce_naive",
+            "reduce_optimized",
+            "reduce_unrolled",
+            "reduce_fast",
+        ]
     }
 
     fn kernel_file(&self) -> &'static str {
@@ -83,7 +90,10 @@ impl Algorithm for Reduce {
             Ok(DType::F64) => f64::EPSILON,
             _ => return Tolerance::EXACT,
         };
-        Tolerance { rel: (2.0 * n.sqrt()).max(8.0) * eps, abs: 0.0 }
+        Tolerance {
+            rel: (2.0 * n.sqrt()).max(8.0) * eps,
+            abs: 0.0,
+        }
     }
 
     fn prepare(&self, params: &Params, seed: u64) -> Result<CaseData> {
@@ -134,8 +144,12 @@ impl Algorithm for Reduce {
         }
         match (&data.inputs[0].1, output) {
             (HostData::I32(x), HostData::I32(out)) => dispatch!(x, out, 0i32, i32::wrapping_add),
-            (HostData::F32(x), HostData::F32(out)) => dispatch!(x, out, 0f32, |a: f32, b: f32| a + b),
-            (HostData::F64(x), HostData::F64(out)) => dispatch!(x, out, 0f64, |a: f64, b: f64| a + b),
+            (HostData::F32(x), HostData::F32(out)) => {
+                dispatch!(x, out, 0f32, |a: f32, b: f32| a + b)
+            }
+            (HostData::F64(x), HostData::F64(out)) => {
+                dispatch!(x, out, 0f64, |a: f64, b: f64| a + b)
+            }
             _ => bail!("reduce: input and output dtypes differ"),
         }
         Ok(())
@@ -167,9 +181,15 @@ pub fn tree_sum<T: Copy>(x: &[T], zero: T, add: impl Fn(T, T) -> T + Copy) -> T 
     if x.is_empty() {
         return zero;
     }
-    let mut level: Vec<T> = x.chunks(TREE_BLOCK).map(|c| block_tree(c, zero, add)).collect();
+    let mut level: Vec<T> = x
+        .chunks(TREE_BLOCK)
+        .map(|c| block_tree(c, zero, add))
+        .collect();
     while level.len() > 1 {
-        level = level.chunks(TREE_BLOCK).map(|c| block_tree(c, zero, add)).collect();
+        level = level
+            .chunks(TREE_BLOCK)
+            .map(|c| block_tree(c, zero, add))
+            .collect();
     }
     level[0]
 }
@@ -190,7 +210,9 @@ fn block_tree<T: Copy>(chunk: &[T], zero: T, add: impl Fn(T, T) -> T) -> T {
 /// The CUDA launchers. Each kernel in `kernels/reduce.cu` is launched from exactly one place here.
 mod gpu {
     use anyhow::{anyhow, bail, Result};
-    use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+    use cudarc::driver::{
+        CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
+    };
     use std::sync::Arc;
 
     use super::{dtype_param, int_param, Params};
@@ -210,9 +232,27 @@ mod gpu {
         let elem = dtype.size_bytes() as u32;
         match kernel {
             // (elements per block, dynamic shared bytes)
-            "reduce_naive" => multi_pass(run, &function, n, block, 2 * block as u64, 2 * block * elem, dtype),
-            "reduce_optimized" => multi_pass(run, &function, n, block, block as u64, block * elem, dtype),
-            "reduce_unrolled" => multi_pass(run, &function, n, block, 2 * block as u64, block * elem, dtype),
+            "reduce_naive" => multi_pass(
+                run,
+                &function,
+                n,
+                block,
+                2 * block as u64,
+                2 * block * elem,
+                dtype,
+            ),
+            "reduce_optimized" => {
+                multi_pass(run, &function, n, block, block as u64, block * elem, dtype)
+            }
+            "reduce_unrolled" => multi_pass(
+                run,
+                &function,
+                n,
+                block,
+                2 * block as u64,
+                block * elem,
+                dtype,
+            ),
             "reduce_fast" => fast(run, &function, n, block, dtype),
             other => bail!("reduce has no CUDA kernel `{other}`"),
         }
@@ -232,15 +272,32 @@ mod gpu {
         let first_len = n.div_ceil(elems_per_block).max(1) as usize;
         run.ensure_data_scratch(0, dtype, first_len)?;
         run.ensure_data_scratch(1, dtype, first_len.div_ceil(elems_per_block as usize))?;
-        let CudaRun { stream, inputs, output, scratch, .. } = run;
+        let CudaRun {
+            stream,
+            inputs,
+            output,
+            scratch,
+            ..
+        } = run;
         let [Some(Scratch::Data(a)), Some(Scratch::Data(b))] = &mut scratch[..2] else {
             bail!("reduce: scratch buffers missing");
         };
-        let shape = Passes { n, block, elems_per_block, shared_bytes };
+        let shape = Passes {
+            n,
+            block,
+            elems_per_block,
+            shared_bytes,
+        };
         match (&inputs[0], output, a, b) {
-            (DeviceData::I32(x), DeviceData::I32(out), DeviceData::I32(a), DeviceData::I32(b)) => shape.run(stream, function, x, out, a, b),
-            (DeviceData::F32(x), DeviceData::F32(out), DeviceData::F32(a), DeviceData::F32(b)) => shape.run(stream, function, x, out, a, b),
-            (DeviceData::F64(x), DeviceData::F64(out), DeviceData::F64(a), DeviceData::F64(b)) => shape.run(stream, function, x, out, a, b),
+            (DeviceData::I32(x), DeviceData::I32(out), DeviceData::I32(a), DeviceData::I32(b)) => {
+                shape.run(stream, function, x, out, a, b)
+            }
+            (DeviceData::F32(x), DeviceData::F32(out), DeviceData::F32(a), DeviceData::F32(b)) => {
+                shape.run(stream, function, x, out, a, b)
+            }
+            (DeviceData::F64(x), DeviceData::F64(out), DeviceData::F64(a), DeviceData::F64(b)) => {
+                shape.run(stream, function, x, out, a, b)
+            }
             _ => bail!("reduce: device buffers of mixed dtypes"),
         }
     }
@@ -283,7 +340,12 @@ mod gpu {
                     (From::B, false) => (&*b, &mut *a),
                 };
                 let config = LaunchConfig {
-                    grid_dim: (u32::try_from(grid).map_err(|_| anyhow!("grid of {grid} blocks is too large"))?, 1, 1),
+                    grid_dim: (
+                        u32::try_from(grid)
+                            .map_err(|_| anyhow!("grid of {grid} blocks is too large"))?,
+                        1,
+                        1,
+                    ),
                     block_dim: (self.block, 1, 1),
                     shared_mem_bytes: self.shared_bytes,
                 };
@@ -291,8 +353,15 @@ mod gpu {
                 // `src` holds at least `len` elements and `dst` at least `grid` (scratch is sized
                 // for the first pass, and each later pass is smaller); the shared size is what
                 // the kernel indexes for this block size (see the contract in reduce.cu).
-                unsafe { stream.launch_builder(function).arg(src).arg(dst).arg(&len).launch(config) }
-                    .map_err(driver_error)?;
+                unsafe {
+                    stream
+                        .launch_builder(function)
+                        .arg(src)
+                        .arg(dst)
+                        .arg(&len)
+                        .launch(config)
+                }
+                .map_err(driver_error)?;
                 if last {
                     return Ok(());
                 }
@@ -307,17 +376,36 @@ mod gpu {
 
     /// One launch of `reduce_fast_*`: a resident grid, each block reducing a grid-stride share,
     /// the last block to finish summing the partials.
-    fn fast(run: &mut CudaRun, function: &CudaFunction, n: u64, block: u32, dtype: DType) -> Result<()> {
+    fn fast(
+        run: &mut CudaRun,
+        function: &CudaFunction,
+        n: u64,
+        block: u32,
+        dtype: DType,
+    ) -> Result<()> {
         let elems_per_thread_iter = FAST_BYTES_PER_THREAD_ITER / dtype.size_bytes();
         let resident_blocks = run.sm_count as u64 * (RESIDENT_THREADS_PER_SM / block as u64);
-        let grid = resident_blocks.min(n.div_ceil(block as u64 * elems_per_thread_iter)).max(1);
+        let grid = resident_blocks
+            .min(n.div_ceil(block as u64 * elems_per_thread_iter))
+            .max(1);
         run.ensure_data_scratch(0, dtype, grid as usize)?;
         run.ensure_u32_scratch(1, 1)?;
-        let CudaRun { stream, inputs, output, scratch, .. } = run;
-        let [Some(Scratch::Data(partials)), Some(Scratch::U32(blocks_done))] = &mut scratch[..2] else {
+        let CudaRun {
+            stream,
+            inputs,
+            output,
+            scratch,
+            ..
+        } = run;
+        let [Some(Scratch::Data(partials)), Some(Scratch::U32(blocks_done))] = &mut scratch[..2]
+        else {
             bail!("reduce: scratch buffers missing");
         };
-        let config = LaunchConfig { grid_dim: (grid as u32, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
+        let config = LaunchConfig {
+            grid_dim: (grid as u32, 1, 1),
+            block_dim: (block, 1, 1),
+            shared_mem_bytes: 0,
+        };
         macro_rules! go {
             ($x:expr, $partials:expr, $out:expr) => {
                 // SAFETY: signature (const T* in, T* partials, unsigned int* blocks_done, T* out,
@@ -344,5 +432,95 @@ mod gpu {
             _ => bail!("reduce: device buffers of mixed dtypes"),
         };
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::ParamValue;
+
+    fn params(n: i64, dtype: &str) -> Params {
+        [
+            ("n".to_string(), ParamValue::Int(n)),
+            ("dtype".to_string(), ParamValue::Str(dtype.into())),
+        ]
+        .into()
+    }
+
+    #[test]
+    fn every_cpu_implementation_matches_the_reference_at_awkward_sizes() {
+        for n in [0, 1, 2, 255, 257, 65_537, 100_003] {
+            for dtype in ["i32", "f32", "f64"] {
+                let p = params(n, dtype);
+                let data = Reduce.prepare(&p, 7).unwrap();
+                let tolerance = Reduce.default_tolerance(&p);
+                for implementation in Reduce.cpu_impls() {
+                    let mut out = data.output.clone();
+                    out.poison();
+                    Reduce.run_cpu(implementation, &data, &mut out).unwrap();
+                    let report = crate::verify::compare(&out.to_f64(), &data.reference, tolerance);
+                    assert!(report.passed, "{implementation} n={n} {dtype}: {report:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn inputs_are_seeded_random_and_shared_across_sizes() {
+        let a = Reduce.prepare(&params(1000, "f32"), 1).unwrap();
+        let b = Reduce.prepare(&params(10, "f32"), 1).unwrap();
+        let c = Reduce.prepare(&params(1000, "f32"), 2).unwrap();
+        let (HostData::F32(a), HostData::F32(b), HostData::F32(c)) =
+            (&a.inputs[0].1, &b.inputs[0].1, &c.inputs[0].1)
+        else {
+            panic!("f32 inputs expected");
+        };
+        assert_eq!(&a[..10], &b[..]);
+        assert_ne!(a, c);
+        assert!(a.iter().all(|&x| (0.0..1.0).contains(&x)));
+        assert!(
+            a.iter().filter(|&&x| x == 0.0).count() < 2,
+            "inputs must not be zeros"
+        );
+    }
+
+    #[test]
+    fn integer_sums_wrap_like_the_gpu() {
+        let data = CaseData {
+            inputs: vec![("x", HostData::I32(vec![i32::MAX, 1, 5]))],
+            output: HostData::I32(vec![0]),
+            reference: vec![],
+            bytes_moved: 0,
+            flops: 0,
+        };
+        for implementation in Reduce.cpu_impls() {
+            let mut out = HostData::I32(vec![0]);
+            Reduce.run_cpu(implementation, &data, &mut out).unwrap();
+            assert_eq!(out, HostData::I32(vec![i32::MIN + 5]), "{implementation}");
+        }
+    }
+
+    #[test]
+    fn tree_sum_adds_in_gpu_block_order() {
+        // With 256-element blocks, element 0 pairs with 128 first: (1e8 + -1e8) cancels before the
+        // small terms are added, which a left-to-right sum would lose in f32.
+        let mut x = vec![1.0f32; 256];
+        x[0] = 1e8;
+        x[128] = -1e8;
+        assert_eq!(tree_sum(&x, 0.0, |a, b| a + b), 254.0);
+        assert_ne!(x.iter().fold(0.0f32, |a, &b| a + b), 254.0);
+    }
+
+    #[test]
+    fn tolerance_scales_with_n_and_dtype() {
+        let small = Reduce.default_tolerance(&params(100, "f32")).rel;
+        let large = Reduce.default_tolerance(&params(1_000_000, "f32")).rel;
+        assert!((large / small - 100.0).abs() < 1e-9);
+        assert!(Reduce.default_tolerance(&params(1_000_000, "f64")).rel < 1e-12);
+        assert_eq!(
+            Reduce.default_tolerance(&params(100, "i32")),
+            Tolerance::EXACT
+        );
     }
 }

@@ -12,18 +12,20 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUevent_flags};
 use cudarc::driver::{
-    result as driver_result, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr,
-    DriverError, ValidAsZeroBits,
+    result as driver_result, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream,
+    DevicePtrMut, DeviceRepr, DriverError, ValidAsZeroBits,
 };
 use cudarc::nvrtc::{self, CompileError, CompileOptions, Ptx};
 use serde::Serialize;
 
 use crate::algos::{Algorithm, CaseData, HostData, POISON_I32};
-use crate::manifest::{CacheMode, DType, Scope};
+use crate::manifest::{CacheMode, DType, MeasureSettings, Scope};
+use crate::measure::{self, Measurement};
 use crate::plan::Params;
 
 /// Kernel sources built into the binary, so an installed kbench needs no source tree.
-pub static EMBEDDED_KERNELS: &[(&str, &str)] = &[("reduce.cu", include_str!("../../kernels/reduce.cu"))];
+pub static EMBEDDED_KERNELS: &[(&str, &str)] =
+    &[("reduce.cu", include_str!("../../kernels/reduce.cu"))];
 
 /// Where kernel sources come from: the embedded set, or a directory the user named.
 #[derive(Debug, Clone, Default)]
@@ -36,7 +38,8 @@ impl KernelSource {
         match &self.dir {
             Some(dir) => {
                 let path = dir.join(file);
-                std::fs::read_to_string(&path).with_context(|| format!("cannot read kernel source {}", path.display()))
+                std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read kernel source {}", path.display()))
             }
             None => EMBEDDED_KERNELS
                 .iter()
@@ -86,12 +89,19 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
 pub fn compile(file_label: &str, source: &str, arch: &str) -> Result<Ptx> {
     let options = CompileOptions {
         name: Some(file_label.to_string()),
-        options: vec![format!("--gpu-architecture={arch}"), "--std=c++17".into(), "-lineinfo".into()],
+        options: vec![
+            format!("--gpu-architecture={arch}"),
+            "--std=c++17".into(),
+            "-lineinfo".into(),
+        ],
         ..Default::default()
     };
     nvrtc::compile_ptx_with_opts(source, options).map_err(|e| match e {
         CompileError::CompileError { log, .. } => {
-            anyhow!("NVRTC failed to compile {file_label} for {arch}:\n{}", log.to_string_lossy().trim_end())
+            anyhow!(
+                "NVRTC failed to compile {file_label} for {arch}:\n{}",
+                log.to_string_lossy().trim_end()
+            )
         }
         other => anyhow!("NVRTC failed on {file_label} for {arch}: {other:?}"),
     })
@@ -144,12 +154,16 @@ impl Gpu {
         let (major, minor) = ctx.compute_capability().map_err(driver_error)?;
         let mut driver = 0i32;
         // SAFETY: writes one int; the driver was loaded by CudaContext::new.
-        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) }.result().map_err(driver_error)?;
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) }
+            .result()
+            .map_err(driver_error)?;
         let (nvrtc_major, nvrtc_minor) = nvrtc_version()?;
         let memory_clock_mhz = attr(Attr::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)? as f64 / 1e3;
         let memory_bus_width_bits = attr(Attr::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)? as u32;
         let l2_cache_bytes = attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64;
-        let l2_flush = stream.alloc_zeros::<u8>((2 * l2_cache_bytes).max(1 << 20) as usize).map_err(driver_error)?;
+        let l2_flush = stream
+            .alloc_zeros::<u8>((2 * l2_cache_bytes).max(1 << 20) as usize)
+            .map_err(driver_error)?;
         let mut gpu = Gpu {
             fingerprint: DeviceFingerprint {
                 name: ctx.name().map_err(driver_error)?,
@@ -160,7 +174,12 @@ impl Gpu {
                 sm_clock_mhz: attr(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? as f64 / 1e3,
                 memory_clock_mhz,
                 memory_bus_width_bits,
-                theoretical_memory_gbytes_per_s: 2.0 * memory_clock_mhz * 1e6 * memory_bus_width_bits as f64 / 8.0 / 1e9,
+                theoretical_memory_gbytes_per_s: 2.0
+                    * memory_clock_mhz
+                    * 1e6
+                    * memory_bus_width_bits as f64
+                    / 8.0
+                    / 1e9,
                 driver_version: format!("{}.{}", driver / 1000, (driver % 1000) / 10),
                 nvrtc_version: format!("{nvrtc_major}.{nvrtc_minor}"),
                 measured_copy_gbytes_per_s: 0.0,
@@ -185,7 +204,9 @@ impl Gpu {
         let mut times_s = Vec::new();
         for i in 0..23 {
             let start = self.event()?;
-            self.stream.memcpy_dtod(&src, &mut dst).map_err(driver_error)?;
+            self.stream
+                .memcpy_dtod(&src, &mut dst)
+                .map_err(driver_error)?;
             let end = self.event()?;
             let ms = start.elapsed_ms(&end).map_err(driver_error)?;
             if i >= 3 {
@@ -198,7 +219,9 @@ impl Gpu {
 
     fn event(&self) -> Result<cudarc::driver::CudaEvent> {
         // Events need timing enabled explicitly: `None` creates them with timing disabled.
-        self.stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(driver_error)
+        self.stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver_error)
     }
 
     /// The module compiled from `file`, compiling it on first use.
@@ -215,60 +238,72 @@ impl Gpu {
         self.modules[file].clone().map_err(|e| anyhow!(e))
     }
 
-    /// Times one case: sets up the device buffers the scope leaves outside the timed region,
-    /// then hands `measure` a closure that takes one sample. The output of the last sample is
-    /// copied into `output` for verification.
+    /// Times one case under `settings`: sets up the device buffers the scope leaves outside the
+    /// timed region, takes the samples, and copies the last sample's output into `output`.
     pub fn time_case(
         &mut self,
-        algorithm: &dyn Algorithm,
-        kernel: &str,
-        params: &Params,
-        data: &CaseData,
-        scope: Scope,
-        cache: CacheMode,
+        case: &GpuCase,
+        settings: &MeasureSettings,
         output: &mut HostData,
-        measure: &mut dyn FnMut(&mut dyn FnMut() -> Result<f64>) -> Result<()>,
-    ) -> Result<()> {
-        let module = self.module(algorithm.kernel_file())?;
+    ) -> Result<Measurement> {
+        let module = self.module(case.algorithm.kernel_file())?;
         let stream = self.stream.clone();
         let sm_count = self.fingerprint.sm_count;
+        let data = case.data;
         // Buffers that persist across samples in kernel scope.
         let mut resident = CudaRun::new(&stream, &module, sm_count, data, output.dtype())?;
         let mut host_output = output.clone();
         let l2_flush = &mut self.l2_flush;
-        let mut sample = || -> Result<f64> {
-            if cache == CacheMode::Cold {
+        let measurement = measure::measure(settings, || {
+            if settings.cache == CacheMode::Cold {
                 stream.memset_zeros(l2_flush).map_err(driver_error)?;
             }
             resident.poison_output()?;
-            let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(driver_error)?;
-            match scope {
-                Scope::Kernel => algorithm.run_cuda(kernel, params, &mut resident)?,
+            let start = stream
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(driver_error)?;
+            match case.scope {
+                Scope::Kernel => {
+                    case.algorithm
+                        .run_cuda(case.kernel, case.params, &mut resident)?
+                }
                 Scope::Transfers => {
                     resident.upload_inputs(data)?;
-                    algorithm.run_cuda(kernel, params, &mut resident)?;
+                    case.algorithm
+                        .run_cuda(case.kernel, case.params, &mut resident)?;
                     resident.download_output(&mut host_output)?;
                 }
                 Scope::Program => {
                     let mut fresh = CudaRun::new(&stream, &module, sm_count, data, output.dtype())?;
-                    algorithm.run_cuda(kernel, params, &mut fresh)?;
+                    case.algorithm
+                        .run_cuda(case.kernel, case.params, &mut fresh)?;
                     fresh.download_output(&mut host_output)?;
+                    // Freed inside the timed region, as the seed's whole program did.
                     drop(fresh);
                 }
             }
-            let end = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(driver_error)?;
+            let end = stream
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(driver_error)?;
             let ms = start.elapsed_ms(&end).map_err(driver_error)?;
             Ok(ms as f64 / 1e3)
-        };
-        measure(&mut sample)?;
-        drop(sample);
-        match scope {
+        })?;
+        match case.scope {
             Scope::Kernel => resident.download_output(output)?,
             Scope::Transfers | Scope::Program => *output = host_output,
         }
         stream.synchronize().map_err(driver_error)?;
-        Ok(())
+        Ok(measurement)
     }
+}
+
+/// One CUDA case to time: which kernel of which algorithm, on what data, over which region.
+pub struct GpuCase<'a> {
+    pub algorithm: &'a dyn Algorithm,
+    pub kernel: &'a str,
+    pub params: &'a Params,
+    pub data: &'a CaseData,
+    pub scope: Scope,
 }
 
 /// Device buffers of one dtype.
@@ -281,7 +316,10 @@ pub enum DeviceData {
 impl DeviceData {
     fn upload(stream: &Arc<CudaStream>, host: &HostData) -> Result<DeviceData> {
         // A zero-length allocation fails in the driver; keep one element so n = 0 cases run.
-        fn up<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, v: &[T]) -> Result<CudaSlice<T>> {
+        fn up<T: DeviceRepr + ValidAsZeroBits>(
+            stream: &Arc<CudaStream>,
+            v: &[T],
+        ) -> Result<CudaSlice<T>> {
             if v.is_empty() {
                 stream.alloc_zeros::<T>(1).map_err(driver_error)
             } else {
@@ -298,9 +336,15 @@ impl DeviceData {
     fn copy_from(&mut self, stream: &Arc<CudaStream>, host: &HostData) -> Result<()> {
         match (self, host) {
             (_, h) if h.is_empty() => Ok(()),
-            (DeviceData::I32(d), HostData::I32(h)) => stream.memcpy_htod(h, d).map_err(driver_error),
-            (DeviceData::F32(d), HostData::F32(h)) => stream.memcpy_htod(h, d).map_err(driver_error),
-            (DeviceData::F64(d), HostData::F64(h)) => stream.memcpy_htod(h, d).map_err(driver_error),
+            (DeviceData::I32(d), HostData::I32(h)) => {
+                stream.memcpy_htod(h, d).map_err(driver_error)
+            }
+            (DeviceData::F32(d), HostData::F32(h)) => {
+                stream.memcpy_htod(h, d).map_err(driver_error)
+            }
+            (DeviceData::F64(d), HostData::F64(h)) => {
+                stream.memcpy_htod(h, d).map_err(driver_error)
+            }
             _ => bail!("host and device buffers differ in dtype"),
         }
     }
@@ -337,14 +381,27 @@ impl<'a> CudaRun<'a> {
             .iter()
             .map(|(_, h)| DeviceData::upload(stream, h))
             .collect::<Result<Vec<_>>>()?;
-        let output = DeviceData::upload(stream, &HostData::zeros(output_dtype, data.output.len().max(1)))?;
-        Ok(CudaRun { stream, module, sm_count, inputs, output, scratch: Vec::new() })
+        let output = DeviceData::upload(
+            stream,
+            &HostData::zeros(output_dtype, data.output.len().max(1)),
+        )?;
+        Ok(CudaRun {
+            stream,
+            module,
+            sm_count,
+            inputs,
+            output,
+            scratch: Vec::new(),
+        })
     }
 
     pub fn function(&self, name: &str) -> Result<CudaFunction> {
-        self.module
-            .load_function(name)
-            .map_err(|e| anyhow!("kernel `{name}` not found in the module: {}", driver_error(e)))
+        self.module.load_function(name).map_err(|e| {
+            anyhow!(
+                "kernel `{name}` not found in the module: {}",
+                driver_error(e)
+            )
+        })
     }
 
     /// Ensures scratch slot `slot` holds a zeroed buffer of at least `len` elements of `dtype`.
@@ -363,7 +420,11 @@ impl<'a> CudaRun<'a> {
         self.ensure_slot(slot);
         let fits = matches!(&self.scratch[slot], Some(Scratch::U32(d)) if d.len() >= len);
         if !fits {
-            self.scratch[slot] = Some(Scratch::U32(self.stream.alloc_zeros::<u32>(len.max(1)).map_err(driver_error)?));
+            self.scratch[slot] = Some(Scratch::U32(
+                self.stream
+                    .alloc_zeros::<u32>(len.max(1))
+                    .map_err(driver_error)?,
+            ));
         }
         Ok(())
     }
@@ -389,22 +450,37 @@ impl<'a> CudaRun<'a> {
             DeviceData::I32(d) => {
                 let n = d.len();
                 let (ptr, _sync) = d.device_ptr_mut(stream);
-                unsafe { cudarc::driver::sys::cuMemsetD32Async(ptr, POISON_I32 as u32, n, stream.cu_stream()) }
-                    .result()
-                    .map_err(driver_error)
+                unsafe {
+                    cudarc::driver::sys::cuMemsetD32Async(
+                        ptr,
+                        POISON_I32 as u32,
+                        n,
+                        stream.cu_stream(),
+                    )
+                }
+                .result()
+                .map_err(driver_error)
             }
             DeviceData::F32(d) => {
                 let n = d.len();
                 let (ptr, _sync) = d.device_ptr_mut(stream);
-                unsafe { cudarc::driver::sys::cuMemsetD32Async(ptr, f32::NAN.to_bits(), n, stream.cu_stream()) }
-                    .result()
-                    .map_err(driver_error)
+                unsafe {
+                    cudarc::driver::sys::cuMemsetD32Async(
+                        ptr,
+                        f32::NAN.to_bits(),
+                        n,
+                        stream.cu_stream(),
+                    )
+                }
+                .result()
+                .map_err(driver_error)
             }
             DeviceData::F64(d) => {
                 let bytes = d.len() * 8;
                 let (ptr, _sync) = d.device_ptr_mut(stream);
                 // All-ones bytes are a NaN in float64.
-                unsafe { driver_result::memset_d8_async(ptr, 0xFF, bytes, stream.cu_stream()) }.map_err(driver_error)
+                unsafe { driver_result::memset_d8_async(ptr, 0xFF, bytes, stream.cu_stream()) }
+                    .map_err(driver_error)
             }
         }
     }
@@ -413,9 +489,18 @@ impl<'a> CudaRun<'a> {
         let n = host.len();
         match (&self.output, host) {
             (_, _) if n == 0 => Ok(()),
-            (DeviceData::I32(d), HostData::I32(h)) => self.stream.memcpy_dtoh(&d.slice(0..n), h).map_err(driver_error),
-            (DeviceData::F32(d), HostData::F32(h)) => self.stream.memcpy_dtoh(&d.slice(0..n), h).map_err(driver_error),
-            (DeviceData::F64(d), HostData::F64(h)) => self.stream.memcpy_dtoh(&d.slice(0..n), h).map_err(driver_error),
+            (DeviceData::I32(d), HostData::I32(h)) => self
+                .stream
+                .memcpy_dtoh(&d.slice(0..n), h)
+                .map_err(driver_error),
+            (DeviceData::F32(d), HostData::F32(h)) => self
+                .stream
+                .memcpy_dtoh(&d.slice(0..n), h)
+                .map_err(driver_error),
+            (DeviceData::F64(d), HostData::F64(h)) => self
+                .stream
+                .memcpy_dtoh(&d.slice(0..n), h)
+                .map_err(driver_error),
             _ => bail!("output dtype mismatch"),
         }
     }
@@ -445,14 +530,23 @@ impl DeviceData {
 
 /// Driver errors as text with the CUDA error name (`CUDA_ERROR_OUT_OF_MEMORY: out of memory`).
 pub fn driver_error(e: DriverError) -> anyhow::Error {
-    let name = e.error_name().map(|c| c.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
-    let text = e.error_string().map(|c| c.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = e
+        .error_name()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", e.0));
+    let text = e
+        .error_string()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
     anyhow!("{name}: {text}")
 }
 
 /// Compiles every embedded kernel file for each architecture without a GPU: the CI check.
 /// Returns (file, arch, PTX) for each, or the first compile error.
-pub fn compile_all(kernels: &KernelSource, archs: &[String]) -> Result<Vec<(String, String, String)>> {
+pub fn compile_all(
+    kernels: &KernelSource,
+    archs: &[String],
+) -> Result<Vec<(String, String, String)>> {
     nvrtc_present().map_err(|e| anyhow!(e))?;
     let mut out = Vec::new();
     for (file, _) in EMBEDDED_KERNELS {
@@ -560,6 +654,9 @@ ptxas info    : Used 10 registers, used 0 barriers\n";
                 shared_bytes: 2048
             }
         );
-        assert_eq!((r[1].kernel.as_str(), r[1].registers, r[1].shared_bytes), ("saxpy", 10, 0));
+        assert_eq!(
+            (r[1].kernel.as_str(), r[1].registers, r[1].shared_bytes),
+            ("saxpy", 10, 0)
+        );
     }
 }

@@ -53,9 +53,15 @@ pub struct ResultsFile {
 impl ResultsFile {
     /// Reserves a new results file for `manifest` under `out_dir` and writes the empty record, so
     /// an unwritable output folder is reported before anything is measured.
-    pub fn create(out_dir: &Path, manifest: &Manifest, planned_cases: usize, measure: MeasureSettings) -> Result<ResultsFile> {
+    pub fn create(
+        out_dir: &Path,
+        manifest: &Manifest,
+        planned_cases: usize,
+        measure: MeasureSettings,
+    ) -> Result<ResultsFile> {
         let dir = out_dir.join(&manifest.study.name);
-        fs::create_dir_all(&dir).with_context(|| format!("cannot create the output folder {}", dir.display()))?;
+        fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create the output folder {}", dir.display()))?;
         let now = chrono::Utc::now();
         let stamp = now.format("%Y%m%dT%H%M%SZ").to_string();
         let path = reserve(&dir, &stamp)?;
@@ -104,16 +110,23 @@ impl ResultsFile {
 
     /// Writes arrays as `.npy` files in `<results stem>-outputs/case-<index>-<variant>/` and
     /// returns their paths relative to the results file's folder.
-    pub fn save_arrays(&self, index: usize, variant: &str, arrays: &[(&str, &HostData)]) -> Result<Vec<String>> {
+    pub fn save_arrays(
+        &self,
+        index: usize,
+        variant: &str,
+        arrays: &[(&str, &HostData)],
+    ) -> Result<Vec<String>> {
         let folder = self.path.parent().unwrap_or(Path::new("."));
         let stem = self.path.file_stem().unwrap_or_default().to_string_lossy();
-        let relative = PathBuf::from(format!("{stem}-outputs")).join(format!("case-{index:04}-{variant}"));
+        let relative =
+            PathBuf::from(format!("{stem}-outputs")).join(format!("case-{index:04}-{variant}"));
         let dir = folder.join(&relative);
         fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let mut written = Vec::new();
         for (name, data) in arrays {
             let file = relative.join(format!("{name}.npy"));
-            data.write_npy(&folder.join(&file)).with_context(|| format!("cannot write {}", file.display()))?;
+            data.write_npy(&folder.join(&file))
+                .with_context(|| format!("cannot write {}", file.display()))?;
             written.push(file.display().to_string());
         }
         Ok(written)
@@ -121,11 +134,14 @@ impl ResultsFile {
 
     fn write(&self) -> Result<()> {
         let tmp = self.path.with_extension("json.tmp");
-        let mut f = fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let mut f =
+            fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
         serde_json::to_writer_pretty(&mut f, &self.doc)?;
         f.write_all(b"\n")?;
-        f.sync_all().with_context(|| format!("cannot write {}", tmp.display()))?;
-        fs::rename(&tmp, &self.path).with_context(|| format!("cannot move {} into place", tmp.display()))?;
+        f.sync_all()
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        fs::rename(&tmp, &self.path)
+            .with_context(|| format!("cannot move {} into place", tmp.display()))?;
         Ok(())
     }
 }
@@ -133,7 +149,11 @@ impl ResultsFile {
 /// Creates `<dir>/<stamp>.json`, or `<stamp>-2.json` and so on if taken: never an existing file.
 fn reserve(dir: &Path, stamp: &str) -> Result<PathBuf> {
     for attempt in 1.. {
-        let name = if attempt == 1 { format!("{stamp}.json") } else { format!("{stamp}-{attempt}.json") };
+        let name = if attempt == 1 {
+            format!("{stamp}.json")
+        } else {
+            format!("{stamp}-{attempt}.json")
+        };
         let path = dir.join(name);
         match OpenOptions::new().write(true).create_new(true).open(&path) {
             Ok(_) => return Ok(path),

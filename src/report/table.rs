@@ -25,7 +25,11 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str]) -> String {
             }
         }
     }
-    let varying: Vec<&str> = axis_order.iter().copied().filter(|a| axis_values.get(a).is_some_and(|v| v.len() > 1)).collect();
+    let varying: Vec<&str> = axis_order
+        .iter()
+        .copied()
+        .filter(|a| axis_values.get(a).is_some_and(|v| v.len() > 1))
+        .collect();
     let fixed: Vec<String> = axis_order
         .iter()
         .filter_map(|a| match axis_values.get(a) {
@@ -34,7 +38,11 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str]) -> String {
         })
         .collect();
     let show_scope = cases.iter().any(|c| c.scope.is_some());
-    let peak_gbytes_per_s = doc.environment.device.as_ref().map(|d| d.measured_copy_gbytes_per_s);
+    let peak_gbytes_per_s = doc
+        .environment
+        .device
+        .as_ref()
+        .map(|d| d.measured_copy_gbytes_per_s);
 
     let mut header: Vec<String> = vec!["variant".into()];
     header.extend(varying.iter().map(|a| a.to_string()));
@@ -55,9 +63,16 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str]) -> String {
     builder.push_record(header);
     for case in cases {
         let mut row = vec![case.variant.clone()];
-        row.extend(varying.iter().map(|a| case.params.get(*a).map_or("-".into(), |v| v.to_string())));
+        row.extend(
+            varying
+                .iter()
+                .map(|a| case.params.get(*a).map_or("-".into(), |v| v.to_string())),
+        );
         if show_scope {
-            row.push(case.scope.map_or("-".into(), |s| format!("{s:?}").to_lowercase()));
+            row.push(
+                case.scope
+                    .map_or("-".into(), |s| format!("{s:?}").to_lowercase()),
+            );
         }
         match &case.summary {
             Some(s) => {
@@ -66,7 +81,8 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str]) -> String {
                 if s.samples < 6 {
                     row.push("n/a".into());
                 } else {
-                    let half_width = (s.median_ci95_s.1 - s.median_ci95_s.0) / 2.0 / s.median_s * 100.0;
+                    let half_width =
+                        (s.median_ci95_s.1 - s.median_ci95_s.0) / 2.0 / s.median_s * 100.0;
                     row.push(format!("±{half_width:.1}%"));
                 }
                 row.push(case.gbytes_per_s.map_or("-".into(), |g| format!("{g:.1}")));
@@ -87,7 +103,11 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str]) -> String {
         if let Some(baseline) = &doc.manifest.baseline {
             row.push(speedup(case, baseline, cases).map_or("-".into(), |s| format!("{s:.2}x")));
         }
-        row.push(case.summary.as_ref().map_or("-".into(), |s| s.samples.to_string()));
+        row.push(
+            case.summary
+                .as_ref()
+                .map_or("-".into(), |s| s.samples.to_string()),
+        );
         row.push(accuracy_cell(case));
         builder.push_record(row);
     }
@@ -99,17 +119,28 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str]) -> String {
     let mut out = format!(
         "{}{}\n{} cases: {} passed, {} failed, {} skipped{}\n",
         doc.study.name,
-        if doc.study.title.is_empty() { String::new() } else { format!(": {}", doc.study.title) },
+        if doc.study.title.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", doc.study.title)
+        },
         cases.len(),
         count(CaseStatus::Passed),
         count(CaseStatus::AccuracyFailed) + count(CaseStatus::Error),
         count(CaseStatus::Skipped),
-        if fixed.is_empty() { String::new() } else { format!("  ({})", fixed.join(", ")) },
+        if fixed.is_empty() {
+            String::new()
+        } else {
+            format!("  ({})", fixed.join(", "))
+        },
     );
     if let Some(device) = &doc.environment.device {
         out.push_str(&format!(
             "device: {} (sm {}, {} SMs), measured copy peak {:.0} GB/s\n",
-            device.name, device.compute_capability, device.sm_count, device.measured_copy_gbytes_per_s
+            device.name,
+            device.compute_capability,
+            device.sm_count,
+            device.measured_copy_gbytes_per_s
         ));
     }
     out.push_str(&table.to_string());
@@ -125,7 +156,9 @@ pub fn speedup(case: &CaseResult, baseline: &str, cases: &[CaseResult]) -> Optio
     let base = cases.iter().find(|b| {
         b.variant == baseline
             && b.summary.is_some()
-            && b.params.iter().all(|(k, v)| case.params.get(k).is_none_or(|cv| cv == v))
+            && b.params
+                .iter()
+                .all(|(k, v)| case.params.get(k).is_none_or(|cv| cv == v))
     })?;
     Some(base.summary.as_ref()?.median_s / median)
 }
@@ -160,7 +193,11 @@ fn reasons(cases: &[CaseResult]) -> String {
     let mut out = String::new();
     for (reason, list) in by_reason {
         let shown: Vec<&str> = list.iter().take(6).map(String::as_str).collect();
-        let more = if list.len() > 6 { format!(" and {} more", list.len() - 6) } else { String::new() };
+        let more = if list.len() > 6 {
+            format!(" and {} more", list.len() - 6)
+        } else {
+            String::new()
+        };
         out.push_str(&format!("{reason}\n    ({}{more})\n", shown.join(", ")));
     }
     out
@@ -177,7 +214,13 @@ pub fn format_seconds(s: f64) -> String {
     } else {
         (s * 1e9, "ns")
     };
-    let decimals = if value >= 100.0 { 1 } else if value >= 10.0 { 2 } else { 3 };
+    let decimals = if value >= 100.0 {
+        1
+    } else if value >= 10.0 {
+        2
+    } else {
+        3
+    };
     format!("{value:.decimals$} {unit}")
 }
 

@@ -1,0 +1,105 @@
+//! Every mistake in a manifest is refused with the file, line, column and key at fault.
+
+use std::path::Path;
+
+use kbench::manifest::{parse, ManifestError};
+
+const STUDY: &str = "[study]\nname = \"s\"\nalgorithm = \"reduce\"\nseed = 1\n";
+const GRID: &str = "[grid]\nn = [1000]\n";
+const VARIANT: &str = "[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n";
+
+fn error(text: &str) -> ManifestError {
+    match parse(Path::new("bad.toml"), text) {
+        Ok(_) => panic!("accepted a bad manifest:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+/// What is wrong, the manifest, and the line, column, key and words its error must show.
+type Case = (
+    &'static str,
+    String,
+    usize,
+    usize,
+    Option<&'static str>,
+    &'static str,
+);
+
+fn cases() -> Vec<Case> {
+    vec![
+        ("typo in a key", format!("{STUDY}{GRID}{VARIANT}[measure]\nwarmpu = 3\n"), 12, 1, Some("measure.warmpu"), "unknown field `warmpu`"),
+        ("unknown table", format!("{STUDY}{GRID}{VARIANT}[mesure]\n"), 11, 2, Some("mesure"), "unknown field `mesure`"),
+        ("wrong type", format!("{STUDY}{GRID}{VARIANT}[measure]\nwarmup = \"three\"\n"), 12, 10, Some("measure.warmup"), "invalid type"),
+        ("negative count", format!("{STUDY}{GRID}{VARIANT}[measure]\nmin_samples = -1\n"), 12, 15, Some("measure.min_samples"), "invalid value"),
+        ("unknown algorithm", format!("[study]\nname = \"s\"\nalgorithm = \"reduse\"\nseed = 1\n{GRID}{VARIANT}"), 3, 13, Some("study.algorithm"), "unknown algorithm `reduse`"),
+        ("missing seed", format!("[study]\nname = \"s\"\nalgorithm = \"reduce\"\n{GRID}{VARIANT}"), 1, 1, Some("study"), "missing field `seed`"),
+        ("unknown axis", format!("{STUDY}[grid]\nn = [1]\nsize = [2]\n{VARIANT}"), 7, 1, Some("grid.size"), "not an axis"),
+        ("negative size", format!("{STUDY}[grid]\nn = [10, -5]\n{VARIANT}"), 6, 5, Some("grid.n"), "must be >= 0"),
+        ("empty axis", format!("{STUDY}[grid]\nn = []\n{VARIANT}"), 6, 5, Some("grid.n"), "no values"),
+        ("unknown dtype", format!("{STUDY}[grid]\nn = [1]\ndtype = [\"f16\"]\n{VARIANT}"), 7, 9, Some("grid.dtype"), "unknown dtype `f16`"),
+        ("bad block size", format!("{STUDY}[grid]\nn = [1]\nblock = [100]\n{VARIANT}"), 7, 9, Some("grid.block"), "power of two"),
+        ("bad pow2", format!("{STUDY}[grid]\nn = {{ pow2 = [10] }}\n{VARIANT}"), 6, 5, Some("grid.n"), "two exponents"),
+        ("zero step", format!("{STUDY}[grid]\nn = {{ start = 1, stop = 9, step = 0 }}\n{VARIANT}"), 6, 5, Some("grid.n"), "step must be positive"),
+        ("zip of unequal axes", format!("{STUDY}[grid]\nn = [1, 2]\nblock = [32]\nzip = [[\"n\", \"block\"]]\n{VARIANT}"), 8, 7, Some("grid.zip"), "equal lengths"),
+        ("where naming no axis", format!("{STUDY}[grid]\nn = [1]\nwhere = \"n > blok\"\n{VARIANT}"), 7, 14, Some("grid.where"), "`blok` is not an axis"),
+        ("unknown backend", format!("{STUDY}{GRID}[[variant]]\nname = \"g\"\nbackend = \"gpu\"\nkernel = \"reduce_fast\"\n"), 9, 11, Some("variant.backend"), "unknown variant `gpu`"),
+        ("unknown kernel", format!("{STUDY}{GRID}[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fastest\"\n"), 10, 10, Some("variant[0].kernel"), "no cuda kernel `reduce_fastest`"),
+        ("impl on a cuda variant", format!("{STUDY}{GRID}[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nimpl = \"sequential\"\n"), 10, 8, Some("variant[0].impl"), "not `impl`"),
+        ("duplicate variant", format!("{STUDY}{GRID}{VARIANT}{VARIANT}"), 12, 8, Some("variant[1].name"), "two variants are named `c`"),
+        ("baseline naming no variant", format!("{STUDY}{GRID}{VARIANT}[report]\nbaseline = \"gpu\"\n"), 12, 12, Some("report.baseline"), "not the name of a variant"),
+        ("bad tolerance", format!("{STUDY}{GRID}{VARIANT}[accuracy]\nrel_tol = {{ f32 = -1.0 }}\n"), 12, 19, Some("accuracy.rel_tol.f32"), ">= 0"),
+        ("tolerance for an unknown dtype", format!("{STUDY}{GRID}{VARIANT}[accuracy]\nrel_tol = {{ f16 = 1e-3 }}\n"), 12, 13, Some("accuracy.rel_tol.f16"), "unknown field `f16`"),
+        ("bad scope", format!("{STUDY}{GRID}{VARIANT}[measure]\nscope = \"all\"\n"), 12, 9, Some("measure.scope"), "unknown variant `all`"),
+        ("min above max samples", format!("{STUDY}{GRID}{VARIANT}[measure]\nmin_samples = 10\nmax_samples = 5\n"), 13, 15, Some("measure.max_samples"), "below min_samples"),
+        ("variant override of an unknown axis", format!("{STUDY}{GRID}[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\nparams = {{ threads = 64 }}\n"), 11, 12, Some("variant[0].params.threads"), "not an axis"),
+        ("study name that is a path", format!("[study]\nname = \"../etc\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 2, 8, Some("study.name"), "must be non-empty ASCII"),
+        ("broken TOML", format!("{STUDY}[grid\nn = [1]\n"), 5, 6, None, ""),
+    ]
+}
+
+#[test]
+fn each_malformed_manifest_names_line_column_and_key() {
+    let mut failures = Vec::new();
+    for (what, text, line, column, key, words) in cases() {
+        let e = error(&text);
+        let ok = e.line == line
+            && e.column == column
+            && key.is_none_or(|k| e.key.as_deref().is_some_and(|got| got.starts_with(k)))
+            && e.message.contains(words)
+            && e.to_string().contains(&format!("bad.toml:{line}:{column}"));
+        if !ok {
+            failures.push(format!("{what}: expected {line}:{column} key {key:?} containing {words:?}, got\n{e}\n  key={:?}", e.key));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn the_rendered_error_shows_the_line_and_a_caret() {
+    let e = error(&format!("{STUDY}{GRID}{VARIANT}[measure]\nwarmpu = 3\n"));
+    let text = e.to_string();
+    assert!(text.contains("12 | warmpu = 3"), "{text}");
+    assert!(
+        text.contains("   | ^^^^^^\n") || text.ends_with("   | ^^^^^^"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_valid_manifest_is_accepted() {
+    let m = parse(Path::new("ok.toml"), &format!("{STUDY}{GRID}{VARIANT}")).unwrap();
+    assert_eq!(m.study.name, "s");
+    assert_eq!(m.variants.len(), 1);
+}
+
+#[test]
+fn every_shipped_experiment_is_valid() {
+    for entry in
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments")).unwrap()
+    {
+        let path = entry.unwrap().path();
+        if let Err(e) = kbench::manifest::load(&path) {
+            panic!("{e}");
+        }
+    }
+}

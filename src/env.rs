@@ -1,11 +1,11 @@
 //! The environment fingerprint stored with every result: host, CPU, kbench build, and the GPU
 //! once the CUDA backend has opened one.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::backend::cuda::DeviceFingerprint;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Environment {
     pub host: String,
     pub os: String,

@@ -2,10 +2,12 @@
 //!
 //! The pipeline, one module per stage: `manifest` (parse, validate) -> `plan` (grid x variants
 //! into cases) -> `execute` (cpu | cuda backends, via `measure`) -> `verify` (accuracy against a
-//! float64 reference) -> `stats` (summaries) -> `report` (table, JSON).
+//! float64 reference) -> `stats` (summaries) -> `report` (table, JSON, markdown, CSV, plots);
+//! `compare` judges two results files for the regression gate.
 
 pub mod algos;
 pub mod backend;
+pub mod compare;
 pub mod env;
 pub mod execute;
 pub mod manifest;

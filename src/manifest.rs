@@ -185,7 +185,7 @@ pub struct Manifest {
     pub report: ReportSettings,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Study {
     pub name: String,
     pub title: String,
@@ -193,7 +193,7 @@ pub struct Study {
     pub seed: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Variant {
     pub name: String,
     pub backend: Backend,
@@ -204,7 +204,7 @@ pub struct Variant {
     pub scope: Scope,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MeasureSettings {
     pub warmup: u32,
     pub min_samples: u32,
@@ -216,7 +216,7 @@ pub struct MeasureSettings {
 }
 
 /// Relative and absolute tolerances per floating-point dtype; integers must match exactly.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Accuracy {
     pub rel_tol_f32: Option<f64>,
     pub rel_tol_f64: Option<f64>,
@@ -224,7 +224,7 @@ pub struct Accuracy {
     pub abs_tol_f64: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ReportSettings {
     pub baseline: Option<String>,
 }

@@ -7,12 +7,12 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::manifest::MeasureSettings;
 use crate::stats;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The median's CI reached the target width.
@@ -22,7 +22,7 @@ pub enum StopReason {
     Budget,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Measurement {
     pub samples_s: Vec<f64>,
     pub warmup_runs: u32,

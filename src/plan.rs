@@ -34,7 +34,7 @@ impl fmt::Display for ParamValue {
 pub type Params = BTreeMap<String, ParamValue>;
 
 /// The expanded values of one axis.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AxisValues(pub Vec<ParamValue>);
 
 /// The most values one axis may expand to; a typo like `step = 1` over 1e9 should not eat memory.
@@ -119,7 +119,7 @@ impl AxisValues {
 }
 
 /// One unit of work: a variant at one grid point.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Case {
     /// Position in the plan; stable for a given manifest.
     pub index: usize,

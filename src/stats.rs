@@ -4,11 +4,11 @@
 //! The median's 95% CI is distribution-free (binomial order statistics), since kernel timings are
 //! skewed and rarely normal; the mean's uses Student's t and is kept for comparison.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 use statrs::statistics::{Data, OrderStatistics, Statistics};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub samples: usize,
     pub median_s: f64,
@@ -28,7 +28,7 @@ pub struct Summary {
 }
 
 /// Counts of samples beyond Tukey's fences: mild past 1.5 IQR, severe past 3 IQR.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outliers {
     pub low_severe: usize,
     pub low_mild: usize,

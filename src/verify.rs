@@ -3,11 +3,11 @@
 //! An element passes when `|got - expected| <= abs + rel * |expected|`. NaN never passes, and
 //! integers are held to an exact match.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::manifest::{Accuracy, DType};
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Tolerance {
     pub rel: f64,
     pub abs: f64,
@@ -31,19 +31,23 @@ impl Tolerance {
 }
 
 /// One element that failed, for the report and the JSON.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WrongElement {
     pub index: usize,
+    #[serde(deserialize_with = "null_as_nan")]
     pub got: f64,
     pub expected: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AccuracyReport {
     pub passed: bool,
     pub tolerance: Tolerance,
+    /// NaN when some output is NaN (written as null in JSON).
+    #[serde(deserialize_with = "null_as_nan")]
     pub max_abs_err: f64,
     /// Largest `|got - expected| / |expected|` over elements whose expected value is not zero.
+    #[serde(deserialize_with = "null_as_nan")]
     pub max_rel_err: f64,
     pub elements: usize,
     pub wrong_elements: usize,
@@ -53,6 +57,11 @@ pub struct AccuracyReport {
 }
 
 const FIRST_WRONG_KEPT: usize = 10;
+
+/// JSON has no NaN: serde_json writes it as null, and this reads null back as NaN.
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
 
 pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyReport {
     let mut report = AccuracyReport {

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::algos::HostData;
 use crate::backend::cuda::DeviceFingerprint;
@@ -21,7 +21,7 @@ use crate::manifest::{Manifest, MeasureSettings, Study, Variant};
 /// Bumped whenever a field changes meaning or is removed.
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ResultsDoc {
     pub schema_version: u32,
     pub study: Study,
@@ -35,7 +35,7 @@ pub struct ResultsDoc {
     pub cases: Vec<CaseResult>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ManifestRecord {
     pub path: String,
     /// The manifest's text, exactly as read.

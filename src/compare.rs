@@ -1,0 +1,491 @@
+//! The regression gate: two results files of one study, matched case by case (variant and grid
+//! point), each pair judged from the raw samples.
+//!
+//! A case is `slower` (or `faster`) when the Mann-Whitney U test rejects "same distribution" after
+//! Benjamini-Hochberg control of the false-discovery rate over every compared case, *and* the
+//! ratio of medians moves by more than the minimum effect; `same` when the bootstrap 95% CI of the
+//! ratio of medians lies within the minimum effect; `inconclusive` otherwise. Only `slower`, or a
+//! case that newly fails (wrong answer, error), fails the gate: improvements never do.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, Normal};
+
+use crate::execute::{CaseResult, CaseStatus};
+use crate::report::json::ResultsDoc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Slower,
+    Faster,
+    Same,
+    Inconclusive,
+    /// Passed in the baseline, fails (wrong answer or error) now.
+    NewFailure,
+    /// Not comparable: skipped or failed on either side.
+    NotCompared,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseComparison {
+    pub variant: String,
+    pub params: String,
+    pub base_median_s: Option<f64>,
+    pub new_median_s: Option<f64>,
+    /// new median / baseline median: above 1 is slower.
+    pub ratio: Option<f64>,
+    pub ratio_ci95: Option<(f64, f64)>,
+    pub p_value: Option<f64>,
+    /// After Benjamini-Hochberg over all compared cases.
+    pub p_adjusted: Option<f64>,
+    pub verdict: Verdict,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub study: String,
+    pub min_effect: f64,
+    pub fdr: f64,
+    pub cases: Vec<CaseComparison>,
+    pub only_in_baseline: Vec<String>,
+    pub only_in_new: Vec<String>,
+}
+
+impl Comparison {
+    pub fn regressed(&self) -> bool {
+        self.cases
+            .iter()
+            .any(|c| matches!(c.verdict, Verdict::Slower | Verdict::NewFailure))
+    }
+
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.cases.iter().filter(|c| c.verdict == verdict).count()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct CompareSettings {
+    /// Smallest relative change of the median that counts (0.03 = 3%).
+    pub min_effect: f64,
+    /// False-discovery rate controlled across the grid.
+    pub fdr: f64,
+    pub allow_different_device: bool,
+}
+
+/// Refuses files that cannot be compared meaningfully: different studies, or different machines
+/// unless `allow_different_device`.
+pub fn check_comparable(
+    base: &ResultsDoc,
+    new: &ResultsDoc,
+    allow_different_device: bool,
+) -> Result<()> {
+    if base.study.name != new.study.name {
+        bail!(
+            "the files hold different studies: `{}` and `{}`",
+            base.study.name,
+            new.study.name
+        );
+    }
+    if allow_different_device {
+        return Ok(());
+    }
+    let describe = |d: &ResultsDoc| {
+        d.environment
+            .device
+            .as_ref()
+            .map(|g| format!("{} (driver {})", g.name, g.driver_version))
+    };
+    let (a, b) = (describe(base), describe(new));
+    if a.is_some() && b.is_some() && a != b {
+        bail!(
+            "the runs used different GPUs or drivers: {} vs {}; pass --allow-different-device to compare anyway",
+            a.unwrap_or_default(),
+            b.unwrap_or_default()
+        );
+    }
+    if base.environment.cpu_model != new.environment.cpu_model {
+        bail!(
+            "the runs used different CPUs: {} vs {}; pass --allow-different-device to compare anyway",
+            base.environment.cpu_model,
+            new.environment.cpu_model
+        );
+    }
+    Ok(())
+}
+
+pub fn compare(base: &ResultsDoc, new: &ResultsDoc, settings: &CompareSettings) -> Comparison {
+    let key = |c: &CaseResult| {
+        format!(
+            "{} {}",
+            c.variant,
+            crate::execute::describe_params(&c.params)
+        )
+    };
+    let base_cases: BTreeMap<String, &CaseResult> =
+        base.cases.iter().map(|c| (key(c), c)).collect();
+    let new_keys: Vec<String> = new.cases.iter().map(key).collect();
+
+    let mut cases = Vec::new();
+    for new_case in &new.cases {
+        let Some(base_case) = base_cases.get(&key(new_case)) else {
+            continue;
+        };
+        cases.push(compare_case(base_case, new_case));
+    }
+    adjust_benjamini_hochberg(&mut cases);
+    for c in &mut cases {
+        if let Some(p) = c.p_adjusted {
+            c.verdict = decide(
+                p,
+                c.ratio.unwrap_or(1.0),
+                c.ratio_ci95.unwrap_or((0.0, f64::INFINITY)),
+                settings,
+            );
+        }
+    }
+    Comparison {
+        study: new.study.name.clone(),
+        min_effect: settings.min_effect,
+        fdr: settings.fdr,
+        only_in_baseline: base_cases
+            .keys()
+            .filter(|k| !new_keys.contains(k))
+            .cloned()
+            .collect(),
+        only_in_new: new_keys
+            .iter()
+            .filter(|k| !base_cases.contains_key(*k))
+            .cloned()
+            .collect(),
+        cases,
+    }
+}
+
+fn decide(p_adjusted: f64, ratio: f64, ci: (f64, f64), settings: &CompareSettings) -> Verdict {
+    let upper = 1.0 + settings.min_effect;
+    let lower = 1.0 / upper;
+    let significant = p_adjusted < settings.fdr;
+    if significant && ratio > upper {
+        Verdict::Slower
+    } else if significant && ratio < lower {
+        Verdict::Faster
+    } else if ci.0 >= lower && ci.1 <= upper {
+        Verdict::Same
+    } else {
+        Verdict::Inconclusive
+    }
+}
+
+fn compare_case(base: &CaseResult, new: &CaseResult) -> CaseComparison {
+    let samples = |c: &CaseResult| {
+        c.measurement
+            .as_ref()
+            .map(|m| m.samples_s.clone())
+            .filter(|s| !s.is_empty())
+    };
+    let mut out = CaseComparison {
+        variant: new.variant.clone(),
+        params: crate::execute::describe_params(&new.params),
+        base_median_s: base.summary.as_ref().map(|s| s.median_s),
+        new_median_s: new.summary.as_ref().map(|s| s.median_s),
+        ratio: None,
+        ratio_ci95: None,
+        p_value: None,
+        p_adjusted: None,
+        verdict: Verdict::NotCompared,
+        note: None,
+    };
+    if new.failed() && !base.failed() {
+        out.verdict = Verdict::NewFailure;
+        out.note = new.reason.clone();
+        return out;
+    }
+    let (Some(a), Some(b)) = (samples(base), samples(new)) else {
+        out.note = Some(format!(
+            "not measured on both sides ({:?} / {:?})",
+            base.status, new.status
+        ));
+        return out;
+    };
+    if base.status != CaseStatus::Passed || new.status != CaseStatus::Passed {
+        out.note = Some(format!(
+            "failed on both sides ({:?} / {:?})",
+            base.status, new.status
+        ));
+        return out;
+    }
+    out.ratio = Some(median(&b) / median(&a));
+    out.ratio_ci95 = Some(bootstrap_ratio_ci95(&a, &b));
+    out.p_value = Some(mann_whitney_p(&a, &b));
+    out
+}
+
+/// Benjamini-Hochberg adjusted p-values over the cases that have a p-value.
+fn adjust_benjamini_hochberg(cases: &mut [CaseComparison]) {
+    let mut order: Vec<usize> = (0..cases.len())
+        .filter(|&i| cases[i].p_value.is_some())
+        .collect();
+    order.sort_by(|&i, &j| {
+        cases[i]
+            .p_value
+            .unwrap()
+            .total_cmp(&cases[j].p_value.unwrap())
+    });
+    let m = order.len() as f64;
+    let mut running_min = 1.0f64;
+    for (rank, &i) in order.iter().enumerate().rev() {
+        let adjusted = cases[i].p_value.unwrap() * m / (rank + 1) as f64;
+        running_min = running_min.min(adjusted);
+        cases[i].p_adjusted = Some(running_min);
+    }
+}
+
+/// Benjamini-Hochberg adjusted p-values of `p`, in the same order.
+pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
+    let mut cases: Vec<CaseComparison> = p
+        .iter()
+        .map(|&p| CaseComparison {
+            variant: String::new(),
+            params: String::new(),
+            base_median_s: None,
+            new_median_s: None,
+            ratio: None,
+            ratio_ci95: None,
+            p_value: Some(p),
+            p_adjusted: None,
+            verdict: Verdict::NotCompared,
+            note: None,
+        })
+        .collect();
+    adjust_benjamini_hochberg(&mut cases);
+    cases.iter().map(|c| c.p_adjusted.unwrap()).collect()
+}
+
+/// Two-sided Mann-Whitney U test, normal approximation with tie correction and continuity
+/// correction. Identical constant samples give p = 1.
+pub fn mann_whitney_p(a: &[f64], b: &[f64]) -> f64 {
+    let (n1, n2) = (a.len() as f64, b.len() as f64);
+    let mut all: Vec<(f64, usize)> = a
+        .iter()
+        .map(|&x| (x, 0))
+        .chain(b.iter().map(|&x| (x, 1)))
+        .collect();
+    all.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let n = all.len();
+    let mut rank_sum_a = 0.0;
+    let mut tie_term = 0.0;
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && all[j + 1].0 == all[i].0 {
+            j += 1;
+        }
+        let average_rank = (i + j) as f64 / 2.0 + 1.0;
+        let ties = (j - i + 1) as f64;
+        tie_term += ties * ties * ties - ties;
+        rank_sum_a +=
+            all[i..=j].iter().filter(|(_, side)| *side == 0).count() as f64 * average_rank;
+        i = j + 1;
+    }
+    let u = rank_sum_a - n1 * (n1 + 1.0) / 2.0;
+    let mean = n1 * n2 / 2.0;
+    let total = n1 + n2;
+    let variance = n1 * n2 / 12.0 * ((total + 1.0) - tie_term / (total * (total - 1.0)));
+    if variance <= 0.0 {
+        return 1.0;
+    }
+    let z = ((u - mean).abs() - 0.5).max(0.0) / variance.sqrt();
+    let normal = Normal::new(0.0, 1.0).expect("standard normal");
+    (2.0 * (1.0 - normal.cdf(z))).min(1.0)
+}
+
+fn median(x: &[f64]) -> f64 {
+    let mut v = x.to_vec();
+    median_in_place(&mut v)
+}
+
+fn median_in_place(v: &mut [f64]) -> f64 {
+    let n = v.len();
+    let (_, &mut upper, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
+    if n % 2 == 1 {
+        upper
+    } else {
+        let lower = v[..n / 2].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lower + upper) / 2.0
+    }
+}
+
+const BOOTSTRAP_RESAMPLES: usize = 1000;
+
+/// Percentile bootstrap 95% CI of median(b) / median(a), with a fixed seed so a comparison is
+/// reproducible.
+pub fn bootstrap_ratio_ci95(a: &[f64], b: &[f64]) -> (f64, f64) {
+    let mut rng = ChaCha8Rng::seed_from_u64(0x6b62_656e_6368);
+    let mut ratios = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    let (mut ra, mut rb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        ra.iter_mut()
+            .for_each(|x| *x = a[rng.random_range(0..a.len())]);
+        rb.iter_mut()
+            .for_each(|x| *x = b[rng.random_range(0..b.len())]);
+        ratios.push(median_in_place(&mut rb) / median_in_place(&mut ra));
+    }
+    ratios.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        ratios
+            [((q * (BOOTSTRAP_RESAMPLES - 1) as f64).round() as usize).min(BOOTSTRAP_RESAMPLES - 1)]
+    };
+    (at(0.025), at(0.975))
+}
+
+/// Reads a results file.
+pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let doc: ResultsDoc = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a kbench results file", path.display()))?;
+    if doc.schema_version != crate::report::json::SCHEMA_VERSION {
+        bail!(
+            "{} has results schema {}, this kbench reads {}",
+            path.display(),
+            doc.schema_version,
+            crate::report::json::SCHEMA_VERSION
+        );
+    }
+    Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Timing-like samples, seeded: multiplicative noise (a sum of uniforms, roughly normal) and
+    /// an occasional slow outlier.
+    fn noisy(seed: u64, n: usize, center: f64, rel_noise: f64) -> Vec<f64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                let u: f64 = (0..4).map(|_| rng.random::<f64>() - 0.5).sum::<f64>();
+                let outlier = if rng.random::<f64>() < 0.03 { 1.2 } else { 1.0 };
+                center * (1.0 + rel_noise * u) * outlier
+            })
+            .collect()
+    }
+
+    const SETTINGS: CompareSettings = CompareSettings {
+        min_effect: 0.03,
+        fdr: 0.05,
+        allow_different_device: false,
+    };
+
+    fn judge(a: &[f64], b: &[f64]) -> Verdict {
+        let p = mann_whitney_p(a, b);
+        decide(
+            p,
+            median(b) / median(a),
+            bootstrap_ratio_ci95(a, b),
+            &SETTINGS,
+        )
+    }
+
+    #[test]
+    fn a_five_percent_slowdown_is_caught() {
+        for seed in 0..20 {
+            let a = noisy(seed, 20, 1e-3, 0.02);
+            let b = noisy(seed + 1000, 20, 1.05e-3, 0.02);
+            assert_eq!(judge(&a, &b), Verdict::Slower, "seed {seed}");
+            assert_eq!(judge(&b, &a), Verdict::Faster, "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn identical_distributions_are_never_slower() {
+        for seed in 0..200 {
+            let a = noisy(seed, 20, 1e-3, 0.02);
+            let b = noisy(seed + 5000, 20, 1e-3, 0.02);
+            let v = judge(&a, &b);
+            assert!(
+                matches!(v, Verdict::Same | Verdict::Inconclusive),
+                "seed {seed}: {v:?}"
+            );
+        }
+        // The very same samples: p = 1 and a ratio CI around 1.
+        let a = noisy(1, 30, 1e-3, 0.01);
+        assert_eq!(judge(&a, &a), Verdict::Same);
+    }
+
+    #[test]
+    fn mann_whitney_matches_a_hand_computed_case() {
+        // a = 1..5, b = 6..10: U = 0, mean 12.5, var 25*11/12, z = (12.5 - 0.5)/sqrt(22.9167).
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let b = [6.0, 7.0, 8.0, 9.0, 10.0];
+        let z: f64 = 12.0 / (25.0f64 * 11.0 / 12.0).sqrt();
+        let expected = 2.0 * (1.0 - Normal::new(0.0, 1.0).unwrap().cdf(z));
+        assert!((mann_whitney_p(&a, &b) - expected).abs() < 1e-12);
+        assert_eq!(mann_whitney_p(&[1.0; 5], &[1.0; 5]), 1.0);
+    }
+
+    #[test]
+    fn benjamini_hochberg_matches_the_textbook_example() {
+        let p = [0.01, 0.04, 0.03, 0.005];
+        let adjusted = benjamini_hochberg(&p);
+        let expected = [0.02, 0.04, 0.04, 0.02];
+        for (a, e) in adjusted.iter().zip(expected) {
+            assert!((a - e).abs() < 1e-12, "{adjusted:?}");
+        }
+    }
+
+    #[test]
+    fn fdr_is_controlled_across_a_large_grid() {
+        // 400 cases: 380 unchanged, 20 truly 6% slower, 10 samples each (small, noisy).
+        let mut comparisons = Vec::new();
+        for i in 0..400u64 {
+            let shift = if i < 20 { 1.06 } else { 1.0 };
+            let a = noisy(i, 10, 1e-3, 0.03);
+            let b = noisy(i + 100_000, 10, 1e-3 * shift, 0.03);
+            comparisons.push((i < 20, a, b));
+        }
+        let p: Vec<f64> = comparisons
+            .iter()
+            .map(|(_, a, b)| mann_whitney_p(a, b))
+            .collect();
+        let adjusted = benjamini_hochberg(&p);
+        let mut false_slower = 0;
+        let mut true_slower = 0;
+        for ((truly, a, b), q) in comparisons.iter().zip(&adjusted) {
+            if decide(
+                *q,
+                median(b) / median(a),
+                bootstrap_ratio_ci95(a, b),
+                &SETTINGS,
+            ) == Verdict::Slower
+            {
+                if *truly {
+                    true_slower += 1;
+                } else {
+                    false_slower += 1;
+                }
+            }
+        }
+        // Raw p < 0.05 would flag ~19 of the 380 unchanged cases; BH keeps false discoveries rare.
+        let raw_false = p.iter().skip(20).filter(|&&p| p < 0.05).count();
+        assert!(
+            raw_false >= 5,
+            "the raw test should have false positives to control ({raw_false})"
+        );
+        assert!(
+            false_slower <= 1,
+            "{false_slower} unchanged cases called slower"
+        );
+        assert!(
+            true_slower >= 10,
+            "only {true_slower} of 20 real slowdowns found"
+        );
+    }
+}

@@ -1,4 +1,4 @@
-//! The kbench command line: `run`, `check`, `list` and `kernels`.
+//! The kbench command line: `run`, `check`, `list`, `kernels`, `compare` and `report`.
 //!
 //! Exit codes: 0 every case passed (skipped cases included); 1 some case failed (wrong answer,
 //! runtime error); 2 bad input (manifest, arguments) or an output that cannot be written.
@@ -11,10 +11,11 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use kbench::backend::cuda::{self, KernelSource};
+use kbench::compare::{self, CompareSettings, Verdict};
 use kbench::execute::{self, GpuState, RunOptions, SaveOutputs};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
-use kbench::report::json::ResultsFile;
+use kbench::report::json::{self, ResultsFile};
 use kbench::report::table;
 
 #[derive(Parser)]
@@ -42,6 +43,53 @@ enum Command {
     List,
     /// Compile every CUDA kernel with NVRTC (no GPU needed) and report registers and spills.
     Kernels(KernelsArgs),
+    /// Compare two results files of one study: exit 1 if any case got slower or newly fails.
+    Compare(CompareArgs),
+    /// Re-render a finished run: table, markdown or CSV, and plots.
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// The baseline results file (or use --baseline NAME), then the new one.
+    #[arg(required = true, num_args = 1..=2)]
+    files: Vec<PathBuf>,
+    /// Compare against the baseline saved with `kbench run --save-baseline NAME`.
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Smallest relative change of a median that counts (default: the manifest's, else 0.03).
+    #[arg(long)]
+    min_effect: Option<f64>,
+    /// False-discovery rate across the study's cases (default: the manifest's, else 0.05).
+    #[arg(long)]
+    fdr: Option<f64>,
+    /// Compare runs made on different GPUs, drivers or CPUs.
+    #[arg(long)]
+    allow_different_device: bool,
+    /// Print the verdicts as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Where baselines are kept (as for `run`).
+    #[arg(long, default_value = "out")]
+    out_dir: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// A results file written by `kbench run`.
+    results: PathBuf,
+    #[arg(long, value_enum, default_value = "table")]
+    format: ReportFormat,
+    /// Also draw the charts (SVG and PNG) into this folder.
+    #[arg(long)]
+    plots: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ReportFormat {
+    Table,
+    Markdown,
+    Csv,
 }
 
 #[derive(clap::Args)]
@@ -73,6 +121,22 @@ struct RunArgs {
     /// Override the manifests' time budget per case, in seconds.
     #[arg(long)]
     max_time_s: Option<f64>,
+    /// Also keep each study's results as the baseline NAME, for `kbench compare --baseline NAME`.
+    #[arg(long, value_name = "NAME", value_parser = parse_baseline_name)]
+    save_baseline: Option<String>,
+}
+
+fn parse_baseline_name(name: &str) -> Result<String, String> {
+    if !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+        && !name.starts_with('.')
+    {
+        Ok(name.to_string())
+    } else {
+        Err("a baseline name is letters, digits, `_`, `-` and `.` (not first)".into())
+    }
 }
 
 #[derive(clap::Args)]
@@ -98,6 +162,8 @@ fn main() -> ExitCode {
         Command::Check { manifests } => check(&manifests),
         Command::List => list(),
         Command::Kernels(args) => kernels(args),
+        Command::Compare(args) => compare(args),
+        Command::Report(args) => report(args),
     }
 }
 
@@ -197,6 +263,21 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
         any_failed |= results.doc.cases.iter().any(|c| c.failed());
+        if let Some(name) = &args.save_baseline {
+            let path = json::baseline_path(&args.out_dir, &manifest.study.name, name);
+            let saved = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .map_err(anyhow::Error::from)
+                .and_then(|()| json::write_json_atomically(&path, &results.doc));
+            if let Err(e) = saved {
+                eprintln!("error: cannot save baseline {}: {e:#}", path.display());
+                return ExitCode::from(2);
+            }
+            if !args.json {
+                println!("baseline `{name}` saved: {}", path.display());
+            }
+        }
         if args.json {
             println!(
                 "{}",
@@ -204,7 +285,10 @@ fn run(args: RunArgs) -> ExitCode {
             );
         } else {
             let axes: Vec<&str> = manifest.algorithm.axes().iter().map(|a| a.name).collect();
-            println!("{}", table::render(&results.doc, &axes));
+            println!(
+                "{}",
+                table::render(&results.doc, &axes, table::TableStyle::Terminal)
+            );
             println!("results: {}\n", results.path.display());
         }
     }
@@ -217,6 +301,181 @@ fn run(args: RunArgs) -> ExitCode {
 
 fn options_measure(options: &RunOptions, manifest: &Manifest) -> manifest::MeasureSettings {
     options.measure_settings(&manifest.measure)
+}
+
+fn compare(args: CompareArgs) -> ExitCode {
+    let (base_path, new_path) = match (&args.baseline, args.files.as_slice()) {
+        (None, [base, new]) => (base.clone(), new.clone()),
+        (Some(name), [new]) => match compare::load_results(new) {
+            Ok(doc) => (
+                json::baseline_path(&args.out_dir, &doc.study.name, name),
+                new.clone(),
+            ),
+            Err(e) => return bad_input(e),
+        },
+        (None, _) => {
+            return bad_input(anyhow::anyhow!(
+                "give the baseline and the new results file, or --baseline NAME and the new file"
+            ))
+        }
+        (Some(_), _) => {
+            return bad_input(anyhow::anyhow!(
+                "with --baseline, give only the new results file"
+            ))
+        }
+    };
+    let (base, new) = match (
+        compare::load_results(&base_path),
+        compare::load_results(&new_path),
+    ) {
+        (Ok(b), Ok(n)) => (b, n),
+        (Err(e), _) | (_, Err(e)) => return bad_input(e),
+    };
+    if let Err(e) = compare::check_comparable(&base, &new, args.allow_different_device) {
+        return bad_input(e);
+    }
+    let defaults = new.manifest.compare;
+    let settings = CompareSettings {
+        min_effect: args.min_effect.unwrap_or(defaults.min_effect),
+        fdr: args.fdr.unwrap_or(defaults.fdr),
+        allow_different_device: args.allow_different_device,
+    };
+    if !(settings.min_effect > 0.0
+        && settings.min_effect < 1.0
+        && settings.fdr > 0.0
+        && settings.fdr < 1.0)
+    {
+        return bad_input(anyhow::anyhow!(
+            "--min-effect and --fdr must be between 0 and 1"
+        ));
+    }
+    let result = compare::compare(&base, &new, &settings);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&result).expect("comparison serializes")
+        );
+    } else {
+        println!(
+            "comparing {} (baseline) with {}",
+            base_path.display(),
+            new_path.display()
+        );
+        println!("{}", compare_table(&result));
+    }
+    if result.regressed() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn compare_table(result: &compare::Comparison) -> String {
+    use kbench::report::table::format_seconds;
+    let mut builder = tabled::builder::Builder::default();
+    builder.push_record([
+        "variant",
+        "case",
+        "baseline",
+        "new",
+        "change",
+        "95% CI of change",
+        "p (BH)",
+        "verdict",
+    ]);
+    let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
+    for c in &result.cases {
+        builder.push_record([
+            c.variant.clone(),
+            c.params.clone(),
+            c.base_median_s.map_or("-".into(), format_seconds),
+            c.new_median_s.map_or("-".into(), format_seconds),
+            c.ratio.map_or("-".into(), pct),
+            c.ratio_ci95
+                .map_or("-".into(), |(lo, hi)| format!("{} .. {}", pct(lo), pct(hi))),
+            c.p_adjusted.map_or("-".into(), |p| format!("{p:.3}")),
+            match c.verdict {
+                Verdict::Slower => "SLOWER".into(),
+                Verdict::NewFailure => {
+                    format!("NEW FAILURE: {}", c.note.clone().unwrap_or_default())
+                }
+                Verdict::NotCompared => {
+                    format!("not compared: {}", c.note.clone().unwrap_or_default())
+                }
+                v => format!("{v:?}").to_lowercase(),
+            },
+        ]);
+    }
+    let mut out = builder
+        .build()
+        .with(tabled::settings::Style::rounded())
+        .to_string();
+    out.push_str(&format!(
+        "\n{} slower, {} faster, {} same, {} inconclusive, {} new failures, {} not compared (min effect {:.1}%, FDR {:.0}%)\n",
+        result.count(Verdict::Slower),
+        result.count(Verdict::Faster),
+        result.count(Verdict::Same),
+        result.count(Verdict::Inconclusive),
+        result.count(Verdict::NewFailure),
+        result.count(Verdict::NotCompared),
+        result.min_effect * 100.0,
+        result.fdr * 100.0,
+    ));
+    for key in &result.only_in_baseline {
+        out.push_str(&format!("only in the baseline: {key}\n"));
+    }
+    for key in &result.only_in_new {
+        out.push_str(&format!("only in the new run: {key}\n"));
+    }
+    out
+}
+
+fn report(args: ReportArgs) -> ExitCode {
+    let doc = match compare::load_results(&args.results) {
+        Ok(d) => d,
+        Err(e) => return bad_input(e),
+    };
+    let axes: Vec<&str> = match kbench::algos::find(&doc.study.algorithm) {
+        Some(a) => a.axes().iter().map(|a| a.name).collect(),
+        None => {
+            return bad_input(anyhow::anyhow!(
+                "unknown algorithm `{}` in {}",
+                doc.study.algorithm,
+                args.results.display()
+            ))
+        }
+    };
+    match args.format {
+        ReportFormat::Table => println!(
+            "{}",
+            table::render(&doc, &axes, table::TableStyle::Terminal)
+        ),
+        ReportFormat::Markdown => println!(
+            "{}",
+            table::render(&doc, &axes, table::TableStyle::Markdown)
+        ),
+        ReportFormat::Csv => match table::render_csv(&doc, &axes) {
+            Ok(csv) => print!("{csv}"),
+            Err(e) => return bad_input(e),
+        },
+    }
+    if let Some(dir) = &args.plots {
+        match kbench::report::plots::write_plots(&doc, &axes, dir) {
+            Ok(paths) => paths
+                .iter()
+                .for_each(|p| eprintln!("wrote {}", p.display())),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn bad_input(e: anyhow::Error) -> ExitCode {
+    eprintln!("error: {e:#}");
+    ExitCode::from(2)
 }
 
 fn list() -> ExitCode {

@@ -183,6 +183,7 @@ pub struct Manifest {
     pub measure: MeasureSettings,
     pub accuracy: Accuracy,
     pub report: ReportSettings,
+    pub compare: CompareDefaults,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -229,6 +230,24 @@ pub struct ReportSettings {
     pub baseline: Option<String>,
 }
 
+/// What `kbench compare` uses for this study unless the command line says otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CompareDefaults {
+    /// Smallest relative change of a median that counts as slower or faster (0.03 = 3%).
+    pub min_effect: f64,
+    /// False-discovery rate controlled across the study's cases.
+    pub fdr: f64,
+}
+
+impl Default for CompareDefaults {
+    fn default() -> Self {
+        CompareDefaults {
+            min_effect: 0.03,
+            fdr: 0.05,
+        }
+    }
+}
+
 // ---- The TOML shape, as serde sees it. ----
 
 #[derive(Deserialize)]
@@ -245,6 +264,15 @@ struct RawManifest {
     accuracy: RawAccuracy,
     #[serde(default)]
     report: RawReport,
+    #[serde(default)]
+    compare: RawCompare,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCompare {
+    min_effect: Option<Spanned<f64>>,
+    fdr: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -404,6 +432,24 @@ impl Validator<'_> {
             b => b.map(Spanned::into_inner),
         };
 
+        let defaults = CompareDefaults::default();
+        let fraction = |value: Option<Spanned<f64>>, key: &str, default: f64| match value {
+            Some(v) if !(*v.get_ref() > 0.0 && *v.get_ref() < 1.0) => Err(self.error(
+                v.span(),
+                key,
+                format!("{key} must be between 0 and 1, got {}", v.get_ref()),
+            )),
+            v => Ok(v.map_or(default, Spanned::into_inner)),
+        };
+        let compare = CompareDefaults {
+            min_effect: fraction(
+                raw.compare.min_effect,
+                "compare.min_effect",
+                defaults.min_effect,
+            )?,
+            fdr: fraction(raw.compare.fdr, "compare.fdr", defaults.fdr)?,
+        };
+
         Ok(Manifest {
             path: self.path.to_path_buf(),
             source: self.source.to_string(),
@@ -416,6 +462,7 @@ impl Validator<'_> {
             measure,
             accuracy,
             report: ReportSettings { baseline },
+            compare,
         })
     }
 

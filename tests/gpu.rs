@@ -45,7 +45,10 @@ fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
     )
     .unwrap();
     let axes = ["n", "dtype", "block"];
-    println!("{}", kbench::report::table::render(&results.doc, &axes));
+    println!(
+        "{}",
+        kbench::report::table::render(&results.doc, &axes, table::TableStyle::Terminal)
+    );
     results.doc.cases
 }
 

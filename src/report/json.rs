@@ -16,7 +16,7 @@ use crate::algos::HostData;
 use crate::backend::cuda::DeviceFingerprint;
 use crate::env::Environment;
 use crate::execute::CaseResult;
-use crate::manifest::{Manifest, MeasureSettings, Study, Variant};
+use crate::manifest::{CompareDefaults, Manifest, MeasureSettings, Study, Variant};
 
 /// Bumped whenever a field changes meaning or is removed.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -43,6 +43,8 @@ pub struct ManifestRecord {
     pub variants: Vec<Variant>,
     pub measure: MeasureSettings,
     pub baseline: Option<String>,
+    #[serde(default)]
+    pub compare: CompareDefaults,
 }
 
 pub struct ResultsFile {
@@ -76,6 +78,7 @@ impl ResultsFile {
                     variants: manifest.variants.clone(),
                     measure,
                     baseline: manifest.report.baseline.clone(),
+                    compare: manifest.compare,
                 },
                 environment: Environment::detect(),
                 started_at: now.to_rfc3339(),
@@ -133,17 +136,30 @@ impl ResultsFile {
     }
 
     fn write(&self) -> Result<()> {
-        let tmp = self.path.with_extension("json.tmp");
-        let mut f =
-            fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-        serde_json::to_writer_pretty(&mut f, &self.doc)?;
-        f.write_all(b"\n")?;
-        f.sync_all()
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        fs::rename(&tmp, &self.path)
-            .with_context(|| format!("cannot move {} into place", tmp.display()))?;
-        Ok(())
+        write_json_atomically(&self.path, &self.doc)
     }
+}
+
+/// Writes `value` as pretty JSON to a temporary file beside `path`, then renames it over `path`,
+/// so a reader never sees a half-written file.
+pub fn write_json_atomically<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    let mut f =
+        fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    serde_json::to_writer_pretty(&mut f, value)?;
+    f.write_all(b"\n")?;
+    f.sync_all()
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", tmp.display()))?;
+    Ok(())
+}
+
+/// Where `kbench run --save-baseline NAME` keeps a study's baseline.
+pub fn baseline_path(out_dir: &Path, study: &str, name: &str) -> PathBuf {
+    out_dir
+        .join("baselines")
+        .join(study)
+        .join(format!("{name}.json"))
 }
 
 /// Creates `<dir>/<stamp>.json`, or `<stamp>-2.json` and so on if taken: never an existing file.

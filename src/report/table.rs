@@ -13,7 +13,14 @@ use crate::execute::{CaseResult, CaseStatus};
 use crate::manifest::Backend;
 use crate::plan::ParamValue;
 
-pub fn render(doc: &ResultsDoc, axis_order: &[&str]) -> String {
+/// How the table is drawn: box-drawing for terminals, or markdown to paste into a report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableStyle {
+    Terminal,
+    Markdown,
+}
+
+pub fn render(doc: &ResultsDoc, axis_order: &[&str], style: TableStyle) -> String {
     let cases = &doc.cases;
     // Axes with more than one value get a column; the others go in the heading.
     let mut axis_values: BTreeMap<&str, Vec<&ParamValue>> = BTreeMap::new();
@@ -112,7 +119,10 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str]) -> String {
         builder.push_record(row);
     }
     let mut table = builder.build();
-    table.with(Style::rounded());
+    match style {
+        TableStyle::Terminal => table.with(Style::rounded()),
+        TableStyle::Markdown => table.with(Style::markdown()),
+    };
     table.modify(Columns::new(numeric_from..), Alignment::right());
 
     let count = |status: CaseStatus| cases.iter().filter(|c| c.status == status).count();
@@ -143,10 +153,92 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str]) -> String {
             device.measured_copy_gbytes_per_s
         ));
     }
+    if style == TableStyle::Markdown {
+        out.push('\n');
+    }
     out.push_str(&table.to_string());
     out.push('\n');
     out.push_str(&reasons(cases));
     out
+}
+
+/// Every case as one CSV row of plain numbers (seconds, GB/s), for spreadsheets and scripts.
+pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<String> {
+    let axes: Vec<&str> = axis_order
+        .iter()
+        .copied()
+        .filter(|a| doc.cases.iter().any(|c| c.params.contains_key(*a)))
+        .collect();
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let mut header = vec!["index", "variant", "backend", "implementation", "scope"];
+    header.extend(&axes);
+    header.extend([
+        "status",
+        "samples",
+        "median_s",
+        "median_ci95_low_s",
+        "median_ci95_high_s",
+        "mean_s",
+        "std_dev_s",
+        "min_s",
+        "max_s",
+        "gbytes_per_s",
+        "percent_of_peak",
+        "speedup",
+        "max_abs_err",
+        "max_rel_err",
+        "reason",
+    ]);
+    writer.write_record(&header)?;
+    let peak = doc
+        .environment
+        .device
+        .as_ref()
+        .map(|d| d.measured_copy_gbytes_per_s);
+    let num = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:e}"));
+    for c in &doc.cases {
+        let s = c.summary.as_ref();
+        let mut row = vec![
+            c.index.to_string(),
+            c.variant.clone(),
+            c.backend.to_string(),
+            c.implementation.clone(),
+            c.scope
+                .map_or(String::new(), |s| format!("{s:?}").to_lowercase()),
+        ];
+        row.extend(
+            axes.iter()
+                .map(|a| c.params.get(*a).map_or(String::new(), |v| v.to_string())),
+        );
+        row.push(format!("{:?}", c.status).to_lowercase());
+        row.push(s.map_or(String::new(), |s| s.samples.to_string()));
+        row.extend(
+            [
+                s.map(|s| s.median_s),
+                s.map(|s| s.median_ci95_s.0),
+                s.map(|s| s.median_ci95_s.1),
+                s.map(|s| s.mean_s),
+                s.map(|s| s.std_dev_s),
+                s.map(|s| s.min_s),
+                s.map(|s| s.max_s),
+                c.gbytes_per_s,
+                match (c.backend, c.gbytes_per_s, peak) {
+                    (Backend::Cuda, Some(g), Some(p)) => Some(g / p * 100.0),
+                    _ => None,
+                },
+                doc.manifest
+                    .baseline
+                    .as_ref()
+                    .and_then(|b| speedup(c, b, &doc.cases)),
+                c.accuracy.as_ref().map(|a| a.max_abs_err),
+                c.accuracy.as_ref().map(|a| a.max_rel_err),
+            ]
+            .map(num),
+        );
+        row.push(c.reason.clone().unwrap_or_default());
+        writer.write_record(&row)?;
+    }
+    Ok(String::from_utf8(writer.into_inner()?)?)
 }
 
 /// The baseline variant's median over this case's, at the same grid point (matching every axis

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The regression gate on a GPU machine, end to end: a baseline run, an A/A run of the same binary
+# (must give no "slower" verdict), and a run whose reduce_fast kernel does 5% more loads (must be
+# caught). Run from the repository root, with the binary from scripts/gpu-bundle.sh:
+#   bash scripts/regression-demo.sh [kbench binary] [output folder]
+set -uo pipefail
+kbench="${1:-.gpu-bundle/kbench}"
+out="${2:-out/regression-demo}"
+manifest="${3:-experiments/reduction.toml}"
+
+# The slowed kernel: reduce_fast also reads the first 5% of the input once more and adds 0 * that
+# sum (floats keep 0 * x, so the loads cannot be optimized away; the result is unchanged).
+slow_dir="$out/slow-kernels"
+mkdir -p "$slow_dir"
+python3 - "$slow_dir/reduce.cu" <<'PY'
+import sys
+src = open("kernels/reduce.cu").read()
+anchor = "    static_assert(FAST_UNROLL == 4"
+extra = """    {   // regression-demo slowdown: 5% more loads
+        Acc extra = Acc(0);
+        for (unsigned long long j = (unsigned long long)blockIdx.x * B + t; j < n / 20; j += (unsigned long long)gridDim.x * B)
+            extra += Traits<T>::to_acc(__ldg(in + j));
+        acc[0] += Acc(0) * extra;
+    }
+"""
+assert anchor in src
+open(sys.argv[1], "w").write(src.replace(anchor, extra + anchor))
+PY
+
+"$kbench" run "$manifest" --out-dir "$out" --save-baseline demo > "$out/base.txt" || exit 2
+"$kbench" run "$manifest" --out-dir "$out" > "$out/aa.txt" || exit 2
+"$kbench" run "$manifest" --out-dir "$out" --kernels-dir "$slow_dir" > "$out/slow.txt" || exit 2
+study=$(basename "$(dirname "$(ls "$out"/*/2*.json | head -1)")")
+runs=($(ls "$out/$study"/2*.json))
+echo "== A/A: ${runs[1]} vs the baseline (expect exit 0, no slower case)"
+"$kbench" compare --baseline demo --out-dir "$out" "${runs[1]}" > "$out/compare_aa.txt"; aa=$?
+tail -n 4 "$out/compare_aa.txt"; echo "exit $aa"
+echo "== slowed reduce_fast: ${runs[2]} vs the baseline (expect exit 1, reduce_fast slower)"
+"$kbench" compare --baseline demo --out-dir "$out" "${runs[2]}" > "$out/compare_slow.txt"; slow=$?
+grep -E "SLOWER" "$out/compare_slow.txt"; tail -n 3 "$out/compare_slow.txt"; echo "exit $slow"
+[ "$aa" = 0 ] && [ "$slow" = 1 ]

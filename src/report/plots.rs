@@ -1,0 +1,345 @@
+//! Charts of a finished run, as SVG and PNG (plotters, with a bundled DejaVu Sans so nothing is
+//! needed from the system): median time against size on log-log axes with the 95% CI as error
+//! bars, speedup over the baseline variant, and throughput as % of the measured copy peak.
+//!
+//! The x axis is the first integer axis with more than one value (usually `n`); one series per
+//! variant, and one chart per combination of the other axes that vary (dtype, block, ...).
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use anyhow::{anyhow, bail, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::json::ResultsDoc;
+use super::table::{format_seconds, speedup};
+use crate::execute::CaseResult;
+use crate::manifest::Backend;
+use crate::plan::ParamValue;
+
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
+static REGISTER_FONT: Once = Once::new();
+
+const SIZE_PX: (u32, u32) = (1100, 700);
+
+/// One line of a chart: its variant and (x, y, optional (y_low, y_high)) points sorted by x.
+type Series = (String, Vec<(f64, f64, Option<(f64, f64)>)>);
+
+/// What a chart shows of a case: its y value and an optional (low, high) band.
+type YOf = dyn Fn(&CaseResult) -> Option<(f64, Option<(f64, f64)>)>;
+
+struct Chart {
+    file_stem: &'static str,
+    title: String,
+    y_label: &'static str,
+    log_y: bool,
+    series: Vec<Series>,
+    /// A horizontal reference line (speedup 1x, 100% of peak).
+    reference_y: Option<f64>,
+    y_format: YFormat,
+}
+
+#[derive(Clone, Copy)]
+enum YFormat {
+    Seconds,
+    Times,
+    Percent,
+}
+
+/// Distinct colours (Tableau 10), so neighbouring series never look alike.
+const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// 1000 -> "1k", 16777213 -> "16.8M".
+fn si(x: f64) -> String {
+    let (v, unit) = if x >= 1e9 {
+        (x / 1e9, "G")
+    } else if x >= 1e6 {
+        (x / 1e6, "M")
+    } else if x >= 1e3 {
+        (x / 1e3, "k")
+    } else {
+        (x, "")
+    };
+    let text = format!("{v:.1}");
+    format!("{}{unit}", text.trim_end_matches(".0"))
+}
+
+/// Writes every chart that has data into `dir` as `<chart>[-<facet>].svg` and `.png`, one set per
+/// combination of the other varying axes (one per dtype, say), so each chart shows the variants
+/// side by side; returns the paths.
+pub fn write_plots(doc: &ResultsDoc, axis_order: &[&str], dir: &Path) -> Result<Vec<PathBuf>> {
+    REGISTER_FONT.call_once(|| {
+        if plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_err() {
+            unreachable!("the bundled font is a valid TrueType file");
+        }
+    });
+    let measured: Vec<&CaseResult> = doc.cases.iter().filter(|c| c.summary.is_some()).collect();
+    let Some(x_axis) = x_axis(&measured, axis_order) else {
+        bail!("no integer axis varies across the measured cases: nothing to plot against");
+    };
+    let facet_axes: Vec<&str> = axis_order
+        .iter()
+        .copied()
+        .filter(|a| *a != x_axis && distinct(&measured, a) > 1)
+        .collect();
+    let facet_of = |c: &CaseResult| -> String {
+        facet_axes
+            .iter()
+            .filter_map(|a| c.params.get(*a).map(|v| format!("{a}={v}")))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut facets: Vec<String> = Vec::new();
+    for c in &measured {
+        let f = facet_of(c);
+        if !facets.contains(&f) {
+            facets.push(f);
+        }
+    }
+    let x_of = |c: &CaseResult| match c.params.get(x_axis) {
+        Some(ParamValue::Int(i)) => Some(*i as f64),
+        _ => None,
+    };
+
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+    for facet in &facets {
+        let in_facet: Vec<&CaseResult> = measured
+            .iter()
+            .copied()
+            .filter(|c| facet_of(c) == *facet)
+            .collect();
+        let collect = |y: &YOf| -> Vec<Series> {
+            let mut by_variant: Vec<Series> = Vec::new();
+            for c in &in_facet {
+                let (Some(x), Some((y, band))) = (x_of(c), y(c)) else {
+                    continue;
+                };
+                if !(x > 0.0 && y.is_finite() && y > 0.0) {
+                    continue;
+                }
+                match by_variant.iter_mut().find(|(l, _)| *l == c.variant) {
+                    Some((_, pts)) => pts.push((x, y, band)),
+                    None => by_variant.push((c.variant.clone(), vec![(x, y, band)])),
+                }
+            }
+            for (_, pts) in &mut by_variant {
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+            by_variant
+        };
+        let subtitle = if facet.is_empty() {
+            String::new()
+        } else {
+            format!(", {facet}")
+        };
+        let mut charts = vec![Chart {
+            file_stem: "time",
+            title: format!(
+                "{}{subtitle}: median time vs {x_axis} (bars: 95% CI)",
+                doc.study.name
+            ),
+            y_label: "median time",
+            log_y: true,
+            series: collect(&|c| {
+                let s = c.summary.as_ref()?;
+                Some((s.median_s, Some(s.median_ci95_s)))
+            }),
+            reference_y: None,
+            y_format: YFormat::Seconds,
+        }];
+        if let Some(baseline) = &doc.manifest.baseline {
+            charts.push(Chart {
+                file_stem: "speedup",
+                title: format!("{}{subtitle}: speedup over `{baseline}`", doc.study.name),
+                y_label: "speedup (baseline median / median)",
+                log_y: true,
+                series: collect(&|c| Some((speedup(c, baseline, &doc.cases)?, None))),
+                reference_y: Some(1.0),
+                y_format: YFormat::Times,
+            });
+        }
+        if let Some(device) = &doc.environment.device {
+            let peak = device.measured_copy_gbytes_per_s;
+            charts.push(Chart {
+                file_stem: "peak",
+                title: format!(
+                    "{}{subtitle}: % of the measured {peak:.0} GB/s copy peak",
+                    doc.study.name
+                ),
+                y_label: "throughput, % of measured peak",
+                log_y: false,
+                series: collect(&|c| match c.backend {
+                    Backend::Cuda => Some((c.gbytes_per_s? / peak * 100.0, None)),
+                    Backend::Cpu => None,
+                }),
+                reference_y: Some(100.0),
+                y_format: YFormat::Percent,
+            });
+        }
+        let suffix: String = facet.replace(' ', "-").replace('=', "_");
+        for chart in charts.iter().filter(|c| !c.series.is_empty()) {
+            let name = if suffix.is_empty() {
+                chart.file_stem.to_string()
+            } else {
+                format!("{}-{suffix}", chart.file_stem)
+            };
+            let svg = dir.join(format!("{name}.svg"));
+            draw(
+                SVGBackend::new(&svg, SIZE_PX).into_drawing_area(),
+                chart,
+                x_axis,
+            )?;
+            let png = dir.join(format!("{name}.png"));
+            draw(
+                BitMapBackend::new(&png, SIZE_PX).into_drawing_area(),
+                chart,
+                x_axis,
+            )?;
+            written.extend([svg, png]);
+        }
+    }
+    Ok(written)
+}
+
+fn distinct(cases: &[&CaseResult], axis: &str) -> usize {
+    let mut seen: Vec<&ParamValue> = Vec::new();
+    for c in cases {
+        if let Some(v) = c.params.get(axis) {
+            if !seen.contains(&v) {
+                seen.push(v);
+            }
+        }
+    }
+    seen.len()
+}
+
+fn x_axis<'a>(cases: &[&CaseResult], axis_order: &[&'a str]) -> Option<&'a str> {
+    axis_order.iter().copied().find(|a| {
+        distinct(cases, a) > 1
+            && cases
+                .iter()
+                .all(|c| !matches!(c.params.get(*a), Some(ParamValue::Str(_))))
+    })
+}
+
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    chart: &Chart,
+    x_label: &str,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing {}: {e:?}", chart.file_stem);
+    root.fill(&WHITE).map_err(e)?;
+    let points = chart.series.iter().flat_map(|(_, p)| p.iter());
+    let (mut x_min, mut x_max, mut y_min, mut y_max) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y, band) in points {
+        let (lo, hi) = band.unwrap_or((y, y));
+        x_min = x_min.min(x);
+        x_max = x_max.max(x);
+        y_min = y_min.min(lo.min(y));
+        y_max = y_max.max(hi.max(y));
+    }
+    if let Some(r) = chart.reference_y {
+        y_min = y_min.min(r);
+        y_max = y_max.max(r);
+    }
+    // Pad the ranges so end points and the legend are not on the frame.
+    let (x_lo, x_hi) = (x_min / 1.5, x_max * 1.5);
+    let (y_lo, y_hi) = if chart.log_y {
+        (y_min / 1.6, y_max * 1.6)
+    } else {
+        (0.0, y_max * 1.15)
+    };
+
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(&chart.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(80);
+    let series_style = |i: usize| COLORS[i % COLORS.len()];
+    let y_text = |v: &f64| match chart.y_format {
+        YFormat::Seconds => format_seconds(*v),
+        YFormat::Times => format!("{v:.2}x"),
+        YFormat::Percent => format!("{v:.0}%"),
+    };
+    macro_rules! plot_on {
+        ($ctx:expr) => {{
+            let mut ctx = $ctx;
+            ctx.configure_mesh()
+                .x_desc(x_label)
+                .y_desc(chart.y_label)
+                .label_style(("sans-serif", 15))
+                .x_label_formatter(&|x| si(*x))
+                .y_label_formatter(&y_text)
+                .draw()
+                .map_err(e)?;
+            if let Some(r) = chart.reference_y {
+                ctx.draw_series(LineSeries::new(
+                    [(x_lo, r), (x_hi, r)],
+                    BLACK.mix(0.4).stroke_width(1),
+                ))
+                .map_err(e)?;
+            }
+            for (i, (label, pts)) in chart.series.iter().enumerate() {
+                let color = series_style(i);
+                ctx.draw_series(LineSeries::new(
+                    pts.iter().map(|p| (p.0, p.1)),
+                    color.stroke_width(2),
+                ))
+                .map_err(e)?
+                .label(label.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 18, y)], color.stroke_width(3))
+                });
+                ctx.draw_series(
+                    pts.iter()
+                        .map(|p| Circle::new((p.0, p.1), 4, color.filled())),
+                )
+                .map_err(e)?;
+                ctx.draw_series(pts.iter().filter_map(|p| {
+                    let (lo, hi) = p.2?;
+                    Some(PathElement::new(
+                        [(p.0, lo), (p.0, hi)],
+                        color.stroke_width(2),
+                    ))
+                }))
+                .map_err(e)?;
+            }
+            ctx.configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.3))
+                .label_font(("sans-serif", 14))
+                .position(SeriesLabelPosition::UpperLeft)
+                .margin(12)
+                .draw()
+                .map_err(e)?;
+        }};
+    }
+    if chart.log_y {
+        plot_on!(builder
+            .build_cartesian_2d((x_lo..x_hi).log_scale(), (y_lo..y_hi).log_scale())
+            .map_err(e)?);
+    } else {
+        plot_on!(builder
+            .build_cartesian_2d((x_lo..x_hi).log_scale(), y_lo..y_hi)
+            .map_err(e)?);
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}

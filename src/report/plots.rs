@@ -27,7 +27,7 @@ const SIZE_PX: (u32, u32) = (1100, 700);
 type Series = (String, Vec<(f64, f64, Option<(f64, f64)>)>);
 
 /// What a chart shows of a case: its y value and an optional (low, high) band.
-type YOf = dyn Fn(&CaseResult) -> Option<(f64, Option<(f64, f64)>)>;
+type YOf<'a> = dyn Fn(&CaseResult) -> Option<(f64, Option<(f64, f64)>)> + 'a;
 
 struct Chart {
     file_stem: &'static str,
@@ -121,7 +121,7 @@ pub fn write_plots(doc: &ResultsDoc, axis_order: &[&str], dir: &Path) -> Result<
             .copied()
             .filter(|c| facet_of(c) == *facet)
             .collect();
-        let collect = |y: &YOf| -> Vec<Series> {
+        let collect = |y: &YOf<'_>| -> Vec<Series> {
             let mut by_variant: Vec<Series> = Vec::new();
             for c in &in_facet {
                 let (Some(x), Some((y, band))) = (x_of(c), y(c)) else {

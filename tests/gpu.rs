@@ -47,7 +47,11 @@ fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
     let axes = ["n", "dtype", "block"];
     println!(
         "{}",
-        kbench::report::table::render(&results.doc, &axes, table::TableStyle::Terminal)
+        kbench::report::table::render(
+            &results.doc,
+            &axes,
+            kbench::report::table::TableStyle::Terminal
+        )
     );
     results.doc.cases
 }

@@ -2,7 +2,7 @@
 # Builds what a GPU machine without a Rust toolchain needs to run kbench and its GPU tests, into
 # .gpu-bundle/ (ignored by git):
 #   .gpu-bundle/kbench        the release binary (kernels embedded)
-#   .gpu-bundle/tests/*       the test binaries (GPU tests skip without a GPU, run with one)
+#   .gpu-bundle/tests/*       the test binaries that need no source tree (GPU tests skip without a GPU)
 #   .gpu-bundle/peers.py      ../shared/peers/peers.py, when present, to time the peers alongside
 # On the GPU machine, from the repository root:
 #   .gpu-bundle/kbench run experiments/reduction.toml
@@ -23,7 +23,9 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         kind = m["target"]["kind"][0]
         name = m["target"]["name"] + ("" if kind == "test" else "-" + kind)
-        shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
+        # The CLI tests run the kbench binary from target/, which does not travel.
+        if name in ("gpu", "kernels_compile", "manifest_errors", "kbench-lib"):
+            shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
 ' "$bundle/tests"
 if [ -f ../shared/peers/peers.py ]; then cp ../shared/peers/peers.py "$bundle/peers.py"; fi
 strip "$bundle/kbench" "$bundle"/tests/* 2>/dev/null || true

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The regression gate on a GPU machine, end to end: a baseline run, an A/A run of the same binary
-# (must give no "slower" verdict), and a run whose reduce_fast kernel does 5% more loads (must be
-# caught). Run from the repository root, with the binary from scripts/gpu-bundle.sh:
+# The regression gate on a GPU machine, end to end: five baseline runs (so the gate sees each
+# case's run-to-run variation), an A/A run of the same binary (must give no "slower" verdict), and
+# a run whose reduce_fast kernel does 5% more loads (must be caught). Run from the repository root,
+# with the binary from scripts/gpu-bundle.sh:
 #   bash scripts/regression-demo.sh [kbench binary] [output folder]
 set -uo pipefail
 kbench="${1:-.gpu-bundle/kbench}"
@@ -27,15 +28,17 @@ assert anchor in src
 open(sys.argv[1], "w").write(src.replace(anchor, extra + anchor))
 PY
 
-"$kbench" run "$manifest" --out-dir "$out" --save-baseline demo > "$out/base.txt" || exit 2
+for i in 1 2 3 4 5; do
+  "$kbench" run "$manifest" --out-dir "$out" --save-baseline demo > "$out/base$i.txt" || exit 2
+done
 "$kbench" run "$manifest" --out-dir "$out" > "$out/aa.txt" || exit 2
 "$kbench" run "$manifest" --out-dir "$out" --kernels-dir "$slow_dir" > "$out/slow.txt" || exit 2
 study=$(basename "$(dirname "$(ls "$out"/*/2*.json | head -1)")")
-runs=($(ls "$out/$study"/2*.json))
-echo "== A/A: ${runs[1]} vs the baseline (expect exit 0, no slower case)"
-"$kbench" compare --baseline demo --out-dir "$out" "${runs[1]}" > "$out/compare_aa.txt"; aa=$?
+mapfile -t runs < <(ls "$out/$study"/2*.json)
+echo "== A/A: ${runs[5]} vs the 5 baseline runs (expect exit 0, no slower case)"
+"$kbench" compare --baseline demo --out-dir "$out" "${runs[5]}" > "$out/compare_aa.txt"; aa=$?
 tail -n 4 "$out/compare_aa.txt"; echo "exit $aa"
-echo "== slowed reduce_fast: ${runs[2]} vs the baseline (expect exit 1, reduce_fast slower)"
-"$kbench" compare --baseline demo --out-dir "$out" "${runs[2]}" > "$out/compare_slow.txt"; slow=$?
+echo "== slowed reduce_fast: ${runs[6]} vs the 5 baseline runs (expect exit 1, reduce_fast slower)"
+"$kbench" compare --baseline demo --out-dir "$out" "${runs[6]}" > "$out/compare_slow.txt"; slow=$?
 grep -E "SLOWER" "$out/compare_slow.txt"; tail -n 3 "$out/compare_slow.txt"; echo "exit $slow"
 [ "$aa" = 0 ] && [ "$slow" = 1 ]

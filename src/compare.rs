@@ -1,11 +1,14 @@
-//! The regression gate: two results files of one study, matched case by case (variant and grid
-//! point), each pair judged from the raw samples.
+//! The regression gate: a new results file against one or more baseline runs of the same study,
+//! matched case by case (variant and grid point).
 //!
-//! A case is `slower` (or `faster`) when the Mann-Whitney U test rejects "same distribution" after
-//! Benjamini-Hochberg control of the false-discovery rate over every compared case, *and* the
-//! ratio of medians moves by more than the minimum effect; `same` when the bootstrap 95% CI of the
-//! ratio of medians lies within the minimum effect; `inconclusive` otherwise. Only `slower`, or a
-//! case that newly fails (wrong answer, error), fails the gate: improvements never do.
+//! Each case gets a p-value: against several baseline runs, from the spread of the runs' medians
+//! (run-to-run variation is what makes a binary compared with itself look slower); against a
+//! single run, from a Mann-Whitney U test on the raw samples. A case is `slower` (or `faster`)
+//! when its p-value survives Benjamini-Hochberg control of the false-discovery rate over every
+//! compared case *and* the ratio of medians moves by more than the minimum effect; `same` when the
+//! 95% interval of the ratio lies within the minimum effect; `inconclusive` otherwise. Only
+//! `slower`, or a case that newly fails (wrong answer, error), fails the gate: improvements never
+//! do.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, Normal};
+use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
 use crate::execute::{CaseResult, CaseStatus};
 use crate::report::json::ResultsDoc;
@@ -37,7 +40,7 @@ pub struct CaseComparison {
     pub params: String,
     pub base_median_s: Option<f64>,
     pub new_median_s: Option<f64>,
-    /// new median / baseline median: above 1 is slower.
+    /// new median / baseline median (the geometric mean over baseline runs): above 1 is slower.
     pub ratio: Option<f64>,
     pub ratio_ci95: Option<(f64, f64)>,
     pub p_value: Option<f64>,
@@ -50,6 +53,8 @@ pub struct CaseComparison {
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
     pub study: String,
+    /// How many baseline runs each case was judged against.
+    pub baseline_runs: usize,
     pub min_effect: f64,
     pub fdr: f64,
     pub cases: Vec<CaseComparison>,
@@ -119,7 +124,8 @@ pub fn check_comparable(
     Ok(())
 }
 
-pub fn compare(base: &ResultsDoc, new: &ResultsDoc, settings: &CompareSettings) -> Comparison {
+/// Compares `new` with one or more baseline runs of the same study.
+pub fn compare(bases: &[ResultsDoc], new: &ResultsDoc, settings: &CompareSettings) -> Comparison {
     let key = |c: &CaseResult| {
         format!(
             "{} {}",
@@ -127,30 +133,29 @@ pub fn compare(base: &ResultsDoc, new: &ResultsDoc, settings: &CompareSettings) 
             crate::execute::describe_params(&c.params)
         )
     };
-    let base_cases: BTreeMap<String, &CaseResult> =
-        base.cases.iter().map(|c| (key(c), c)).collect();
+    let mut base_cases: BTreeMap<String, Vec<&CaseResult>> = BTreeMap::new();
+    for base in bases {
+        for c in &base.cases {
+            base_cases.entry(key(c)).or_default().push(c);
+        }
+    }
     let new_keys: Vec<String> = new.cases.iter().map(key).collect();
 
     let mut cases = Vec::new();
     for new_case in &new.cases {
-        let Some(base_case) = base_cases.get(&key(new_case)) else {
-            continue;
-        };
-        cases.push(compare_case(base_case, new_case));
+        if let Some(runs) = base_cases.get(&key(new_case)) {
+            cases.push(compare_case(runs, new_case));
+        }
     }
     adjust_benjamini_hochberg(&mut cases);
     for c in &mut cases {
-        if let Some(p) = c.p_adjusted {
-            c.verdict = decide(
-                p,
-                c.ratio.unwrap_or(1.0),
-                c.ratio_ci95.unwrap_or((0.0, f64::INFINITY)),
-                settings,
-            );
+        if let (Some(p), Some(ratio), Some(ci)) = (c.p_adjusted, c.ratio, c.ratio_ci95) {
+            c.verdict = decide(p, ratio, ci, settings);
         }
     }
     Comparison {
         study: new.study.name.clone(),
+        baseline_runs: bases.len(),
         min_effect: settings.min_effect,
         fdr: settings.fdr,
         only_in_baseline: base_cases
@@ -182,17 +187,29 @@ fn decide(p_adjusted: f64, ratio: f64, ci: (f64, f64), settings: &CompareSetting
     }
 }
 
-fn compare_case(base: &CaseResult, new: &CaseResult) -> CaseComparison {
+/// One case against its baseline runs.
+///
+/// With several baseline runs the unit of replication is the run: a new run's median is judged
+/// against the spread of the baseline runs' medians (a Student-t prediction interval on the log
+/// scale), which includes the run-to-run variation (clocks, placement, host state) that samples
+/// within one run cannot show. With a single baseline run only the samples are available: a
+/// Mann-Whitney test and a bootstrap CI of the ratio of medians, blind to run-to-run variation.
+fn compare_case(base_runs: &[&CaseResult], new: &CaseResult) -> CaseComparison {
     let samples = |c: &CaseResult| {
         c.measurement
             .as_ref()
             .map(|m| m.samples_s.clone())
             .filter(|s| !s.is_empty())
     };
+    let base_medians: Vec<f64> = base_runs
+        .iter()
+        .filter_map(|c| samples(c))
+        .map(|s| median(&s))
+        .collect();
     let mut out = CaseComparison {
         variant: new.variant.clone(),
         params: crate::execute::describe_params(&new.params),
-        base_median_s: base.summary.as_ref().map(|s| s.median_s),
+        base_median_s: (!base_medians.is_empty()).then(|| geometric_mean(&base_medians)),
         new_median_s: new.summary.as_ref().map(|s| s.median_s),
         ratio: None,
         ratio_ci95: None,
@@ -201,29 +218,72 @@ fn compare_case(base: &CaseResult, new: &CaseResult) -> CaseComparison {
         verdict: Verdict::NotCompared,
         note: None,
     };
-    if new.failed() && !base.failed() {
+    let base_passed = base_runs.iter().all(|c| c.status == CaseStatus::Passed);
+    if new.failed() && base_passed {
         out.verdict = Verdict::NewFailure;
         out.note = new.reason.clone();
         return out;
     }
-    let (Some(a), Some(b)) = (samples(base), samples(new)) else {
-        out.note = Some(format!(
-            "not measured on both sides ({:?} / {:?})",
-            base.status, new.status
-        ));
-        return out;
+    let new_samples = match samples(new) {
+        Some(s)
+            if new.status == CaseStatus::Passed
+                && base_passed
+                && base_medians.len() == base_runs.len() =>
+        {
+            s
+        }
+        _ => {
+            let statuses: Vec<String> = base_runs
+                .iter()
+                .map(|c| format!("{:?}", c.status))
+                .collect();
+            out.note = Some(format!(
+                "not passed on both sides (baseline {} / new {:?})",
+                statuses.join(", "),
+                new.status
+            ));
+            return out;
+        }
     };
-    if base.status != CaseStatus::Passed || new.status != CaseStatus::Passed {
-        out.note = Some(format!(
-            "failed on both sides ({:?} / {:?})",
-            base.status, new.status
-        ));
-        return out;
+    let new_median = median(&new_samples);
+    if let [single] = base_runs {
+        let base_samples = samples(single).unwrap_or_default();
+        out.ratio = Some(new_median / base_medians[0]);
+        out.ratio_ci95 = Some(bootstrap_ratio_ci95(&base_samples, &new_samples));
+        out.p_value = Some(mann_whitney_p(&base_samples, &new_samples));
+    } else {
+        let (ratio, ci, p) = run_level_test(&base_medians, new_median);
+        out.ratio = Some(ratio);
+        out.ratio_ci95 = Some(ci);
+        out.p_value = Some(p);
     }
-    out.ratio = Some(median(&b) / median(&a));
-    out.ratio_ci95 = Some(bootstrap_ratio_ci95(&a, &b));
-    out.p_value = Some(mann_whitney_p(&a, &b));
     out
+}
+
+/// The new median against k >= 2 baseline medians: on the log scale, the baseline runs give a
+/// mean and standard deviation, and a new run from the same population falls within
+/// mean +- t(k-1) * sd * sqrt(1 + 1/k). Returns the ratio to the baseline's geometric mean, the
+/// 95% interval of that ratio, and the two-sided p-value.
+pub fn run_level_test(base_medians: &[f64], new_median: f64) -> (f64, (f64, f64), f64) {
+    let k = base_medians.len() as f64;
+    let logs: Vec<f64> = base_medians.iter().map(|m| m.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / k;
+    let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
+    // Runs that agree to the last digit still differ by rounding: keep the scale above zero.
+    let scale = sd.max(1e-6) * (1.0 + 1.0 / k).sqrt();
+    let student = StudentsT::new(0.0, 1.0, k - 1.0).expect("k >= 2 gives a valid t distribution");
+    let diff = new_median.ln() - mean;
+    let half = student.inverse_cdf(0.975) * scale;
+    let p = 2.0 * (1.0 - student.cdf((diff / scale).abs()));
+    (
+        diff.exp(),
+        ((diff - half).exp(), (diff + half).exp()),
+        p.min(1.0),
+    )
+}
+
+fn geometric_mean(x: &[f64]) -> f64 {
+    (x.iter().map(|v| v.ln()).sum::<f64>() / x.len() as f64).exp()
 }
 
 /// Benjamini-Hochberg adjusted p-values over the cases that have a p-value.
@@ -418,6 +478,34 @@ mod tests {
         // The very same samples: p = 1 and a ratio CI around 1.
         let a = noisy(1, 30, 1e-3, 0.01);
         assert_eq!(judge(&a, &a), Verdict::Same);
+    }
+
+    #[test]
+    fn several_baseline_runs_set_the_noise_floor() {
+        // Five baseline runs whose medians wander by a few percent, as separate processes do.
+        let noisy_runs = [1.00e-3, 1.04e-3, 0.97e-3, 1.06e-3, 1.01e-3];
+        let (ratio, ci, p) = run_level_test(&noisy_runs, 1.07e-3);
+        assert!(
+            ratio > 1.03 && p > 0.05,
+            "a 7% difference is within this case's run-to-run noise: p={p}"
+        );
+        assert_eq!(decide(p, ratio, ci, &SETTINGS), Verdict::Inconclusive);
+        // Stable runs: the same 7% stands out.
+        let stable_runs = [1.000e-3, 1.002e-3, 0.999e-3, 1.001e-3, 1.000e-3];
+        let (ratio, ci, p) = run_level_test(&stable_runs, 1.07e-3);
+        assert!(p < 1e-4, "p={p}");
+        assert_eq!(decide(p, ratio, ci, &SETTINGS), Verdict::Slower);
+        let (ratio, ci, p) = run_level_test(&stable_runs, 1.0005e-3);
+        assert_eq!(decide(p, ratio, ci, &SETTINGS), Verdict::Same);
+        // The prediction interval: t(0.975, 4) = 2.776, sd of log medians, sqrt(1 + 1/5).
+        let logs: Vec<f64> = noisy_runs.iter().map(|m: &f64| m.ln()).collect();
+        let mean = logs.iter().sum::<f64>() / 5.0;
+        let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / 4.0).sqrt();
+        let (_, ci, _) = run_level_test(&noisy_runs, mean.exp());
+        assert!(
+            (ci.1.ln() - 2.776_445 * sd * 1.2f64.sqrt()).abs() < 1e-5,
+            "{ci:?}"
+        );
     }
 
     #[test]

@@ -51,10 +51,10 @@ enum Command {
 
 #[derive(clap::Args)]
 struct CompareArgs {
-    /// The baseline results file (or use --baseline NAME), then the new one.
-    #[arg(required = true, num_args = 1..=2)]
+    /// The baseline results file(s), then the new one; or, with --baseline NAME, the new one alone.
+    #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Compare against the baseline saved with `kbench run --save-baseline NAME`.
+    /// Compare against every run saved with `kbench run --save-baseline NAME`.
     #[arg(long)]
     baseline: Option<String>,
     /// Smallest relative change of a median that counts (default: the manifest's, else 0.03).
@@ -121,7 +121,8 @@ struct RunArgs {
     /// Override the manifests' time budget per case, in seconds.
     #[arg(long)]
     max_time_s: Option<f64>,
-    /// Also keep each study's results as the baseline NAME, for `kbench compare --baseline NAME`.
+    /// Also add each study's results to the baseline NAME (several runs make a better baseline),
+    /// for `kbench compare --baseline NAME`.
     #[arg(long, value_name = "NAME", value_parser = parse_baseline_name)]
     save_baseline: Option<String>,
 }
@@ -264,10 +265,9 @@ fn run(args: RunArgs) -> ExitCode {
         }
         any_failed |= results.doc.cases.iter().any(|c| c.failed());
         if let Some(name) = &args.save_baseline {
-            let path = json::baseline_path(&args.out_dir, &manifest.study.name, name);
-            let saved = path
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
+            let dir = json::baseline_dir(&args.out_dir, &manifest.study.name, name);
+            let path = dir.join(results.path.file_name().expect("results files have a name"));
+            let saved = std::fs::create_dir_all(&dir)
                 .map_err(anyhow::Error::from)
                 .and_then(|()| json::write_json_atomically(&path, &results.doc));
             if let Err(e) = saved {
@@ -275,7 +275,7 @@ fn run(args: RunArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
             if !args.json {
-                println!("baseline `{name}` saved: {}", path.display());
+                println!("added to baseline `{name}`: {}", path.display());
             }
         }
         if args.json {
@@ -304,35 +304,37 @@ fn options_measure(options: &RunOptions, manifest: &Manifest) -> manifest::Measu
 }
 
 fn compare(args: CompareArgs) -> ExitCode {
-    let (base_path, new_path) = match (&args.baseline, args.files.as_slice()) {
-        (None, [base, new]) => (base.clone(), new.clone()),
-        (Some(name), [new]) => match compare::load_results(new) {
-            Ok(doc) => (
-                json::baseline_path(&args.out_dir, &doc.study.name, name),
-                new.clone(),
-            ),
+    let (new_path, base_paths) = match (&args.baseline, args.files.split_last()) {
+        (None, Some((new, bases))) if !bases.is_empty() => (new.clone(), bases.to_vec()),
+        (Some(name), Some((new, []))) => match compare::load_results(new) {
+            Ok(doc) => {
+                let dir = json::baseline_dir(&args.out_dir, &doc.study.name, name);
+                match baseline_runs(&dir) {
+                    Ok(runs) => (new.clone(), runs),
+                    Err(e) => return bad_input(e),
+                }
+            }
             Err(e) => return bad_input(e),
         },
         (None, _) => {
             return bad_input(anyhow::anyhow!(
-                "give the baseline and the new results file, or --baseline NAME and the new file"
+                "give the baseline results file(s) and then the new one, or --baseline NAME and the new file"
             ))
         }
-        (Some(_), _) => {
-            return bad_input(anyhow::anyhow!(
-                "with --baseline, give only the new results file"
-            ))
+        (Some(_), _) => return bad_input(anyhow::anyhow!("with --baseline, give only the new results file")),
+    };
+    let new = match compare::load_results(&new_path) {
+        Ok(doc) => doc,
+        Err(e) => return bad_input(e),
+    };
+    let mut bases = Vec::new();
+    for path in &base_paths {
+        match compare::load_results(path).and_then(|b| {
+            compare::check_comparable(&b, &new, args.allow_different_device).map(|()| b)
+        }) {
+            Ok(b) => bases.push(b),
+            Err(e) => return bad_input(e),
         }
-    };
-    let (base, new) = match (
-        compare::load_results(&base_path),
-        compare::load_results(&new_path),
-    ) {
-        (Ok(b), Ok(n)) => (b, n),
-        (Err(e), _) | (_, Err(e)) => return bad_input(e),
-    };
-    if let Err(e) = compare::check_comparable(&base, &new, args.allow_different_device) {
-        return bad_input(e);
     }
     let defaults = new.manifest.compare;
     let settings = CompareSettings {
@@ -349,18 +351,22 @@ fn compare(args: CompareArgs) -> ExitCode {
             "--min-effect and --fdr must be between 0 and 1"
         ));
     }
-    let result = compare::compare(&base, &new, &settings);
+    let result = compare::compare(&bases, &new, &settings);
     if args.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&result).expect("comparison serializes")
         );
     } else {
+        let names: Vec<String> = base_paths.iter().map(|p| p.display().to_string()).collect();
         println!(
-            "comparing {} (baseline) with {}",
-            base_path.display(),
-            new_path.display()
+            "comparing {} with the baseline {}",
+            new_path.display(),
+            names.join(", ")
         );
+        if bases.len() == 1 {
+            println!("note: one baseline run shows no run-to-run variation, so verdicts rest on its samples alone; save 3 or more baseline runs");
+        }
         println!("{}", compare_table(&result));
     }
     if result.regressed() {
@@ -471,6 +477,21 @@ fn report(args: ReportArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// The results files saved under one baseline name, oldest first.
+fn baseline_runs(dir: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
+    use anyhow::Context;
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("no baseline at {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    runs.sort();
+    if runs.is_empty() {
+        anyhow::bail!("the baseline folder {} holds no results", dir.display());
+    }
+    Ok(runs)
 }
 
 fn bad_input(e: anyhow::Error) -> ExitCode {

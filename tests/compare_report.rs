@@ -126,6 +126,42 @@ fn the_gate_passes_identical_runs_and_fails_a_slowed_case() {
 }
 
 #[test]
+fn several_baseline_runs_are_used_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, first) = run_once(dir.path());
+    for _ in 0..2 {
+        run_once(dir.path());
+    }
+    let runs = std::fs::read_dir(out.join("baselines/gate/main"))
+        .unwrap()
+        .count();
+    assert_eq!(runs, 3);
+    let assert = kbench()
+        .args(["compare", "--json", "--baseline", "main", "--out-dir"])
+        .arg(&out)
+        .arg(&first)
+        .assert();
+    let verdicts: Value = serde_json::from_slice(&assert.get_output().stdout).unwrap();
+    assert_eq!(verdicts["baseline_runs"], 3);
+    // The first run is one of the three: it cannot be slower than them all.
+    assert!(
+        verdicts["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["verdict"] != "slower"),
+        "{verdicts}"
+    );
+    kbench()
+        .args(["compare", "--baseline", "nothing", "--out-dir"])
+        .arg(&out)
+        .arg(&first)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("no baseline"));
+}
+
+#[test]
 fn runs_from_different_machines_are_refused_unless_asked() {
     let dir = tempfile::tempdir().unwrap();
     let (_, base) = run_once(dir.path());

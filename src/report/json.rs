@@ -154,12 +154,9 @@ pub fn write_json_atomically<T: Serialize>(path: &Path, value: &T) -> Result<()>
     Ok(())
 }
 
-/// Where `kbench run --save-baseline NAME` keeps a study's baseline.
-pub fn baseline_path(out_dir: &Path, study: &str, name: &str) -> PathBuf {
-    out_dir
-        .join("baselines")
-        .join(study)
-        .join(format!("{name}.json"))
+/// Where `kbench run --save-baseline NAME` keeps a study's baseline runs, one file per run.
+pub fn baseline_dir(out_dir: &Path, study: &str, name: &str) -> PathBuf {
+    out_dir.join("baselines").join(study).join(name)
 }
 
 /// Creates `<dir>/<stamp>.json`, or `<stamp>-2.json` and so on if taken: never an existing file.

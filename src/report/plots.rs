@@ -271,7 +271,7 @@ where
         .caption(&chart.title, ("sans-serif", 22))
         .margin(16)
         .x_label_area_size(48)
-        .y_label_area_size(80);
+        .y_label_area_size(100);
     let series_style = |i: usize| COLORS[i % COLORS.len()];
     let y_text = |v: &f64| match chart.y_format {
         YFormat::Seconds => format_seconds(*v),

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -402,23 +402,6 @@ pub fn bootstrap_ratio_ci95(a: &[f64], b: &[f64]) -> (f64, f64) {
             [((q * (BOOTSTRAP_RESAMPLES - 1) as f64).round() as usize).min(BOOTSTRAP_RESAMPLES - 1)]
     };
     (at(0.025), at(0.975))
-}
-
-/// Reads a results file.
-pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let doc: ResultsDoc = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a kbench results file", path.display()))?;
-    if doc.schema_version != crate::report::json::SCHEMA_VERSION {
-        bail!(
-            "{} has results schema {}, this kbench reads {}",
-            path.display(),
-            doc.schema_version,
-            crate::report::json::SCHEMA_VERSION
-        );
-    }
-    Ok(doc)
 }
 
 #[cfg(test)]

@@ -6,15 +6,17 @@
 //! out of memory, wrong answer, even a panic) is recorded with the reason and the study goes on.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::algos::{dtype_param, HostData};
 use crate::backend::cuda::{Gpu, GpuCase, KernelSource};
 use crate::manifest::{Backend, DType, Manifest, MeasureSettings, Scope};
-use crate::measure::{self, Measurement};
+use crate::measure::{self, Limits, Measurement, StopReason};
 use crate::plan::{Case, Params};
 use crate::report::json::ResultsFile;
 use crate::stats::{self, Summary};
@@ -31,6 +33,9 @@ pub enum SaveOutputs {
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     pub save_outputs: Option<SaveOutputs>,
+    /// Set by Ctrl-C or SIGTERM: the case in progress is abandoned and no other starts.
+    pub interrupted: Arc<AtomicBool>,
+    pub timeout_s: Option<f64>,
     pub warmup: Option<u32>,
     pub min_samples: Option<u32>,
     pub max_samples: Option<u32>,
@@ -44,6 +49,7 @@ impl RunOptions {
         s.min_samples = self.min_samples.unwrap_or(s.min_samples);
         s.max_samples = self.max_samples.unwrap_or(s.max_samples).max(s.min_samples);
         s.max_time_s = self.max_time_s.unwrap_or(s.max_time_s);
+        s.timeout_s = self.timeout_s.unwrap_or(s.timeout_s);
         s
     }
 }
@@ -77,6 +83,8 @@ pub enum CaseStatus {
     Passed,
     AccuracyFailed,
     Error,
+    /// Still running at the case's time limit; the samples taken are kept.
+    TimedOut,
     Skipped,
 }
 
@@ -107,8 +115,19 @@ pub struct CaseResult {
 
 impl CaseResult {
     pub fn failed(&self) -> bool {
-        matches!(self.status, CaseStatus::AccuracyFailed | CaseStatus::Error)
+        matches!(
+            self.status,
+            CaseStatus::AccuracyFailed | CaseStatus::Error | CaseStatus::TimedOut
+        )
     }
+}
+
+/// How a study's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StudyEnd {
+    Finished,
+    /// Interrupted: the results hold every case finished before; `--resume` runs the rest.
+    Interrupted,
 }
 
 /// Runs every case, appending each result to `results` as it finishes.
@@ -119,9 +138,12 @@ pub fn run_study(
     options: &RunOptions,
     results: &mut ResultsFile,
     progress: &indicatif::ProgressBar,
-) -> Result<()> {
+) -> Result<StudyEnd> {
     let settings = options.measure_settings(&manifest.measure);
     for case in cases {
+        if options.interrupted.load(Ordering::Relaxed) {
+            return Ok(StudyEnd::Interrupted);
+        }
         let variant = &manifest.variants[case.variant];
         progress.set_message(format!(
             "{} {}",
@@ -178,11 +200,18 @@ pub fn run_study(
         if let GpuState::Open(gpu) = gpu {
             results.set_device(&gpu.fingerprint);
         }
+        let interrupted = result
+            .measurement
+            .as_ref()
+            .is_some_and(|m| m.stop_reason == StopReason::Interrupted);
+        if interrupted {
+            return Ok(StudyEnd::Interrupted);
+        }
         result.wall_s = started.elapsed().as_secs_f64();
         results.push(result)?;
         progress.inc(1);
     }
-    Ok(())
+    Ok(StudyEnd::Finished)
 }
 
 fn run_case(
@@ -210,6 +239,22 @@ fn run_case(
         },
     };
 
+    let limits = Limits::new(&options.interrupted, settings.timeout_s);
+    let footprint = algorithm.footprint_bytes(&case.params).ok_or_else(|| {
+        anyhow!(
+            "the case's size overflows 64-bit arithmetic: {}",
+            describe_params(&case.params)
+        )
+    })?;
+    check_host_memory(footprint)?;
+    if let Some(gpu) = &gpu {
+        if let Err(reason) = gpu.check_device_memory(footprint) {
+            result.status = CaseStatus::Skipped;
+            result.reason = Some(reason);
+            return Ok(());
+        }
+    }
+
     let data = algorithm.prepare(&case.params, manifest.study.seed)?;
     result.bytes_moved = data.bytes_moved;
     result.flops = data.flops;
@@ -220,7 +265,7 @@ fn run_case(
 
     let mut output = data.output.clone();
     let measurement = match gpu {
-        None => measure::measure(settings, || {
+        None => measure::measure(settings, limits, || {
             output.poison();
             let start = Instant::now();
             algorithm.run_cpu(&variant.implementation, &data, &mut output)?;
@@ -234,10 +279,29 @@ fn run_case(
                 data: &data,
                 scope: variant.scope,
             };
-            gpu.time_case(&case, settings, &mut output)?
+            gpu.time_case(&case, settings, limits, &mut output)?
         }
     };
 
+    match measurement.stop_reason {
+        StopReason::Interrupted => {
+            result.measurement = Some(measurement);
+            return Ok(());
+        }
+        StopReason::TimedOut => {
+            result.status = CaseStatus::TimedOut;
+            result.reason = Some(format!(
+                "still running at its time limit of {} s; {} samples kept",
+                settings.timeout_s,
+                measurement.samples_s.len()
+            ));
+            if measurement.samples_s.is_empty() {
+                result.measurement = Some(measurement);
+                return Ok(());
+            }
+        }
+        _ => {}
+    }
     let summary = stats::summarize(&measurement.samples_s);
     result.gbytes_per_s = Some(data.bytes_moved as f64 / summary.median_s / 1e9);
     result.gflops_per_s = Some(data.flops as f64 / summary.median_s / 1e9);
@@ -245,11 +309,13 @@ fn run_case(
     result.measurement = Some(measurement);
 
     let accuracy = verify::compare(&output.to_f64(), &data.reference, tolerance);
-    result.status = if accuracy.passed {
-        CaseStatus::Passed
-    } else {
-        CaseStatus::AccuracyFailed
-    };
+    if result.status != CaseStatus::TimedOut || !accuracy.passed {
+        result.status = if accuracy.passed {
+            CaseStatus::Passed
+        } else {
+            CaseStatus::AccuracyFailed
+        };
+    }
     if !accuracy.passed {
         result.reason = Some(format!(
             "wrong answer: {} of {} elements outside tolerance (max rel err {:.3e}, rel tol {:.1e})",
@@ -271,6 +337,32 @@ fn run_case(
         result.saved_files = results.save_arrays(case.index, &variant.name, &arrays)?;
     }
     Ok(())
+}
+
+/// Refuses a case whose inputs alone would not fit in the memory the machine has free, before
+/// allocating them (an allocation failure would abort the whole run).
+fn check_host_memory(bytes: u64) -> Result<()> {
+    let Some(available) = host_memory_available_bytes() else {
+        return Ok(());
+    };
+    if bytes > available {
+        anyhow::bail!(
+            "needs {:.2} GiB of host memory for its data, only {:.2} GiB is available",
+            bytes as f64 / GIB,
+            available as f64 / GIB
+        );
+    }
+    Ok(())
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// MemAvailable from /proc/meminfo; None where that is not known.
+fn host_memory_available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 pub fn describe_params(params: &Params) -> String {

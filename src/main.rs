@@ -1,18 +1,21 @@
 //! The kbench command line: `run`, `check`, `list`, `kernels`, `compare` and `report`.
 //!
 //! Exit codes: 0 every case passed (skipped cases included); 1 some case failed (wrong answer,
-//! runtime error); 2 bad input (manifest, arguments) or an output that cannot be written.
+//! runtime error, time limit); 2 bad input (manifest, arguments) or an output that cannot be
+//! written; 130 interrupted (the results file holds every finished case: `run --resume` it).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use kbench::backend::cuda::{self, KernelSource};
 use kbench::compare::{self, CompareSettings, Verdict};
-use kbench::execute::{self, GpuState, RunOptions, SaveOutputs};
+use kbench::execute::{self, GpuState, RunOptions, SaveOutputs, StudyEnd};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
 use kbench::report::json::{self, ResultsFile};
@@ -95,7 +98,7 @@ enum ReportFormat {
 #[derive(clap::Args)]
 struct RunArgs {
     /// Manifest files or glob patterns (quote globs: 'experiments/*.toml').
-    #[arg(required = true)]
+    #[arg(required_unless_present = "resume")]
     manifests: Vec<String>,
     /// Print the results as JSON on stdout (one document per study, one per line) instead of tables.
     #[arg(long)]
@@ -121,6 +124,13 @@ struct RunArgs {
     /// Override the manifests' time budget per case, in seconds.
     #[arg(long)]
     max_time_s: Option<f64>,
+    /// Per-case time limit in seconds (default: the manifests', else 120): a case still running
+    /// then is recorded as timed out, with the samples it took.
+    #[arg(long)]
+    timeout_s: Option<f64>,
+    /// Finish an interrupted run: the cases missing from this results file are run into it.
+    #[arg(long, value_name = "RESULTS_JSON", conflicts_with = "manifests")]
+    resume: Option<PathBuf>,
     /// Also add each study's results to the baseline NAME (several runs make a better baseline),
     /// for `kbench compare --baseline NAME`.
     #[arg(long, value_name = "NAME", value_parser = parse_baseline_name)]
@@ -212,34 +222,46 @@ fn check(args: &[String]) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let studies = match load_all(&args.manifests) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
     let options = RunOptions {
         save_outputs: args.save_outputs,
+        interrupted: interrupt_flag(),
+        timeout_s: args.timeout_s,
         warmup: args.warmup,
         min_samples: args.min_samples,
         max_samples: args.max_samples,
         max_time_s: args.max_time_s,
     };
+    // Each study with the cases still to run and the results file they go to.
+    let mut studies: Vec<(Manifest, Vec<Case>, ResultsFile)> = Vec::new();
+    match &args.resume {
+        Some(path) => match resume_study(path) {
+            Ok(study) => studies.push(study),
+            Err(e) => return bad_input(e),
+        },
+        None => {
+            let loaded = match load_all(&args.manifests) {
+                Ok(s) => s,
+                Err(code) => return code,
+            };
+            for (manifest, cases) in loaded {
+                let measure = options.measure_settings(&manifest.measure);
+                match ResultsFile::create(&args.out_dir, &manifest, cases.len(), measure) {
+                    Ok(results) => studies.push((manifest, cases, results)),
+                    Err(e) => return bad_input(e),
+                }
+            }
+        }
+    }
     let mut gpu = GpuState::NotOpened(KernelSource {
         dir: args.kernels_dir.clone(),
     });
     let interactive = std::io::stdout().is_terminal();
     let mut any_failed = false;
-    for (manifest, cases) in &studies {
-        let measure = options_measure(&options, manifest);
-        let mut results = match ResultsFile::create(&args.out_dir, manifest, cases.len(), measure) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return ExitCode::from(2);
-            }
-        };
+    for (manifest, cases, mut results) in studies {
+        let manifest = &manifest;
         if !args.json {
             println!(
-                "study `{}` ({}): {} cases -> {}",
+                "study `{}` ({}): {} cases to run -> {}",
                 manifest.study.name,
                 manifest.path.display(),
                 cases.len(),
@@ -255,13 +277,32 @@ fn run(args: RunArgs) -> ExitCode {
         } else {
             progress.set_draw_target(ProgressDrawTarget::hidden());
         }
-        let outcome =
-            execute::run_study(manifest, cases, &mut gpu, &options, &mut results, &progress);
+        let outcome = execute::run_study(
+            manifest,
+            &cases,
+            &mut gpu,
+            &options,
+            &mut results,
+            &progress,
+        );
         progress.finish_and_clear();
-        if let Err(e) = outcome {
-            eprintln!("error: {e:#}");
-            eprintln!("results so far are in {}", results.path.display());
-            return ExitCode::from(2);
+        match outcome {
+            Ok(StudyEnd::Finished) => {}
+            Ok(StudyEnd::Interrupted) => {
+                eprintln!(
+                    "interrupted: {} of {} cases are in {}; finish with `kbench run --resume {}`",
+                    results.doc.cases.len(),
+                    results.doc.planned_cases,
+                    results.path.display(),
+                    results.path.display()
+                );
+                return ExitCode::from(130);
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                eprintln!("results so far are in {}", results.path.display());
+                return ExitCode::from(2);
+            }
         }
         any_failed |= results.doc.cases.iter().any(|c| c.failed());
         if let Some(name) = &args.save_baseline {
@@ -299,14 +340,59 @@ fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-fn options_measure(options: &RunOptions, manifest: &Manifest) -> manifest::MeasureSettings {
-    options.measure_settings(&manifest.measure)
+/// Set on the first Ctrl-C or SIGTERM, so the case in progress is abandoned between samples and
+/// the results file keeps every finished case; a second one exits at once (the file is always
+/// complete JSON, since each write is a rename).
+fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let handler_flag = flag.clone();
+    let installed = ctrlc::set_handler(move || {
+        if handler_flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupt: finishing the current sample, then stopping (again to quit now)");
+    });
+    if let Err(e) = installed {
+        eprintln!("warning: cannot catch Ctrl-C: {e}");
+    }
+    flag
+}
+
+/// An interrupted study: its manifest (as recorded in the results), the cases it has no result
+/// for, and its results file, reopened to be completed.
+fn resume_study(path: &std::path::Path) -> anyhow::Result<(Manifest, Vec<Case>, ResultsFile)> {
+    let doc = json::load_results(path)?;
+    let manifest = manifest::parse(std::path::Path::new(&doc.manifest.path), &doc.manifest.toml)?;
+    let plan = plan::expand(&manifest);
+    for done in &doc.cases {
+        let planned = plan.get(done.index);
+        if planned.is_none_or(|c| {
+            manifest.variants[c.variant].name != done.variant || c.params != done.params
+        }) {
+            anyhow::bail!(
+                "{}: case {} ({} {}) is not in the plan of its own manifest; was the file edited?",
+                path.display(),
+                done.index,
+                done.variant,
+                execute::describe_params(&done.params)
+            );
+        }
+    }
+    let missing: Vec<Case> = plan
+        .into_iter()
+        .filter(|c| !doc.cases.iter().any(|d| d.index == c.index))
+        .collect();
+    Ok((
+        manifest,
+        missing,
+        ResultsFile::reopen(path.to_path_buf(), doc),
+    ))
 }
 
 fn compare(args: CompareArgs) -> ExitCode {
     let (new_path, base_paths) = match (&args.baseline, args.files.split_last()) {
         (None, Some((new, bases))) if !bases.is_empty() => (new.clone(), bases.to_vec()),
-        (Some(name), Some((new, []))) => match compare::load_results(new) {
+        (Some(name), Some((new, []))) => match json::load_results(new) {
             Ok(doc) => {
                 let dir = json::baseline_dir(&args.out_dir, &doc.study.name, name);
                 match baseline_runs(&dir) {
@@ -323,13 +409,13 @@ fn compare(args: CompareArgs) -> ExitCode {
         }
         (Some(_), _) => return bad_input(anyhow::anyhow!("with --baseline, give only the new results file")),
     };
-    let new = match compare::load_results(&new_path) {
+    let new = match json::load_results(&new_path) {
         Ok(doc) => doc,
         Err(e) => return bad_input(e),
     };
     let mut bases = Vec::new();
     for path in &base_paths {
-        match compare::load_results(path).and_then(|b| {
+        match json::load_results(path).and_then(|b| {
             compare::check_comparable(&b, &new, args.allow_different_device).map(|()| b)
         }) {
             Ok(b) => bases.push(b),
@@ -437,7 +523,7 @@ fn compare_table(result: &compare::Comparison) -> String {
 }
 
 fn report(args: ReportArgs) -> ExitCode {
-    let doc = match compare::load_results(&args.results) {
+    let doc = match json::load_results(&args.results) {
         Ok(d) => d,
         Err(e) => return bad_input(e),
     };

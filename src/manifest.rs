@@ -214,6 +214,8 @@ pub struct MeasureSettings {
     pub target_rel_ci: f64,
     pub scope: Scope,
     pub cache: CacheMode,
+    /// A case still running after this long (warm-up and samples) is recorded as timed out.
+    pub timeout_s: f64,
 }
 
 /// Relative and absolute tolerances per floating-point dtype; integers must match exactly.
@@ -307,6 +309,7 @@ struct RawMeasure {
     target_rel_ci: Option<Spanned<f64>>,
     scope: Option<Scope>,
     cache: Option<CacheMode>,
+    timeout_s: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -397,15 +400,11 @@ impl Validator<'_> {
             )
         })?;
         let name = raw.study.name.get_ref();
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
+        if !is_safe_name(name) {
             return Err(self.error(
                 raw.study.name.span(),
                 "study.name",
-                format!("study name `{name}` must be non-empty ASCII letters, digits, `_` or `-` (it names the output folder)"),
+                format!("study name `{name}` must be non-empty ASCII letters, digits, `_`, `-` or `.` (it names the output folder)"),
             ));
         }
         let study = Study {
@@ -431,6 +430,26 @@ impl Validator<'_> {
             }
             b => b.map(Spanned::into_inner),
         };
+
+        let mut cases: u64 = 0;
+        for variant in &variants {
+            let mut product: u64 = 1;
+            for (name, values) in &axes {
+                // A zipped axis other than its group's first adds no factor.
+                if zip.iter().any(|g| g.contains(name) && g[0] != *name) {
+                    continue;
+                }
+                let len = variant.params.get(name).unwrap_or(values).0.len();
+                product = product.saturating_mul(len as u64);
+            }
+            cases = cases.saturating_add(product);
+        }
+        if cases > MAX_CASES {
+            return Err(ManifestError::whole_file(
+                self.path,
+                format!("the grid expands to {cases} cases or more; the limit is {MAX_CASES}"),
+            ));
+        }
 
         let defaults = CompareDefaults::default();
         let fraction = |value: Option<Spanned<f64>>, key: &str, default: f64| match value {
@@ -651,16 +670,19 @@ impl Validator<'_> {
                 ));
             }
         }
-        let max_time_s = match &raw.max_time_s {
-            Some(s) if !(s.get_ref().is_finite() && *s.get_ref() > 0.0) => {
-                return Err(self.error(
-                    s.span(),
-                    "measure.max_time_s",
-                    "max_time_s must be a positive number of seconds".into(),
-                ))
-            }
-            s => s.as_ref().map_or(d.max_time_s, |s| *s.get_ref()),
+        let positive_seconds = |value: &Option<Spanned<f64>>, key: &str, default: f64| match value {
+            Some(s) if !(s.get_ref().is_finite() && *s.get_ref() > 0.0) => Err(self.error(
+                s.span(),
+                key,
+                format!(
+                    "{} must be a positive number of seconds",
+                    key.trim_start_matches("measure.")
+                ),
+            )),
+            s => Ok(s.as_ref().map_or(default, |s| *s.get_ref())),
         };
+        let max_time_s = positive_seconds(&raw.max_time_s, "measure.max_time_s", d.max_time_s)?;
+        let timeout_s = positive_seconds(&raw.timeout_s, "measure.timeout_s", d.timeout_s)?;
         let target_rel_ci = match &raw.target_rel_ci {
             Some(s) if !(*s.get_ref() > 0.0 && *s.get_ref() < 1.0) => {
                 return Err(self.error(
@@ -679,6 +701,7 @@ impl Validator<'_> {
             target_rel_ci,
             scope: raw.scope.unwrap_or(d.scope),
             cache: raw.cache.unwrap_or(d.cache),
+            timeout_s,
         })
     }
 
@@ -701,6 +724,13 @@ impl Validator<'_> {
             let span = spanned.span();
             let raw = spanned.into_inner();
             let key = |k: &str| format!("variant[{i}].{k}");
+            if !is_safe_name(raw.name.get_ref()) {
+                return Err(self.error(
+                    raw.name.span(),
+                    key("name"),
+                    format!("variant name `{}` must be non-empty ASCII letters, digits, `_`, `-` or `.` (it names output files)", raw.name.get_ref()),
+                ));
+            }
             if variants.iter().any(|v| &v.name == raw.name.get_ref()) {
                 return Err(self.error(
                     raw.name.span(),
@@ -820,6 +850,20 @@ impl Validator<'_> {
     }
 }
 
+/// Names that become file and folder names: no separators, no `..`, nothing hidden.
+pub fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name.len() <= 100
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+}
+
+/// The most cases one study may plan: a typo in a range should be an error, not an hour of work
+/// or an exhausted memory.
+pub const MAX_CASES: u64 = 1_000_000;
+
 impl Default for MeasureSettings {
     fn default() -> Self {
         MeasureSettings {
@@ -830,6 +874,7 @@ impl Default for MeasureSettings {
             target_rel_ci: 0.01,
             scope: Scope::Kernel,
             cache: CacheMode::Cold,
+            timeout_s: 120.0,
         }
     }
 }

@@ -3,8 +3,12 @@
 //! Stop when at least `min_samples` are in and the median's 95% CI is within `target_rel_ci` of
 //! the median; or at `max_samples`; or when the case's time budget is spent (then with fewer
 //! than `min_samples` if one sample is that slow). Every raw sample is kept.
+//!
+//! Two things end a case early, checked before every run: an interrupt (Ctrl-C, SIGTERM) and the
+//! case's time limit. A single run is never cut short: a run that hangs is not caught.
 
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -20,6 +24,10 @@ pub enum StopReason {
     MaxSamples,
     /// The time budget ran out first.
     Budget,
+    /// The case's time limit (`timeout_s`) passed: the case is recorded as timed out.
+    TimedOut,
+    /// The user interrupted the run: the case is abandoned.
+    Interrupted,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -29,20 +37,65 @@ pub struct Measurement {
     pub stop_reason: StopReason,
 }
 
+/// What may end a case before its stopping rule: the run's interrupt flag and the case's deadline.
+#[derive(Clone, Copy)]
+pub struct Limits<'a> {
+    pub interrupted: &'a AtomicBool,
+    pub deadline: Instant,
+}
+
+impl<'a> Limits<'a> {
+    pub fn new(interrupted: &'a AtomicBool, timeout_s: f64) -> Limits<'a> {
+        // Far enough to never pass, but representable: Instant + Duration::MAX overflows.
+        let timeout =
+            Duration::try_from_secs_f64(timeout_s).unwrap_or(Duration::from_secs(1 << 40));
+        let now = Instant::now();
+        Limits {
+            interrupted,
+            deadline: now
+                .checked_add(timeout)
+                .unwrap_or(now + Duration::from_secs(1 << 30)),
+        }
+    }
+
+    pub fn check(&self) -> Option<StopReason> {
+        if self.interrupted.load(Ordering::Relaxed) {
+            Some(StopReason::Interrupted)
+        } else if Instant::now() >= self.deadline {
+            Some(StopReason::TimedOut)
+        } else {
+            None
+        }
+    }
+}
+
 /// Runs `sample` (which returns one timed run, in seconds) under the settings' stopping rule.
 pub fn measure(
     settings: &MeasureSettings,
+    limits: Limits,
     mut sample: impl FnMut() -> Result<f64>,
 ) -> Result<Measurement> {
     let started = Instant::now();
+    let mut samples_s = Vec::new();
     for _ in 0..settings.warmup {
+        if let Some(stop_reason) = limits.check() {
+            return Ok(Measurement {
+                samples_s,
+                warmup_runs: settings.warmup,
+                stop_reason,
+            });
+        }
         sample()?;
     }
-    let mut samples_s = Vec::new();
     let stop_reason = loop {
+        if let Some(stop) = limits.check() {
+            break stop;
+        }
         samples_s.push(sample()?);
         let n = samples_s.len() as u32;
-        if n >= settings.min_samples {
+        // The CI needs a sort: check it at min_samples and then each time the count grows by a
+        // tenth, so fast cases with many samples do not spend their budget sorting.
+        if n >= settings.min_samples && (n == settings.min_samples || n % (n / 10).max(1) == 0) {
             let mut sorted = samples_s.clone();
             sorted.sort_by(f64::total_cmp);
             let median = sorted[sorted.len() / 2];
@@ -69,6 +122,12 @@ pub fn measure(
 mod tests {
     use super::*;
 
+    static NOT_INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+    fn no_limits() -> Limits<'static> {
+        Limits::new(&NOT_INTERRUPTED, f64::INFINITY)
+    }
+
     fn settings(min: u32, max: u32, budget_s: f64, target: f64) -> MeasureSettings {
         MeasureSettings {
             warmup: 2,
@@ -83,7 +142,7 @@ mod tests {
     #[test]
     fn steady_samples_converge_at_min_samples() {
         let mut calls = 0;
-        let m = measure(&settings(10, 100, 10.0, 0.01), || {
+        let m = measure(&settings(10, 100, 10.0, 0.01), no_limits(), || {
             calls += 1;
             Ok(1.0)
         })
@@ -96,7 +155,7 @@ mod tests {
     #[test]
     fn noisy_samples_run_to_max_samples() {
         let mut k = 0u32;
-        let m = measure(&settings(5, 40, 10.0, 0.001), || {
+        let m = measure(&settings(5, 40, 10.0, 0.001), no_limits(), || {
             k += 1;
             Ok(1.0 + (k % 7) as f64)
         })
@@ -107,7 +166,7 @@ mod tests {
 
     #[test]
     fn budget_stops_slow_cases() {
-        let m = measure(&settings(1000, 10_000, 0.05, 0.0001), || {
+        let m = measure(&settings(1000, 10_000, 0.05, 0.0001), no_limits(), || {
             std::thread::sleep(std::time::Duration::from_millis(10));
             Ok(0.01)
         })
@@ -118,6 +177,51 @@ mod tests {
 
     #[test]
     fn a_failing_run_is_an_error() {
-        assert!(measure(&settings(3, 3, 1.0, 0.5), || anyhow::bail!("boom")).is_err());
+        assert!(
+            measure(&settings(3, 3, 1.0, 0.5), no_limits(), || anyhow::bail!(
+                "boom"
+            ))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn an_interrupt_ends_the_case_between_samples() {
+        let flag = AtomicBool::new(false);
+        let mut runs = 0;
+        let m = measure(
+            &settings(100, 100, 100.0, 0.0001),
+            Limits::new(&flag, f64::INFINITY),
+            || {
+                runs += 1;
+                if runs == 5 {
+                    flag.store(true, Ordering::Relaxed);
+                }
+                Ok(1.0 + runs as f64)
+            },
+        )
+        .unwrap();
+        assert_eq!(m.stop_reason, StopReason::Interrupted);
+        assert_eq!(runs, 5, "no run starts after the interrupt");
+        assert_eq!(m.samples_s.len(), 3, "two warm-up runs, then three samples");
+    }
+
+    #[test]
+    fn the_time_limit_ends_a_slow_case_with_its_samples() {
+        let m = measure(
+            &settings(1000, 10_000, 100.0, 0.0001),
+            Limits::new(&NOT_INTERRUPTED, 0.05),
+            || {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                Ok(0.01)
+            },
+        )
+        .unwrap();
+        assert_eq!(m.stop_reason, StopReason::TimedOut);
+        assert!(
+            !m.samples_s.is_empty() && m.samples_s.len() < 10,
+            "{}",
+            m.samples_s.len()
+        );
     }
 }

@@ -103,3 +103,36 @@ fn every_shipped_experiment_is_valid() {
         }
     }
 }
+
+#[test]
+fn more_malformed_manifests_are_refused_with_their_location() {
+    // (manifest, line, column, key, words)
+    let cases: Vec<Case> = vec![
+        ("zip of an unknown axis", format!("{STUDY}[grid]\nn = [1]\nzip = [[\"n\", \"m\"]]\n{VARIANT}"), 7, 7, Some("grid.zip"), "not an axis"),
+        ("unterminated string in where", format!("{STUDY}[grid]\nn = [1]\nwhere = \"dtype == 'f32\"\n{VARIANT}"), 7, 19, Some("grid.where"), "unterminated string"),
+        ("pow2 exponent too large", format!("{STUDY}[grid]\nn = {{ pow2 = [1, 63] }}\n{VARIANT}"), 6, 5, Some("grid.n"), "<= 62"),
+        ("range stop below start", format!("{STUDY}[grid]\nn = {{ start = 10, stop = 1 }}\n{VARIANT}"), 6, 5, Some("grid.n"), "below start"),
+        ("duplicate key", format!("{STUDY}[grid]\nn = [1]\nn = [2]\n{VARIANT}"), 7, 1, None, "duplicate key"),
+        ("float size", format!("{STUDY}[grid]\nn = [1.5]\n{VARIANT}"), 6, 5, Some("grid.n"), "integer or a string"),
+        ("kernel on a cpu variant", format!("{STUDY}{GRID}[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nkernel = \"reduce_fast\"\n"), 10, 10, Some("variant[0].kernel"), "not `kernel`"),
+        ("empty study name", format!("[study]\nname = \"\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 2, 8, Some("study.name"), "must be non-empty"),
+        ("negative time limit", format!("{STUDY}{GRID}{VARIANT}[measure]\ntimeout_s = -3.0\n"), 12, 13, Some("measure.timeout_s"), "positive number of seconds"),
+        ("min effect above 1", format!("{STUDY}{GRID}{VARIANT}[compare]\nmin_effect = 2.0\n"), 12, 14, Some("compare.min_effect"), "between 0 and 1"),
+        ("variant name with a path", format!("{STUDY}{GRID}[[variant]]\nname = \"../../etc\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n"), 8, 8, Some("variant[0].name"), "names output files"),
+        ("seed that is not a number", format!("[study]\nname = \"s\"\nalgorithm = \"reduce\"\nseed = \"x\"\n{GRID}{VARIANT}"), 4, 8, Some("study.seed"), "invalid type"),
+        ("unknown key in a variant", format!("{STUDY}{GRID}[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"sequential\"\nthreads = 4\n"), 11, 1, Some("variant.threads"), "unknown field `threads`"),
+        ("a grid too large to plan", format!("{STUDY}[grid]\nn = {{ start = 1, stop = 99999 }}\nblock = {{ pow2 = [5, 10] }}\ndtype = [\"i32\", \"f32\", \"f64\"]\n[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n"), 1, 1, None, "the limit is 1000000"),
+    ];
+    let mut failures = Vec::new();
+    for (what, text, line, column, key, words) in cases {
+        let e = error(&text);
+        let ok = e.line == line
+            && e.column == column
+            && key.is_none_or(|k| e.key.as_deref().is_some_and(|got| got.starts_with(k)))
+            && e.message.contains(words);
+        if !ok {
+            failures.push(format!("{what}: expected {line}:{column} key {key:?} containing {words:?}, got\n{e}\n  key={:?}", e.key));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

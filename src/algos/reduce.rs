@@ -96,6 +96,12 @@ impl Algorithm for Reduce {
         }
     }
 
+    fn footprint_bytes(&self, params: &Params) -> Option<u64> {
+        let n = u64::try_from(int_param(params, "n").ok()?).ok()?;
+        n.checked_mul(dtype_param(params).ok()?.size_bytes())?
+            .checked_add(64)
+    }
+
     fn prepare(&self, params: &Params, seed: u64) -> Result<CaseData> {
         let n = usize::try_from(int_param(params, "n")?)?;
         let dtype = dtype_param(params)?;
@@ -118,7 +124,9 @@ impl Algorithm for Reduce {
                 (HostData::F64(x), reference)
             }
         };
-        let bytes_moved = n as u64 * dtype.size_bytes() + dtype.size_bytes();
+        let bytes_moved = (n as u64 + 1)
+            .checked_mul(dtype.size_bytes())
+            .ok_or_else(|| anyhow::anyhow!("n = {n} overflows the byte count"))?;
         Ok(CaseData {
             inputs: vec![("x", input)],
             output: HostData::zeros(dtype, 1),

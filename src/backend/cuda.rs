@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::algos::{Algorithm, CaseData, HostData, POISON_I32};
 use crate::manifest::{CacheMode, DType, MeasureSettings, Scope};
-use crate::measure::{self, Measurement};
+use crate::measure::{self, Limits, Measurement};
 use crate::plan::Params;
 
 /// Kernel sources built into the binary, so an installed kbench needs no source tree.
@@ -229,6 +229,25 @@ impl Gpu {
             .map_err(driver_error)
     }
 
+    /// Refuses, with the numbers, a case whose data would not fit in the device's free memory
+    /// (with the scratch a case may need on top, a quarter more).
+    pub fn check_device_memory(&self, data_bytes: u64) -> Result<(), String> {
+        let (free, _total) = self
+            .ctx
+            .mem_get_info()
+            .map_err(|e| format!("{:#}", driver_error(e)))?;
+        let needed = data_bytes.saturating_add(data_bytes / 4);
+        if needed > free as u64 {
+            return Err(format!(
+                "too big for the device: needs about {:.2} GiB, {:.2} GiB of {} is free",
+                needed as f64 / (1u64 << 30) as f64,
+                free as f64 / (1u64 << 30) as f64,
+                self.fingerprint.name
+            ));
+        }
+        Ok(())
+    }
+
     /// The module compiled from `file`, compiling it on first use.
     pub fn module(&mut self, file: &str) -> Result<Arc<CudaModule>> {
         if !self.modules.contains_key(file) {
@@ -249,6 +268,7 @@ impl Gpu {
         &mut self,
         case: &GpuCase,
         settings: &MeasureSettings,
+        limits: Limits,
         output: &mut HostData,
     ) -> Result<Measurement> {
         let module = self.module(case.algorithm.kernel_file())?;
@@ -259,7 +279,7 @@ impl Gpu {
         let mut resident = CudaRun::new(&stream, &module, sm_count, data, output.dtype())?;
         let mut host_output = output.clone();
         let l2_flush = &mut self.l2_flush;
-        let measurement = measure::measure(settings, || {
+        let measurement = measure::measure(settings, limits, || {
             if settings.cache == CacheMode::Cold {
                 stream.memset_zeros(l2_flush).map_err(driver_error)?;
             }

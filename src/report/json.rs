@@ -9,7 +9,7 @@ use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::algos::HostData;
@@ -28,6 +28,9 @@ pub struct ResultsDoc {
     pub manifest: ManifestRecord,
     pub environment: Environment,
     pub started_at: String,
+    /// When `kbench run --resume` picked the run up again.
+    #[serde(default)]
+    pub resumed_at: Vec<String>,
     pub finished_at: Option<String>,
     /// False until every planned case has a result.
     pub complete: bool,
@@ -82,6 +85,7 @@ impl ResultsFile {
                 },
                 environment: Environment::detect(),
                 started_at: now.to_rfc3339(),
+                resumed_at: Vec::new(),
                 finished_at: None,
                 complete: planned_cases == 0,
                 planned_cases,
@@ -90,6 +94,12 @@ impl ResultsFile {
         };
         file.write()?;
         Ok(file)
+    }
+
+    /// An unfinished results file, to be completed by `kbench run --resume`.
+    pub fn reopen(path: PathBuf, mut doc: ResultsDoc) -> ResultsFile {
+        doc.resumed_at.push(chrono::Utc::now().to_rfc3339());
+        ResultsFile { path, doc }
     }
 
     pub fn push(&mut self, case: CaseResult) -> Result<()> {
@@ -157,6 +167,23 @@ pub fn write_json_atomically<T: Serialize>(path: &Path, value: &T) -> Result<()>
 /// Where `kbench run --save-baseline NAME` keeps a study's baseline runs, one file per run.
 pub fn baseline_dir(out_dir: &Path, study: &str, name: &str) -> PathBuf {
     out_dir.join("baselines").join(study).join(name)
+}
+
+/// Reads a results file.
+pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let doc: ResultsDoc = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a kbench results file", path.display()))?;
+    if doc.schema_version != SCHEMA_VERSION {
+        bail!(
+            "{} has results schema {}, this kbench reads {}",
+            path.display(),
+            doc.schema_version,
+            SCHEMA_VERSION
+        );
+    }
+    Ok(doc)
 }
 
 /// Creates `<dir>/<stamp>.json`, or `<stamp>-2.json` and so on if taken: never an existing file.

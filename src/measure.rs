@@ -95,7 +95,9 @@ pub fn measure(
         let n = samples_s.len() as u32;
         // The CI needs a sort: check it at min_samples and then each time the count grows by a
         // tenth, so fast cases with many samples do not spend their budget sorting.
-        if n >= settings.min_samples && (n == settings.min_samples || n % (n / 10).max(1) == 0) {
+        if n >= settings.min_samples
+            && (n == settings.min_samples || n.is_multiple_of((n / 10).max(1)))
+        {
             let mut sorted = samples_s.clone();
             sorted.sort_by(f64::total_cmp);
             let median = sorted[sorted.len() / 2];

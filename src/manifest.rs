@@ -862,7 +862,7 @@ pub fn is_safe_name(name: &str) -> bool {
 
 /// The most cases one study may plan: a typo in a range should be an error, not an hour of work
 /// or an exhausted memory.
-pub const MAX_CASES: u64 = 1_000_000;
+pub const MAX_CASES: u64 = 100_000;
 
 impl Default for MeasureSettings {
     fn default() -> Self {

@@ -121,7 +121,7 @@ fn more_malformed_manifests_are_refused_with_their_location() {
         ("variant name with a path", format!("{STUDY}{GRID}[[variant]]\nname = \"../../etc\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n"), 8, 8, Some("variant[0].name"), "names output files"),
         ("seed that is not a number", format!("[study]\nname = \"s\"\nalgorithm = \"reduce\"\nseed = \"x\"\n{GRID}{VARIANT}"), 4, 8, Some("study.seed"), "invalid type"),
         ("unknown key in a variant", format!("{STUDY}{GRID}[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"sequential\"\nthreads = 4\n"), 11, 1, Some("variant.threads"), "unknown field `threads`"),
-        ("a grid too large to plan", format!("{STUDY}[grid]\nn = {{ start = 1, stop = 99999 }}\nblock = {{ pow2 = [5, 10] }}\ndtype = [\"i32\", \"f32\", \"f64\"]\n[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n"), 1, 1, None, "the limit is 1000000"),
+        ("a grid too large to plan", format!("{STUDY}[grid]\nn = {{ start = 1, stop = 9999 }}\nblock = {{ pow2 = [5, 10] }}\ndtype = [\"i32\", \"f32\", \"f64\"]\n[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n"), 1, 1, None, "the limit is 100000"),
     ];
     let mut failures = Vec::new();
     for (what, text, line, column, key, words) in cases {

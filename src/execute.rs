@@ -246,7 +246,6 @@ fn run_case(
             describe_params(&case.params)
         )
     })?;
-    check_host_memory(footprint)?;
     if let Some(gpu) = &gpu {
         if let Err(reason) = gpu.check_device_memory(footprint) {
             result.status = CaseStatus::Skipped;
@@ -254,6 +253,7 @@ fn run_case(
             return Ok(());
         }
     }
+    check_host_memory(footprint)?;
 
     let data = algorithm.prepare(&case.params, manifest.study.seed)?;
     result.bytes_moved = data.bytes_moved;

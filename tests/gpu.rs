@@ -182,3 +182,23 @@ fn a_kernel_that_does_not_compile_fails_its_cases_with_the_log_and_the_study_goe
         "{reason}"
     );
 }
+
+#[test]
+fn a_size_too_big_for_the_device_is_skipped_and_the_next_sizes_run() {
+    if !gpu_or_skip("a_size_too_big_for_the_device_is_skipped_and_the_next_sizes_run") {
+        return;
+    }
+    // 2^40 float32 elements: 4 TiB, more than any GPU has.
+    let text = format!(
+        "[study]\nname = \"gpu-huge\"\nalgorithm = \"reduce\"\nseed = 14\n[grid]\nn = [1_099_511_627_776, 1000]\n\
+         [[variant]]\nname = \"fast\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n{QUICK}"
+    );
+    let cases = run_manifest(&text, KernelSource::default());
+    assert_eq!(cases[0].status, CaseStatus::Skipped);
+    let reason = cases[0].reason.as_deref().unwrap();
+    assert!(
+        reason.contains("too big for the device") && reason.contains("GiB"),
+        "{reason}"
+    );
+    assert_eq!(cases[1].status, CaseStatus::Passed, "{:?}", cases[1].reason);
+}

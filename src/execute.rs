@@ -197,8 +197,17 @@ pub fn run_study(
                 result.reason = Some(format!("kbench bug: the case panicked: {text}"));
             }
         }
-        if let GpuState::Open(gpu) = gpu {
-            results.set_device(&gpu.fingerprint);
+        if let GpuState::Open(open) = gpu {
+            results.set_device(&open.fingerprint);
+            // A faulting kernel kills its context: drop it (releasing the device's primary
+            // context resets it) so the next CUDA case opens a fresh one.
+            if result.status == CaseStatus::Error && open.is_broken() {
+                let kernels = open.kernel_source().clone();
+                *gpu = GpuState::NotOpened(kernels);
+                if let Some(reason) = &mut result.reason {
+                    reason.push_str(" (the CUDA context was reset for the next cases)");
+                }
+            }
         }
         let interrupted = result
             .measurement

@@ -202,3 +202,56 @@ fn a_size_too_big_for_the_device_is_skipped_and_the_next_sizes_run() {
     );
     assert_eq!(cases[1].status, CaseStatus::Passed, "{:?}", cases[1].reason);
 }
+
+#[test]
+fn a_faulting_kernel_fails_its_case_and_the_next_cases_run_on_a_fresh_context() {
+    if !gpu_or_skip("a_faulting_kernel_fails_its_case_and_the_next_cases_run_on_a_fresh_context") {
+        return;
+    }
+    // The real kernels, except that reduce_fast traps when n is 777.
+    let source = cuda::EMBEDDED_KERNELS
+        .iter()
+        .find(|(f, _)| *f == "reduce.cu")
+        .unwrap()
+        .1;
+    let anchor = "    typedef typename Traits<T>::Vec Vec;";
+    assert!(source.contains(anchor));
+    let faulty = source.replacen(
+        anchor,
+        &format!("{anchor}\n    if (n == 777ull) __trap();"),
+        1,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("reduce.cu"), faulty).unwrap();
+    let text = format!(
+        "[study]\nname = \"gpu-fault\"\nalgorithm = \"reduce\"\nseed = 15\n[grid]\nn = [777, 1000]\n\
+         [[variant]]\nname = \"fast\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n\
+         [[variant]]\nname = \"optimized\"\nbackend = \"cuda\"\nkernel = \"reduce_optimized\"\n{QUICK}"
+    );
+    let cases = run_manifest(
+        &text,
+        KernelSource {
+            dir: Some(dir.path().to_path_buf()),
+        },
+    );
+    let status: Vec<(String, CaseStatus)> = cases
+        .iter()
+        .map(|c| (c.variant.clone(), c.status))
+        .collect();
+    assert_eq!(cases[0].status, CaseStatus::Error, "{status:?}");
+    let reason = cases[0].reason.as_deref().unwrap();
+    assert!(
+        reason.contains("CUDA_ERROR") && reason.contains("context was reset"),
+        "{reason}"
+    );
+    for c in &cases[1..] {
+        assert_eq!(
+            c.status,
+            CaseStatus::Passed,
+            "{} {:?}: {:?}",
+            c.variant,
+            c.params,
+            c.reason
+        );
+    }
+}

@@ -229,6 +229,16 @@ impl Gpu {
             .map_err(driver_error)
     }
 
+    /// After a kernel fault (illegal address, trap, launch failure) the context is unusable for
+    /// good: every later call returns the same error. True when that has happened.
+    pub fn is_broken(&self) -> bool {
+        self.stream.synchronize().is_err() || self.ctx.check_err().is_err()
+    }
+
+    pub fn kernel_source(&self) -> &KernelSource {
+        &self.kernels
+    }
+
     /// Refuses, with the numbers, a case whose data would not fit in the device's free memory
     /// (with the scratch a case may need on top, a quarter more).
     pub fn check_device_memory(&self, data_bytes: u64) -> Result<(), String> {

@@ -199,14 +199,19 @@ pub fn run_study(
         }
         if let GpuState::Open(open) = gpu {
             results.set_device(&open.fingerprint);
-            // A faulting kernel kills its context: drop it (releasing the device's primary
-            // context resets it) so the next CUDA case opens a fresh one.
-            if result.status == CaseStatus::Error && open.is_broken() {
-                let kernels = open.kernel_source().clone();
-                *gpu = GpuState::NotOpened(kernels);
-                if let Some(reason) = &mut result.reason {
-                    reason.push_str(" (the CUDA context was reset for the next cases)");
-                }
+        }
+        // A faulting kernel kills its context for good: reset it so the next CUDA case opens a
+        // fresh one.
+        if result.status == CaseStatus::Error
+            && matches!(gpu, GpuState::Open(open) if open.is_broken())
+        {
+            if let GpuState::Open(open) =
+                std::mem::replace(gpu, GpuState::Unavailable(String::new()))
+            {
+                *gpu = GpuState::NotOpened(open.reset());
+            }
+            if let Some(reason) = &mut result.reason {
+                reason.push_str(" (the CUDA context was reset for the next cases)");
             }
         }
         let interrupted = result

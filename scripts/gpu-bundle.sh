@@ -24,7 +24,7 @@ for line in sys.stdin:
         kind = m["target"]["kind"][0]
         name = m["target"]["name"] + ("" if kind == "test" else "-" + kind)
         # The CLI tests run the kbench binary from target/, which does not travel.
-        if name in ("gpu", "kernels_compile", "manifest_errors", "kbench-lib"):
+        if name in ("gpu", "gpu_fault", "kernels_compile", "manifest_errors", "kbench-lib"):
             shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
 ' "$bundle/tests"
 if [ -f ../shared/peers/peers.py ]; then cp ../shared/peers/peers.py "$bundle/peers.py"; fi

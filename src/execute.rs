@@ -200,19 +200,15 @@ pub fn run_study(
         if let GpuState::Open(open) = gpu {
             results.set_device(&open.fingerprint);
         }
-        // A faulting kernel kills its context for good: reset it so the next CUDA case opens a
-        // fresh one.
+        // A faulting kernel kills its context, and CUDA offers no way back within the process:
+        // the later CUDA cases are skipped with the reason; CPU cases go on.
         if result.status == CaseStatus::Error
             && matches!(gpu, GpuState::Open(open) if open.is_broken())
         {
-            if let GpuState::Open(open) =
-                std::mem::replace(gpu, GpuState::Unavailable(String::new()))
-            {
-                *gpu = GpuState::NotOpened(open.reset());
-            }
-            if let Some(reason) = &mut result.reason {
-                reason.push_str(" (the CUDA context was reset for the next cases)");
-            }
+            *gpu = GpuState::Unavailable(format!(
+                "the CUDA context is unusable after the kernel fault in case #{} ({}); CUDA cannot recover it within the process, so these cases need a new run",
+                case.index, variant.name
+            ));
         }
         let interrupted = result
             .measurement

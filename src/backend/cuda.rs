@@ -235,18 +235,6 @@ impl Gpu {
         self.stream.synchronize().is_err() || self.ctx.check_err().is_err()
     }
 
-    /// Closes a broken device and resets its primary context, so that the next `Gpu::open` gets
-    /// a working one; returns the kernel source to reopen with.
-    pub fn reset(self: Box<Self>) -> KernelSource {
-        let device = self.ctx.cu_device();
-        let kernels = self.kernels.clone();
-        drop(self);
-        // SAFETY: every object of the old context (buffers, modules, stream) was dropped above;
-        // the reset only destroys that context, and an error here surfaces at the next open.
-        let _ = unsafe { cudarc::driver::sys::cuDevicePrimaryCtxReset_v2(device) };
-        kernels
-    }
-
     /// Refuses, with the numbers, a case whose data would not fit in the device's free memory
     /// (with the scratch a case may need on top, a quarter more).
     pub fn check_device_memory(&self, data_bytes: u64) -> Result<(), String> {

@@ -202,3 +202,87 @@ fn a_size_too_big_for_the_device_is_skipped_and_the_next_sizes_run() {
     );
     assert_eq!(cases[1].status, CaseStatus::Passed, "{:?}", cases[1].reason);
 }
+
+fn not_passed(cases: &[CaseResult]) -> Vec<String> {
+    cases
+        .iter()
+        .filter(|c| c.status != CaseStatus::Passed)
+        .map(|c| {
+            format!(
+                "{} {:?}: {:?} {:?}",
+                c.variant, c.params, c.status, c.reason
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_durbin_kernel_form_dtype_and_block_size_solves_correctly() {
+    if !gpu_or_skip("every_durbin_kernel_form_dtype_and_block_size_solves_correctly") {
+        return;
+    }
+    // Under compute-sanitizer (KBENCH_SANITIZER=1) a smaller grid keeps the run short: every
+    // step is a launch or two, and the sanitizer slows each one down.
+    let (sizes, blocks) = if std::env::var("KBENCH_SANITIZER").is_ok() {
+        ("[1, 2, 33, 999]", "[32, 256]")
+    } else {
+        ("[1, 2, 33, 999, 1000, 4097]", "[32, 256, 1024]")
+    };
+    let mut text = format!(
+        "[study]\nname = \"gpu-durbin\"\nalgorithm = \"durbin\"\nseed = 21\n\
+         [grid]\nn = {sizes}\ndtype = [\"f32\", \"f64\"]\nblock = {blocks}\n\
+         form = [\"pb42\", \"pb32\"]\n"
+    );
+    let kernels = [
+        "durbin_atomic",
+        "durbin_twopass",
+        "durbin_graph",
+        "durbin_persistent",
+    ];
+    for kernel in kernels {
+        text += &format!(
+            "[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
+        );
+    }
+    text += QUICK;
+    let cases = run_manifest(&text, KernelSource::default());
+    let count = |list: &str| list.matches(',').count() + 1;
+    assert_eq!(
+        cases.len(),
+        count(sizes) * 2 * count(blocks) * 2 * kernels.len()
+    );
+    let bad = not_passed(&cases);
+    assert!(
+        bad.is_empty(),
+        "{} cases did not pass:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn durbin_persistent_falls_back_to_global_memory_and_other_scopes_check_out() {
+    if !gpu_or_skip("durbin_persistent_falls_back_to_global_memory_and_other_scopes_check_out") {
+        return;
+    }
+    // 227 KiB of shared memory per block: f32 at n = 15000 keeps y and r there, f64 at 15000
+    // only y, f32 at 30000 only y, f64 at 30000 neither (y is updated in global memory).
+    let text = format!(
+        "[study]\nname = \"gpu-durbin-large\"\nalgorithm = \"durbin\"\nseed = 22\n\
+         [grid]\nn = [15_000, 30_000]\ndtype = [\"f32\", \"f64\"]\nblock = [256, 1024]\n\
+         [[variant]]\nname = \"persistent\"\nbackend = \"cuda\"\nkernel = \"durbin_persistent\"\n\
+         [[variant]]\nname = \"persistent_transfers\"\nbackend = \"cuda\"\nkernel = \"durbin_persistent\"\n\
+         scope = \"transfers\"\nparams = {{ n = [1000], block = [512] }}\n\
+         [[variant]]\nname = \"graph_program\"\nbackend = \"cuda\"\nkernel = \"durbin_graph\"\n\
+         scope = \"program\"\nparams = {{ n = [1000], block = [128] }}\n{QUICK}"
+    );
+    let cases = run_manifest(&text, KernelSource::default());
+    assert_eq!(cases.len(), 2 * 2 * 2 + 2 + 2);
+    let bad = not_passed(&cases);
+    assert!(
+        bad.is_empty(),
+        "{} cases did not pass:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}

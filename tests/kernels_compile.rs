@@ -1,6 +1,7 @@
 //! Every embedded kernel compiles with NVRTC for sm_90 and sm_80. NVRTC needs no GPU: CI installs
 //! it from pip and sets KBENCH_REQUIRE_NVRTC=1, so a kernel that does not compile fails CI.
 
+use kbench::algos::AxisKind;
 use kbench::backend::cuda::{self, KernelSource};
 
 fn nvrtc_or_skip(test: &str) -> bool {
@@ -30,9 +31,14 @@ fn every_kernel_compiles_for_hopper_and_ampere() {
             .iter()
             .find(|(file, arch, _)| file == algorithm.kernel_file() && arch == "sm_90")
             .unwrap();
+        // Each algorithm's kernels exist for the dtypes its `dtype` axis takes.
+        let dtypes = match algorithm.axis("dtype").map(|a| a.kind) {
+            Some(AxisKind::Dtype(allowed)) => allowed.to_vec(),
+            _ => panic!("{} has no dtype axis", algorithm.name()),
+        };
         for kernel in algorithm.cuda_kernels() {
-            for dtype in ["i32", "f32", "f64"] {
-                let entry = format!(".entry {kernel}_{dtype}(");
+            for dtype in &dtypes {
+                let entry = format!(".entry {kernel}_{}(", dtype.name());
                 assert!(
                     ptx.contains(&entry),
                     "{} has no {entry}",

@@ -4,6 +4,7 @@
 //! Adding an algorithm: one module here, one `.cu` file in `kernels/`, one manifest in
 //! `experiments/`, and one line in `ALGORITHMS`.
 
+pub mod durbin;
 pub mod reduce;
 
 use std::fmt;
@@ -16,7 +17,7 @@ use crate::plan::{ParamValue, Params};
 use crate::verify::Tolerance;
 
 /// Every algorithm, by name.
-static ALGORITHMS: &[&dyn Algorithm] = &[&reduce::Reduce];
+static ALGORITHMS: &[&dyn Algorithm] = &[&reduce::Reduce, &durbin::Durbin];
 
 pub fn find(name: &str) -> Option<&'static dyn Algorithm> {
     ALGORITHMS.iter().copied().find(|a| a.name() == name)
@@ -39,6 +40,8 @@ pub enum AxisKind {
     BlockSize,
     /// One of the listed element types.
     Dtype(&'static [DType]),
+    /// One of the listed names.
+    Choice(&'static [&'static str]),
 }
 
 impl AxisKind {
@@ -68,6 +71,17 @@ impl AxisKind {
             (AxisKind::Dtype(_), ParamValue::Int(i)) => Err(format!(
                 "expected a dtype name like \"f32\", found the integer {i}"
             )),
+            (AxisKind::Choice(allowed), ParamValue::Str(s)) if allowed.contains(&s.as_str()) => {
+                Ok(())
+            }
+            (AxisKind::Choice(allowed), ParamValue::Str(s)) => Err(format!(
+                "unknown value `{s}`; one of: {}",
+                allowed.join(", ")
+            )),
+            (AxisKind::Choice(allowed), ParamValue::Int(i)) => Err(format!(
+                "expected one of {}, found the integer {i}",
+                allowed.join(", ")
+            )),
             (_, ParamValue::Str(s)) => {
                 Err(format!("expected an integer, found the string \"{s}\""))
             }
@@ -75,7 +89,7 @@ impl AxisKind {
     }
 
     pub fn is_integer(self) -> bool {
-        !matches!(self, AxisKind::Dtype(_))
+        !matches!(self, AxisKind::Dtype(_) | AxisKind::Choice(_))
     }
 }
 

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use cudarc::driver::sys::{CUdevice_attribute as Attr, CUevent_flags};
 use cudarc::driver::{
-    result as driver_result, CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream,
-    DevicePtrMut, DeviceRepr, DriverError, ValidAsZeroBits,
+    result as driver_result, CudaContext, CudaFunction, CudaGraph, CudaModule, CudaSlice,
+    CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DriverError, ValidAsZeroBits,
 };
 use cudarc::nvrtc::{self, CompileError, CompileOptions, Ptx};
 use serde::{Deserialize, Serialize};
@@ -24,8 +24,10 @@ use crate::measure::{self, Limits, Measurement};
 use crate::plan::Params;
 
 /// Kernel sources built into the binary, so an installed kbench needs no source tree.
-pub static EMBEDDED_KERNELS: &[(&str, &str)] =
-    &[("reduce.cu", include_str!("../../kernels/reduce.cu"))];
+pub static EMBEDDED_KERNELS: &[(&str, &str)] = &[
+    ("reduce.cu", include_str!("../../kernels/reduce.cu")),
+    ("durbin.cu", include_str!("../../kernels/durbin.cu")),
+];
 
 /// Where kernel sources come from: the embedded set, or a directory the user named.
 #[derive(Debug, Clone, Default)]
@@ -393,10 +395,16 @@ pub struct CudaRun<'a> {
     pub scratch: Vec<Option<Scratch>>,
 }
 
-/// A scratch buffer: partial sums of the case's dtype, or counters.
+/// A scratch buffer: partial sums of the case's dtype, or counters; or a CUDA graph captured from
+/// a launcher's launches, with the device addresses it was captured against (replaying it after
+/// one of those buffers was reallocated would touch freed memory).
 pub enum Scratch {
     Data(DeviceData),
     U32(CudaSlice<u32>),
+    Graph {
+        graph: CudaGraph,
+        addresses: Vec<u64>,
+    },
 }
 
 impl<'a> CudaRun<'a> {
@@ -460,7 +468,8 @@ impl<'a> CudaRun<'a> {
         Ok(())
     }
 
-    fn ensure_slot(&mut self, slot: usize) {
+    /// Ensures scratch slot `slot` exists (possibly empty).
+    pub fn ensure_slot(&mut self, slot: usize) {
         if self.scratch.len() <= slot {
             self.scratch.resize_with(slot + 1, || None);
         }
@@ -548,6 +557,15 @@ impl DeviceData {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The buffer's device address, for recognising it later (a captured graph's key).
+    pub fn device_address(&self, stream: &Arc<CudaStream>) -> u64 {
+        match self {
+            DeviceData::I32(d) => d.device_ptr(stream).0,
+            DeviceData::F32(d) => d.device_ptr(stream).0,
+            DeviceData::F64(d) => d.device_ptr(stream).0,
+        }
     }
 
     pub fn dtype(&self) -> DType {

@@ -46,7 +46,8 @@ pub struct AccuracyReport {
     /// NaN when some output is NaN (written as null in JSON).
     #[serde(deserialize_with = "null_as_nan")]
     pub max_abs_err: f64,
-    /// Largest `|got - expected| / |expected|` over elements whose expected value is not zero.
+    /// Norm-wise relative error, max |got - expected| / max |expected|: unlike an element-wise
+    /// ratio it stays meaningful where some expected elements are (nearly) zero.
     #[serde(deserialize_with = "null_as_nan")]
     pub max_rel_err: f64,
     pub elements: usize,
@@ -83,9 +84,6 @@ pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyR
             report.max_rel_err = f64::NAN;
         } else if !report.max_abs_err.is_nan() {
             report.max_abs_err = report.max_abs_err.max(abs_err);
-            if e != 0.0 {
-                report.max_rel_err = report.max_rel_err.max(abs_err / e.abs());
-            }
         }
         // `ok` is false for NaN, since every comparison with NaN is.
         if !ok {
@@ -100,6 +98,14 @@ pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyR
             }
         }
     }
+    let max_expected = expected.iter().fold(0.0f64, |m, e| m.max(e.abs()));
+    report.max_rel_err = if report.max_abs_err.is_nan() {
+        f64::NAN
+    } else if max_expected > 0.0 {
+        report.max_abs_err / max_expected
+    } else {
+        report.max_abs_err
+    };
     report
 }
 
@@ -118,7 +124,18 @@ mod tests {
         assert!(!r.passed);
         assert_eq!(r.wrong_elements, 1);
         assert_eq!(r.first_wrong[0].index, 1);
+        // Norm-wise: 6e-6 off over a largest |expected| of 3.
         assert!((r.max_rel_err - 2e-6).abs() < 1e-12);
+        // An error on a near-zero element is measured against the vector, not the element.
+        let r = compare(
+            &[1.0, 1e-12],
+            &[1.0, 1e-18],
+            Tolerance {
+                rel: 0.0,
+                abs: 1e-9,
+            },
+        );
+        assert!(r.passed && (r.max_rel_err - 1e-12).abs() < 1e-17, "{r:?}");
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str], style: TableStyle) -> Strin
     if doc.manifest.baseline.is_some() {
         header.push("speedup".into());
     }
-    header.extend(["samples", "accuracy (max rel err)"].map(String::from));
+    header.extend(["samples", "accuracy (rel err)"].map(String::from));
     let numeric_from = 1 + varying.len() + usize::from(show_scope);
 
     let mut builder = Builder::default();

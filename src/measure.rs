@@ -1,7 +1,7 @@
 //! Measurement: warm-up runs, then timed samples until the stopping rule holds.
 //!
-//! Stop when at least `min_samples` are in and the median's 95% CI is within `target_rel_ci` of
-//! the median; or at `max_samples`; or when the case's time budget is spent (then with fewer
+//! Stop when at least `min_samples` (and 6) are in and the median's 95% CI is within
+//! `target_rel_ci` of the median; or at `max_samples`; or when the case's time budget is spent (then with fewer
 //! than `min_samples` if one sample is that slow). Every raw sample is kept.
 //!
 //! Two things end a case early, checked before every run: an interrupt (Ctrl-C, SIGTERM) and the
@@ -95,9 +95,9 @@ pub fn measure(
         let n = samples_s.len() as u32;
         // The CI needs a sort: check it at min_samples and then each time the count grows by a
         // tenth, so fast cases with many samples do not spend their budget sorting.
-        if n >= settings.min_samples
-            && (n == settings.min_samples || n.is_multiple_of((n / 10).max(1)))
-        {
+        // Under 6 samples no pair of order statistics covers the median with 95%: never converged.
+        let first_check = settings.min_samples.max(6);
+        if n >= first_check && (n == first_check || n.is_multiple_of((n / 10).max(1))) {
             let mut sorted = samples_s.clone();
             sorted.sort_by(f64::total_cmp);
             let median = sorted[sorted.len() / 2];
@@ -152,6 +152,15 @@ mod tests {
         assert_eq!(m.stop_reason, StopReason::Converged);
         assert_eq!(m.samples_s.len(), 10);
         assert_eq!(calls, 12, "two warm-up runs, then the samples");
+    }
+
+    #[test]
+    fn convergence_needs_six_samples_for_a_real_confidence_interval() {
+        let m = measure(&settings(2, 100, 10.0, 0.01), no_limits(), || Ok(1.0)).unwrap();
+        assert_eq!(
+            (m.stop_reason, m.samples_s.len()),
+            (StopReason::Converged, 6)
+        );
     }
 
     #[test]

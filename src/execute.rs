@@ -278,7 +278,7 @@ fn run_case(
         None => measure::measure(settings, limits, || {
             output.poison();
             let start = Instant::now();
-            algorithm.run_cpu(&variant.implementation, &data, &mut output)?;
+            algorithm.run_cpu(&variant.implementation, &case.params, &data, &mut output)?;
             Ok(start.elapsed().as_secs_f64())
         })?,
         Some(gpu) => {

@@ -348,9 +348,7 @@ impl Algorithm for Durbin {
         let n64 = n as u64;
         let overflow = || anyhow!("n = {n} overflows the byte or flop count");
         Ok(CaseData {
-            // run_cpu sees the data, not the params: the form travels with it (the kernels take
-            // it from the params and never read this copy).
-            inputs: vec![("r", input), ("form", HostData::I32(vec![form.code()]))],
+            inputs: vec![("r", input)],
             output: HostData::zeros(dtype, n),
             reference,
             // r read once, y written once: the whole recursion fits on chip.
@@ -365,12 +363,14 @@ impl Algorithm for Durbin {
         })
     }
 
-    fn run_cpu(&self, implementation: &str, data: &CaseData, output: &mut HostData) -> Result<()> {
-        let form = match data.inputs.get(1) {
-            Some(("form", HostData::I32(code))) if code == &[Form::Pb42.code()] => Form::Pb42,
-            Some(("form", HostData::I32(code))) if code == &[Form::Pb32.code()] => Form::Pb32,
-            other => bail!("durbin: the case data has no valid `form` input: {other:?}"),
-        };
+    fn run_cpu(
+        &self,
+        implementation: &str,
+        params: &Params,
+        data: &CaseData,
+        output: &mut HostData,
+    ) -> Result<()> {
+        let form = Form::from_params(params)?;
         macro_rules! dispatch {
             ($r:expr, $out:expr) => {
                 match implementation {
@@ -1065,7 +1065,7 @@ mod tests {
                     for implementation in Durbin.cpu_impls() {
                         let mut out = data.output.clone();
                         out.poison();
-                        Durbin.run_cpu(implementation, &data, &mut out).unwrap();
+                        Durbin.run_cpu(implementation, &p, &data, &mut out).unwrap();
                         let report = compare(&out.to_f64(), &data.reference, tolerance);
                         assert!(
                             report.passed,
@@ -1085,7 +1085,7 @@ mod tests {
             let data = Durbin.prepare(&p, 6).unwrap();
             let mut out = data.output.clone();
             out.poison();
-            Durbin.run_cpu("threads", &data, &mut out).unwrap();
+            Durbin.run_cpu("threads", &p, &data, &mut out).unwrap();
             let report = compare(&out.to_f64(), &data.reference, Durbin.default_tolerance(&p));
             assert!(report.passed, "{dtype}: {report:?}");
         }
@@ -1194,15 +1194,16 @@ mod tests {
     }
 
     #[test]
-    fn the_form_travels_with_the_data() {
-        let p32 = Durbin
-            .prepare(&params(50, "f64", "pb32", "random"), 1)
-            .unwrap();
+    fn the_form_decides_the_recurrence() {
+        let params32 = params(50, "f64", "pb32", "random");
+        let p32 = Durbin.prepare(&params32, 1).unwrap();
         let p42 = Durbin
             .prepare(&params(50, "f64", "pb42", "random"), 1)
             .unwrap();
         let mut out = p32.output.clone();
-        Durbin.run_cpu("reworked", &p32, &mut out).unwrap();
+        Durbin
+            .run_cpu("reworked", &params32, &p32, &mut out)
+            .unwrap();
         assert!(
             compare(
                 &out.to_f64(),

@@ -152,8 +152,14 @@ pub trait Algorithm: Sync + fmt::Debug {
     fn footprint_bytes(&self, params: &Params) -> Option<u64>;
     /// Seeded inputs and their reference; every variant at one grid point sees the same inputs.
     fn prepare(&self, params: &Params, seed: u64) -> Result<CaseData>;
-    /// Runs one CPU implementation, writing `output`.
-    fn run_cpu(&self, implementation: &str, data: &CaseData, output: &mut HostData) -> Result<()>;
+    /// Runs one CPU implementation on the case's data, writing `output`.
+    fn run_cpu(
+        &self,
+        implementation: &str,
+        params: &Params,
+        data: &CaseData,
+        output: &mut HostData,
+    ) -> Result<()>;
     /// Enqueues one run of a CUDA kernel on `run`'s stream: inputs are on the device, the output
     /// buffer must be written.
     fn run_cuda(&self, kernel: &str, params: &Params, run: &mut CudaRun) -> Result<()>;

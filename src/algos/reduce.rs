@@ -136,7 +136,13 @@ impl Algorithm for Reduce {
         })
     }
 
-    fn run_cpu(&self, implementation: &str, data: &CaseData, output: &mut HostData) -> Result<()> {
+    fn run_cpu(
+        &self,
+        implementation: &str,
+        _params: &Params,
+        data: &CaseData,
+        output: &mut HostData,
+    ) -> Result<()> {
         macro_rules! dispatch {
             ($x:expr, $out:expr, $zero:expr, $add:expr) => {
                 $out[0] = match implementation {
@@ -466,7 +472,9 @@ mod tests {
                 for implementation in Reduce.cpu_impls() {
                     let mut out = data.output.clone();
                     out.poison();
-                    Reduce.run_cpu(implementation, &data, &mut out).unwrap();
+                    Reduce
+                        .run_cpu(implementation, &Params::new(), &data, &mut out)
+                        .unwrap();
                     let report = crate::verify::compare(&out.to_f64(), &data.reference, tolerance);
                     assert!(report.passed, "{implementation} n={n} {dtype}: {report:?}");
                 }
@@ -504,7 +512,9 @@ mod tests {
         };
         for implementation in Reduce.cpu_impls() {
             let mut out = HostData::I32(vec![0]);
-            Reduce.run_cpu(implementation, &data, &mut out).unwrap();
+            Reduce
+                .run_cpu(implementation, &Params::new(), &data, &mut out)
+                .unwrap();
             assert_eq!(out, HostData::I32(vec![i32::MIN + 5]), "{implementation}");
         }
     }

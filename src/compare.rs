@@ -288,43 +288,27 @@ fn geometric_mean(x: &[f64]) -> f64 {
 
 /// Benjamini-Hochberg adjusted p-values over the cases that have a p-value.
 fn adjust_benjamini_hochberg(cases: &mut [CaseComparison]) {
-    let mut order: Vec<usize> = (0..cases.len())
+    let tested: Vec<usize> = (0..cases.len())
         .filter(|&i| cases[i].p_value.is_some())
         .collect();
-    order.sort_by(|&i, &j| {
-        cases[i]
-            .p_value
-            .unwrap()
-            .total_cmp(&cases[j].p_value.unwrap())
-    });
-    let m = order.len() as f64;
-    let mut running_min = 1.0f64;
-    for (rank, &i) in order.iter().enumerate().rev() {
-        let adjusted = cases[i].p_value.unwrap() * m / (rank + 1) as f64;
-        running_min = running_min.min(adjusted);
-        cases[i].p_adjusted = Some(running_min);
+    let p: Vec<f64> = tested.iter().filter_map(|&i| cases[i].p_value).collect();
+    for (&i, adjusted) in tested.iter().zip(benjamini_hochberg(&p)) {
+        cases[i].p_adjusted = Some(adjusted);
     }
 }
 
 /// Benjamini-Hochberg adjusted p-values of `p`, in the same order.
 pub fn benjamini_hochberg(p: &[f64]) -> Vec<f64> {
-    let mut cases: Vec<CaseComparison> = p
-        .iter()
-        .map(|&p| CaseComparison {
-            variant: String::new(),
-            params: String::new(),
-            base_median_s: None,
-            new_median_s: None,
-            ratio: None,
-            ratio_ci95: None,
-            p_value: Some(p),
-            p_adjusted: None,
-            verdict: Verdict::NotCompared,
-            note: None,
-        })
-        .collect();
-    adjust_benjamini_hochberg(&mut cases);
-    cases.iter().map(|c| c.p_adjusted.unwrap()).collect()
+    let mut order: Vec<usize> = (0..p.len()).collect();
+    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
+    let m = p.len() as f64;
+    let mut adjusted = vec![0.0; p.len()];
+    let mut running_min = 1.0f64;
+    for (rank, &i) in order.iter().enumerate().rev() {
+        running_min = running_min.min(p[i] * m / (rank + 1) as f64);
+        adjusted[i] = running_min;
+    }
+    adjusted
 }
 
 /// Two-sided Mann-Whitney U test, normal approximation with tie correction and continuity

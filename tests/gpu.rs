@@ -2,56 +2,19 @@
 //! kernel that does not compile. They skip (pass, saying so) on a machine without a CUDA driver,
 //! unless KBENCH_REQUIRE_GPU=1, which the GPU machine's run sets so a skip cannot pass silently.
 
-use std::path::Path;
+mod common;
 
-use kbench::backend::cuda::{self, KernelSource};
-use kbench::execute::{self, CaseResult, CaseStatus, GpuState, RunOptions};
-use kbench::report::json::ResultsFile;
-
-fn gpu_or_skip(test: &str) -> bool {
-    match cuda::driver_present() {
-        Ok(()) => true,
-        Err(reason) if std::env::var("KBENCH_REQUIRE_GPU").is_ok() => {
-            panic!("{test}: GPU required: {reason}")
-        }
-        Err(reason) => {
-            eprintln!("{test}: skipped: {reason}");
-            false
-        }
-    }
-}
+use common::{gpu_or_skip, run_study};
+use kbench::backend::cuda::KernelSource;
+use kbench::execute::{CaseResult, CaseStatus};
 
 fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
-    let out = tempfile::tempdir().unwrap();
-    let manifest = kbench::manifest::parse(Path::new("gpu-test.toml"), text).unwrap();
-    let cases = kbench::plan::expand(&manifest);
-    let options = RunOptions::default();
-    let mut results = ResultsFile::create(
-        out.path(),
-        &manifest,
-        cases.len(),
-        options.measure_settings(&manifest.measure),
-    )
-    .unwrap();
-    let mut gpu = GpuState::NotOpened(kernels);
-    let progress = indicatif::ProgressBar::hidden();
-    execute::run_study(
-        &manifest,
-        &cases,
-        &mut gpu,
-        &options,
-        &mut results,
-        &progress,
-    )
-    .unwrap();
+    let (_out, results) = run_study(text, kernels);
     let axes = ["n", "dtype", "block"];
+    let style = kbench::report::table::TableStyle::Terminal;
     println!(
         "{}",
-        kbench::report::table::render(
-            &results.doc,
-            &axes,
-            kbench::report::table::TableStyle::Terminal
-        )
+        kbench::report::table::render(&results.doc, &axes, style)
     );
     results.doc.cases
 }

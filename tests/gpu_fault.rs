@@ -3,20 +3,14 @@
 //! the CPU cases go on. Its own test binary, since the fault poisons the process's GPU context.
 //! Skips without a GPU unless KBENCH_REQUIRE_GPU=1.
 
-use std::path::Path;
+mod common;
 
 use kbench::backend::cuda::{self, KernelSource};
-use kbench::execute::{self, CaseStatus, GpuState, RunOptions};
-use kbench::report::json::ResultsFile;
+use kbench::execute::CaseStatus;
 
 #[test]
 fn a_faulting_kernel_fails_its_case_and_the_study_goes_on() {
-    if let Err(reason) = cuda::driver_present() {
-        assert!(
-            std::env::var("KBENCH_REQUIRE_GPU").is_err(),
-            "GPU required: {reason}"
-        );
-        eprintln!("skipped: {reason}");
+    if !common::gpu_or_skip("a_faulting_kernel_fails_its_case_and_the_study_goes_on") {
         return;
     }
     // The real kernels, except that reduce_fast traps when n is 777.
@@ -39,29 +33,12 @@ fn a_faulting_kernel_fails_its_case_and_the_study_goes_on() {
          [[variant]]\nname = \"cpu\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
          [measure]\nwarmup = 1\nmin_samples = 2\nmax_samples = 2\n";
 
-    let out = tempfile::tempdir().unwrap();
-    let manifest = kbench::manifest::parse(Path::new("gpu-fault.toml"), text).unwrap();
-    let cases = kbench::plan::expand(&manifest);
-    let options = RunOptions::default();
-    let mut results = ResultsFile::create(
-        out.path(),
-        &manifest,
-        cases.len(),
-        options.measure_settings(&manifest.measure),
-    )
-    .unwrap();
-    let mut gpu = GpuState::NotOpened(KernelSource {
-        dir: Some(dir.path().to_path_buf()),
-    });
-    execute::run_study(
-        &manifest,
-        &cases,
-        &mut gpu,
-        &options,
-        &mut results,
-        &indicatif::ProgressBar::hidden(),
-    )
-    .unwrap();
+    let (_out, results) = common::run_study(
+        text,
+        KernelSource {
+            dir: Some(dir.path().to_path_buf()),
+        },
+    );
 
     let got: Vec<(String, CaseStatus)> = results
         .doc

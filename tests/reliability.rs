@@ -26,6 +26,25 @@ fn case_keys(doc: &Value) -> BTreeSet<String> {
         .collect()
 }
 
+/// Writes `manifest` into a fresh folder and runs it with `--json`: the exit code and the document.
+fn run_json(name: &str, manifest: &str) -> (Option<i32>, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.toml"));
+    std::fs::write(&path, manifest).unwrap();
+    let output = Command::new(kbench_path())
+        .arg("run")
+        .arg(&path)
+        .arg("--json")
+        .arg("--out-dir")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        serde_json::from_slice(&output.stdout).unwrap(),
+    )
+}
+
 /// 24 CPU cases of about 0.1 s each: long enough to interrupt in the middle.
 const SLOW_STUDY: &str = "[study]\nname = \"slow\"\nalgorithm = \"reduce\"\nseed = 3\n\
 [grid]\nn = [1_000_000, 1_100_000, 1_200_000, 1_300_000]\ndtype = [\"i32\", \"f32\", \"f64\"]\n\
@@ -149,31 +168,14 @@ fn an_interrupted_run_resumes_to_the_same_cases_as_an_uninterrupted_one() {
 
 #[test]
 fn a_case_over_its_time_limit_is_recorded_as_timed_out_and_the_study_goes_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = dir.path().join("limit.toml");
-    std::fs::write(
-        &manifest,
+    let (code, doc) = run_json(
+        "limit",
         "[study]\nname = \"limit\"\nalgorithm = \"reduce\"\nseed = 3\n[grid]\nn = [100_003]\n\
          [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
          [[variant]]\nname = \"tree\"\nbackend = \"cpu\"\nimpl = \"pairwise\"\n\
          [measure]\nmin_samples = 1000000\nmax_samples = 1000000\nmax_time_s = 1000.0\ntimeout_s = 0.2\n",
-    )
-    .unwrap();
-    let out = dir.path().join("out");
-    let output = Command::new(kbench_path())
-        .arg("run")
-        .arg(&manifest)
-        .arg("--json")
-        .arg("--out-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "a timed-out case fails the run"
     );
-    let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(code, Some(1), "a timed-out case fails the run");
     let cases = doc["cases"].as_array().unwrap();
     assert_eq!(
         cases.len(),
@@ -196,25 +198,12 @@ fn a_case_over_its_time_limit_is_recorded_as_timed_out_and_the_study_goes_on() {
 
 #[test]
 fn sizes_beyond_the_machine_are_refused_with_the_numbers_and_the_rest_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = dir.path().join("huge.toml");
-    std::fs::write(
-        &manifest,
+    let (code, doc) = run_json(
+        "huge",
         "[study]\nname = \"huge\"\nalgorithm = \"reduce\"\nseed = 3\n[grid]\nn = [1_099_511_627_776, 4_611_686_018_427_387_904, 1000]\n\
          [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n[measure]\nmax_time_s = 0.05\n",
-    )
-    .unwrap();
-    let out = dir.path().join("out");
-    let output = Command::new(kbench_path())
-        .arg("run")
-        .arg(&manifest)
-        .arg("--json")
-        .arg("--out-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let doc: Value = serde_json::from_slice(&output.stdout).unwrap();
+    );
+    assert_eq!(code, Some(1));
     let cases = doc["cases"].as_array().unwrap();
     let reason = |i: usize| cases[i]["reason"].as_str().unwrap_or_default().to_string();
     assert_eq!(cases[0]["status"], "error");

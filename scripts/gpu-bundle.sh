@@ -6,6 +6,7 @@
 #   .gpu-bundle/peers.py      ../shared/peers/peers.py, when present, to time the peers alongside
 # On the GPU machine, from the repository root:
 #   .gpu-bundle/kbench run experiments/reduction.toml
+#   export KBENCH_EXE=$PWD/.gpu-bundle/kbench   # the tests' cases run in this kbench's workers
 #   for t in .gpu-bundle/tests/*; do "$t" --test-threads=1 || exit 1; done
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +24,9 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         kind = m["target"]["kind"][0]
         name = m["target"]["name"] + ("" if kind == "test" else "-" + kind)
-        # The CLI tests run the kbench binary from target/, which does not travel.
-        if name in ("gpu", "gpu_fault", "kernels_compile", "manifest_errors", "kbench-lib"):
+        # The CLI tests run the kbench binary from target/, which does not travel; these take
+        # it from KBENCH_EXE.
+        if name in ("gpu", "gpu_fault", "kernels_compile", "manifest_errors", "reliability", "kbench-lib"):
             shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
 ' "$bundle/tests"
 if [ -f ../shared/peers/peers.py ]; then cp ../shared/peers/peers.py "$bundle/peers.py"; fi

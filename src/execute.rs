@@ -1,11 +1,14 @@
-//! Execution: runs a study's cases one after another on their backends, verifies each output,
-//! summarizes its samples, and hands every finished case to the results file at once, so a
-//! failure or an interrupt later in the study loses nothing already measured.
+//! Execution: runs a study's cases one after another, each in a `kbench worker` process (see
+//! `worker`), and hands every finished case to the results file at once, so a failure or an
+//! interrupt later in the study loses nothing already measured. Inside the worker, `run_case`
+//! prepares a case's data, times it on its backend, verifies its output and summarizes it.
 //!
 //! A case that cannot run (no GPU) is skipped with the reason; a case that fails (compile error,
-//! out of memory, wrong answer, even a panic) is recorded with the reason and the study goes on.
+//! out of memory, wrong answer, a panic, a kernel fault, a run that never returns) is recorded
+//! with the reason and the study goes on.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,22 +19,26 @@ use serde::{Deserialize, Serialize};
 use crate::algos::{dtype_param, HostData};
 use crate::backend::cuda::{Gpu, GpuCase, KernelSource};
 use crate::manifest::{Backend, DType, Manifest, MeasureSettings, Scope};
-use crate::measure::{self, Limits, Measurement, StopReason};
+use crate::measure::{self, Deadline, Measurement, StopReason};
 use crate::plan::{Case, Params};
-use crate::report::json::ResultsFile;
+use crate::report::json::{self, ResultsFile};
 use crate::stats::{self, Summary};
 use crate::verify::{self, AccuracyReport};
+use crate::worker::{CaseOutcome, StudyJob, Worker};
 
 /// When `--save-outputs` writes a case's inputs and outputs as `.npy` files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 pub enum SaveOutputs {
     Failed,
     All,
 }
 
 /// Command-line settings that apply to every study of a run.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The kbench executable, started as `kbench worker` to run each study's cases.
+    pub worker_exe: PathBuf,
+    pub kernels: KernelSource,
     pub save_outputs: Option<SaveOutputs>,
     /// Set by Ctrl-C or SIGTERM: the case in progress is abandoned and no other starts.
     pub interrupted: Arc<AtomicBool>,
@@ -43,6 +50,21 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
+    /// The manifests' settings throughout, with the embedded kernels.
+    pub fn new(worker_exe: PathBuf) -> RunOptions {
+        RunOptions {
+            worker_exe,
+            kernels: KernelSource::default(),
+            save_outputs: None,
+            interrupted: Arc::new(AtomicBool::new(false)),
+            timeout_s: None,
+            warmup: None,
+            min_samples: None,
+            max_samples: None,
+            max_time_s: None,
+        }
+    }
+
     pub fn measure_settings(&self, manifest: &MeasureSettings) -> MeasureSettings {
         let mut s = manifest.clone();
         s.warmup = self.warmup.unwrap_or(s.warmup);
@@ -54,7 +76,7 @@ impl RunOptions {
     }
 }
 
-/// The GPU, opened the first time a CUDA case needs it and shared by every study of the run.
+/// A worker's GPU, opened the first time a CUDA case needs it.
 pub enum GpuState {
     NotOpened(KernelSource),
     Open(Box<Gpu>),
@@ -114,44 +136,10 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
-    pub fn failed(&self) -> bool {
-        matches!(
-            self.status,
-            CaseStatus::AccuracyFailed | CaseStatus::Error | CaseStatus::TimedOut
-        )
-    }
-}
-
-/// How a study's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StudyEnd {
-    Finished,
-    /// Interrupted: the results hold every case finished before; `--resume` runs the rest.
-    Interrupted,
-}
-
-/// Runs every case, appending each result to `results` as it finishes.
-pub fn run_study(
-    manifest: &Manifest,
-    cases: &[Case],
-    gpu: &mut GpuState,
-    options: &RunOptions,
-    results: &mut ResultsFile,
-    progress: &indicatif::ProgressBar,
-) -> Result<StudyEnd> {
-    let settings = options.measure_settings(&manifest.measure);
-    for case in cases {
-        if options.interrupted.load(Ordering::Relaxed) {
-            return Ok(StudyEnd::Interrupted);
-        }
+    /// A case's record before it has run.
+    pub fn new(manifest: &Manifest, case: &Case) -> CaseResult {
         let variant = &manifest.variants[case.variant];
-        progress.set_message(format!(
-            "{} {}",
-            variant.name,
-            describe_params(&case.params)
-        ));
-        let started = Instant::now();
-        let mut result = CaseResult {
+        CaseResult {
             index: case.index,
             variant: variant.name.clone(),
             backend: variant.backend,
@@ -169,54 +157,89 @@ pub fn run_study(
             accuracy: None,
             saved_files: Vec::new(),
             wall_s: 0.0,
-        };
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            run_case(
-                manifest,
-                case,
-                gpu,
-                &settings,
-                options,
-                results,
-                &mut result,
-            )
-        }));
-        match outcome {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                result.status = CaseStatus::Error;
-                result.reason = Some(format!("{e:#}"));
-            }
-            Err(panic) => {
-                let text = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "unknown panic".into());
-                result.status = CaseStatus::Error;
-                result.reason = Some(format!("kbench bug: the case panicked: {text}"));
-            }
         }
-        if let GpuState::Open(open) = gpu {
-            results.set_device(&open.fingerprint);
-        }
-        // A faulting kernel kills its context, and CUDA offers no way back within the process:
-        // the later CUDA cases are skipped with the reason; CPU cases go on.
-        if result.status == CaseStatus::Error
-            && matches!(gpu, GpuState::Open(open) if open.is_broken())
-        {
-            *gpu = GpuState::Unavailable(format!(
-                "the CUDA context is unusable after the kernel fault in case #{} ({}); CUDA cannot recover it within the process, so these cases need a new run",
-                case.index, variant.name
-            ));
-        }
-        let interrupted = result
-            .measurement
-            .as_ref()
-            .is_some_and(|m| m.stop_reason == StopReason::Interrupted);
-        if interrupted {
+    }
+
+    pub fn failed(&self) -> bool {
+        matches!(
+            self.status,
+            CaseStatus::AccuracyFailed | CaseStatus::Error | CaseStatus::TimedOut
+        )
+    }
+}
+
+/// How a study's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StudyEnd {
+    Finished,
+    /// Interrupted: the results hold every case finished before; `--resume` runs the rest.
+    Interrupted,
+}
+
+/// Runs every case, each in a worker process, appending each result to `results` as it finishes.
+/// A worker that dies, hangs or breaks its CUDA context costs only its case: the next case
+/// starts a new one.
+pub fn run_study(
+    manifest: &Manifest,
+    cases: &[Case],
+    options: &RunOptions,
+    results: &mut ResultsFile,
+    progress: &indicatif::ProgressBar,
+) -> Result<StudyEnd> {
+    let job = StudyJob {
+        manifest_path: manifest.path.clone(),
+        manifest_toml: manifest.source.clone(),
+        settings: options.measure_settings(&manifest.measure),
+        save_outputs: options.save_outputs,
+        results_path: results.path.clone(),
+        kernels_dir: options.kernels.dir.clone(),
+    };
+    let mut worker: Option<Worker> = None;
+    for case in cases {
+        if options.interrupted.load(Ordering::Relaxed) {
             return Ok(StudyEnd::Interrupted);
         }
+        progress.set_message(format!(
+            "{} {}",
+            manifest.variants[case.variant].name,
+            describe_params(&case.params)
+        ));
+        let started = Instant::now();
+        let running = match worker.as_mut() {
+            Some(running) => running,
+            None => worker.insert(Worker::spawn(&options.worker_exe, &job)?),
+        };
+        let mut result = match running.run_case(case, job.settings.timeout_s, &options.interrupted)
+        {
+            CaseOutcome::Finished(report) => {
+                if let Some(device) = &report.device {
+                    results.set_device(device);
+                }
+                if let Some(reason) = &report.gpu_unavailable {
+                    results.set_gpu_unavailable(reason);
+                }
+                // A kernel fault leaves the CUDA context unusable for good, and CUDA offers no
+                // way back within the process: the next case gets a new worker.
+                if report.gpu_broken {
+                    worker = None;
+                }
+                report.result
+            }
+            CaseOutcome::Interrupted => return Ok(StudyEnd::Interrupted),
+            CaseOutcome::Killed(reason) => {
+                worker = None;
+                let mut result = CaseResult::new(manifest, case);
+                result.status = CaseStatus::TimedOut;
+                result.reason = Some(reason);
+                result
+            }
+            CaseOutcome::Died(reason) => {
+                worker = None;
+                let mut result = CaseResult::new(manifest, case);
+                result.reason = Some(reason);
+                result
+            }
+        };
         result.wall_s = started.elapsed().as_secs_f64();
         results.push(result)?;
         progress.inc(1);
@@ -224,24 +247,56 @@ pub fn run_study(
     Ok(StudyEnd::Finished)
 }
 
-fn run_case(
+/// Runs one case in this process: checks that it fits, prepares its data, times it, verifies and
+/// summarizes it. Errors and panics become the case's status and reason. `on_measuring` is
+/// called when the case's time limit starts.
+pub fn run_case(
     manifest: &Manifest,
     case: &Case,
     gpu: &mut GpuState,
-    settings: &MeasureSettings,
-    options: &RunOptions,
-    results: &mut ResultsFile,
+    job: &StudyJob,
+    on_measuring: &mut dyn FnMut(),
+) -> CaseResult {
+    let mut result = CaseResult::new(manifest, case);
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        measure_case(manifest, case, gpu, job, on_measuring, &mut result)
+    }));
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            result.status = CaseStatus::Error;
+            result.reason = Some(format!("{e:#}"));
+        }
+        Err(panic) => {
+            let text = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            result.status = CaseStatus::Error;
+            result.reason = Some(format!("kbench bug: the case panicked: {text}"));
+        }
+    }
+    result
+}
+
+fn measure_case(
+    manifest: &Manifest,
+    case: &Case,
+    gpu: &mut GpuState,
+    job: &StudyJob,
+    on_measuring: &mut dyn FnMut(),
     result: &mut CaseResult,
 ) -> Result<()> {
     let variant = &manifest.variants[case.variant];
     let algorithm = manifest.algorithm;
+    let settings = &job.settings;
 
     let gpu = match variant.backend {
         Backend::Cpu => None,
         Backend::Cuda => match gpu.get() {
             Ok(gpu) => Some(gpu),
             Err(reason) => {
-                results.set_gpu_unavailable(&reason);
                 result.status = CaseStatus::Skipped;
                 result.reason = Some(reason);
                 return Ok(());
@@ -249,7 +304,8 @@ fn run_case(
         },
     };
 
-    let limits = Limits::new(&options.interrupted, settings.timeout_s);
+    on_measuring();
+    let deadline = Deadline::after(settings.timeout_s);
     let footprint = algorithm.footprint_bytes(&case.params).ok_or_else(|| {
         anyhow!(
             "the case's size overflows 64-bit arithmetic: {}",
@@ -275,7 +331,7 @@ fn run_case(
 
     let mut output = data.output.clone();
     let measurement = match gpu {
-        None => measure::measure(settings, limits, || {
+        None => measure::measure(settings, deadline, || {
             output.poison();
             let start = Instant::now();
             algorithm.run_cpu(&variant.implementation, &case.params, &data, &mut output)?;
@@ -289,28 +345,21 @@ fn run_case(
                 data: &data,
                 scope: variant.scope,
             };
-            gpu.time_case(&case, settings, limits, &mut output)?
+            gpu.time_case(&case, settings, deadline, &mut output)?
         }
     };
 
-    match measurement.stop_reason {
-        StopReason::Interrupted => {
+    if measurement.stop_reason == StopReason::TimedOut {
+        result.status = CaseStatus::TimedOut;
+        result.reason = Some(format!(
+            "still running at its time limit of {} s; {} samples kept",
+            settings.timeout_s,
+            measurement.samples_s.len()
+        ));
+        if measurement.samples_s.is_empty() {
             result.measurement = Some(measurement);
             return Ok(());
         }
-        StopReason::TimedOut => {
-            result.status = CaseStatus::TimedOut;
-            result.reason = Some(format!(
-                "still running at its time limit of {} s; {} samples kept",
-                settings.timeout_s,
-                measurement.samples_s.len()
-            ));
-            if measurement.samples_s.is_empty() {
-                result.measurement = Some(measurement);
-                return Ok(());
-            }
-        }
-        _ => {}
     }
     let summary = stats::summarize(&measurement.samples_s);
     result.gbytes_per_s = Some(data.bytes_moved as f64 / summary.median_s / 1e9);
@@ -332,7 +381,7 @@ fn run_case(
             accuracy.wrong_elements, accuracy.elements, accuracy.max_rel_err, tolerance.rel
         ));
     }
-    let save = match options.save_outputs {
+    let save = match job.save_outputs {
         Some(SaveOutputs::All) => true,
         Some(SaveOutputs::Failed) => !accuracy.passed,
         None => false,
@@ -344,7 +393,8 @@ fn run_case(
             data.inputs.iter().map(|(name, h)| (*name, h)).collect();
         arrays.push(("output", &output));
         arrays.push(("reference", &reference));
-        result.saved_files = results.save_arrays(case.index, &variant.name, &arrays)?;
+        result.saved_files =
+            json::save_arrays(&job.results_path, case.index, &variant.name, &arrays)?;
     }
     Ok(())
 }

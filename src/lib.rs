@@ -1,9 +1,10 @@
 //! kbench: GPU kernel experiments declared in TOML manifests.
 //!
 //! The pipeline, one module per stage: `manifest` (parse, validate) -> `plan` (grid x variants
-//! into cases) -> `execute` (cpu | cuda backends, via `measure`) -> `verify` (accuracy against a
-//! float64 reference) -> `stats` (summaries) -> `report` (table, JSON, markdown, CSV, plots);
-//! `compare` judges two results files for the regression gate.
+//! into cases) -> `execute` (each study's cases in a `worker` process, on the cpu | cuda
+//! backends, via `measure`) -> `verify` (accuracy against a float64 reference) -> `stats`
+//! (summaries) -> `report` (table, JSON, markdown, CSV, plots); `compare` judges two results
+//! files for the regression gate.
 
 pub mod algos;
 pub mod backend;
@@ -16,6 +17,7 @@ pub mod plan;
 pub mod report;
 pub mod stats;
 pub mod verify;
+pub mod worker;
 
 use std::path::PathBuf;
 

@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use kbench::backend::cuda::{self, KernelSource};
 use kbench::compare::{self, CompareSettings, Verdict};
-use kbench::execute::{self, GpuState, RunOptions, SaveOutputs, StudyEnd};
+use kbench::execute::{self, RunOptions, SaveOutputs, StudyEnd};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
 use kbench::report::json::{self, ResultsFile};
@@ -50,6 +50,9 @@ enum Command {
     Compare(CompareArgs),
     /// Re-render a finished run: table, markdown or CSV, and plots.
     Report(ReportArgs),
+    /// Internal: runs the cases `kbench run` sends it on stdin (see src/worker.rs).
+    #[command(hide = true)]
+    Worker,
 }
 
 #[derive(clap::Args)]
@@ -175,6 +178,13 @@ fn main() -> ExitCode {
         Command::Kernels(args) => kernels(args),
         Command::Compare(args) => compare(args),
         Command::Report(args) => report(args),
+        Command::Worker => match kbench::worker::worker_main() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kbench worker: {e:#}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 
@@ -222,7 +232,15 @@ fn check(args: &[String]) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
+    let worker_exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return bad_input(anyhow::anyhow!("cannot find the kbench executable: {e}")),
+    };
     let options = RunOptions {
+        worker_exe,
+        kernels: KernelSource {
+            dir: args.kernels_dir.clone(),
+        },
         save_outputs: args.save_outputs,
         interrupted: interrupt_flag(),
         timeout_s: args.timeout_s,
@@ -252,9 +270,6 @@ fn run(args: RunArgs) -> ExitCode {
             }
         }
     }
-    let mut gpu = GpuState::NotOpened(KernelSource {
-        dir: args.kernels_dir.clone(),
-    });
     let interactive = std::io::stdout().is_terminal();
     let mut any_failed = false;
     for (manifest, cases, mut results) in studies {
@@ -277,14 +292,7 @@ fn run(args: RunArgs) -> ExitCode {
         } else {
             progress.set_draw_target(ProgressDrawTarget::hidden());
         }
-        let outcome = execute::run_study(
-            manifest,
-            &cases,
-            &mut gpu,
-            &options,
-            &mut results,
-            &progress,
-        );
+        let outcome = execute::run_study(manifest, &cases, &options, &mut results, &progress);
         progress.finish_and_clear();
         match outcome {
             Ok(StudyEnd::Finished) => {}
@@ -340,8 +348,8 @@ fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-/// Set on the first Ctrl-C or SIGTERM, so the case in progress is abandoned between samples and
-/// the results file keeps every finished case; a second one exits at once (the file is always
+/// Set on the first Ctrl-C or SIGTERM, so the case in progress is abandoned (its worker killed)
+/// and the results file keeps every finished case; a second one exits at once (the file is always
 /// complete JSON, since each write is a rename).
 fn interrupt_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
@@ -350,7 +358,7 @@ fn interrupt_flag() -> Arc<AtomicBool> {
         if handler_flag.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!("\ninterrupt: finishing the current sample, then stopping (again to quit now)");
+        eprintln!("\ninterrupt: abandoning the current case, then stopping (again to quit now)");
     });
     if let Err(e) = installed {
         eprintln!("warning: cannot catch Ctrl-C: {e}");

@@ -4,10 +4,10 @@
 //! `target_rel_ci` of the median; or at `max_samples`; or when the case's time budget is spent (then with fewer
 //! than `min_samples` if one sample is that slow). Every raw sample is kept.
 //!
-//! Two things end a case early, checked before every run: an interrupt (Ctrl-C, SIGTERM) and the
-//! case's time limit. A single run is never cut short: a run that hangs is not caught.
+//! The case's time limit is checked before every run: a case over it stops there and keeps its
+//! samples. A single run is never cut short here; one that hangs is killed with the worker
+//! process running it (see `worker`). Interrupts are the worker's parent's business too.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -26,8 +26,6 @@ pub enum StopReason {
     Budget,
     /// The case's time limit (`timeout_s`) passed: the case is recorded as timed out.
     TimedOut,
-    /// The user interrupted the run: the case is abandoned.
-    Interrupted,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -37,59 +35,49 @@ pub struct Measurement {
     pub stop_reason: StopReason,
 }
 
-/// What may end a case before its stopping rule: the run's interrupt flag and the case's deadline.
-#[derive(Clone, Copy)]
-pub struct Limits<'a> {
-    pub interrupted: &'a AtomicBool,
-    pub deadline: Instant,
-}
+/// When a case's time limit (`timeout_s`) passes.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(Instant);
 
-impl<'a> Limits<'a> {
-    pub fn new(interrupted: &'a AtomicBool, timeout_s: f64) -> Limits<'a> {
-        // Far enough to never pass, but representable: Instant + Duration::MAX overflows.
-        let timeout =
-            Duration::try_from_secs_f64(timeout_s).unwrap_or(Duration::from_secs(1 << 40));
+impl Deadline {
+    pub fn after(timeout_s: f64) -> Deadline {
         let now = Instant::now();
-        Limits {
-            interrupted,
-            deadline: now
-                .checked_add(timeout)
-                .unwrap_or(now + Duration::from_secs(1 << 30)),
-        }
+        // An unrepresentable limit (infinite, or beyond Instant's range) never passes.
+        let far = now + Duration::from_secs(1 << 30);
+        Deadline(
+            Duration::try_from_secs_f64(timeout_s)
+                .ok()
+                .and_then(|timeout| now.checked_add(timeout))
+                .unwrap_or(far),
+        )
     }
 
-    pub fn check(&self) -> Option<StopReason> {
-        if self.interrupted.load(Ordering::Relaxed) {
-            Some(StopReason::Interrupted)
-        } else if Instant::now() >= self.deadline {
-            Some(StopReason::TimedOut)
-        } else {
-            None
-        }
+    pub fn passed(&self) -> bool {
+        Instant::now() >= self.0
     }
 }
 
 /// Runs `sample` (which returns one timed run, in seconds) under the settings' stopping rule.
 pub fn measure(
     settings: &MeasureSettings,
-    limits: Limits,
+    deadline: Deadline,
     mut sample: impl FnMut() -> Result<f64>,
 ) -> Result<Measurement> {
     let started = Instant::now();
     let mut samples_s = Vec::new();
     for _ in 0..settings.warmup {
-        if let Some(stop_reason) = limits.check() {
+        if deadline.passed() {
             return Ok(Measurement {
                 samples_s,
                 warmup_runs: settings.warmup,
-                stop_reason,
+                stop_reason: StopReason::TimedOut,
             });
         }
         sample()?;
     }
     let stop_reason = loop {
-        if let Some(stop) = limits.check() {
-            break stop;
+        if deadline.passed() {
+            break StopReason::TimedOut;
         }
         samples_s.push(sample()?);
         let n = samples_s.len() as u32;
@@ -124,10 +112,8 @@ pub fn measure(
 mod tests {
     use super::*;
 
-    static NOT_INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-    fn no_limits() -> Limits<'static> {
-        Limits::new(&NOT_INTERRUPTED, f64::INFINITY)
+    fn no_deadline() -> Deadline {
+        Deadline::after(f64::INFINITY)
     }
 
     fn settings(min: u32, max: u32, budget_s: f64, target: f64) -> MeasureSettings {
@@ -144,7 +130,7 @@ mod tests {
     #[test]
     fn steady_samples_converge_at_min_samples() {
         let mut calls = 0;
-        let m = measure(&settings(10, 100, 10.0, 0.01), no_limits(), || {
+        let m = measure(&settings(10, 100, 10.0, 0.01), no_deadline(), || {
             calls += 1;
             Ok(1.0)
         })
@@ -156,7 +142,7 @@ mod tests {
 
     #[test]
     fn convergence_needs_six_samples_for_a_real_confidence_interval() {
-        let m = measure(&settings(2, 100, 10.0, 0.01), no_limits(), || Ok(1.0)).unwrap();
+        let m = measure(&settings(2, 100, 10.0, 0.01), no_deadline(), || Ok(1.0)).unwrap();
         assert_eq!(
             (m.stop_reason, m.samples_s.len()),
             (StopReason::Converged, 6)
@@ -166,7 +152,7 @@ mod tests {
     #[test]
     fn noisy_samples_run_to_max_samples() {
         let mut k = 0u32;
-        let m = measure(&settings(5, 40, 10.0, 0.001), no_limits(), || {
+        let m = measure(&settings(5, 40, 10.0, 0.001), no_deadline(), || {
             k += 1;
             Ok(1.0 + (k % 7) as f64)
         })
@@ -177,7 +163,7 @@ mod tests {
 
     #[test]
     fn budget_stops_slow_cases() {
-        let m = measure(&settings(1000, 10_000, 0.05, 0.0001), no_limits(), || {
+        let m = measure(&settings(1000, 10_000, 0.05, 0.0001), no_deadline(), || {
             std::thread::sleep(std::time::Duration::from_millis(10));
             Ok(0.01)
         })
@@ -189,7 +175,7 @@ mod tests {
     #[test]
     fn a_failing_run_is_an_error() {
         assert!(
-            measure(&settings(3, 3, 1.0, 0.5), no_limits(), || anyhow::bail!(
+            measure(&settings(3, 3, 1.0, 0.5), no_deadline(), || anyhow::bail!(
                 "boom"
             ))
             .is_err()
@@ -197,31 +183,10 @@ mod tests {
     }
 
     #[test]
-    fn an_interrupt_ends_the_case_between_samples() {
-        let flag = AtomicBool::new(false);
-        let mut runs = 0;
-        let m = measure(
-            &settings(100, 100, 100.0, 0.0001),
-            Limits::new(&flag, f64::INFINITY),
-            || {
-                runs += 1;
-                if runs == 5 {
-                    flag.store(true, Ordering::Relaxed);
-                }
-                Ok(1.0 + runs as f64)
-            },
-        )
-        .unwrap();
-        assert_eq!(m.stop_reason, StopReason::Interrupted);
-        assert_eq!(runs, 5, "no run starts after the interrupt");
-        assert_eq!(m.samples_s.len(), 3, "two warm-up runs, then three samples");
-    }
-
-    #[test]
     fn the_time_limit_ends_a_slow_case_with_its_samples() {
         let m = measure(
             &settings(1000, 10_000, 100.0, 0.0001),
-            Limits::new(&NOT_INTERRUPTED, 0.05),
+            Deadline::after(0.05),
             || {
                 std::thread::sleep(std::time::Duration::from_millis(10));
                 Ok(0.01)

@@ -9,8 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// KBENCH_EXE where the tests travel without the build tree (the GPU machine), else the kbench
+/// cargo built beside them.
 fn kbench_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_kbench"))
+    std::env::var_os("KBENCH_EXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kbench")))
 }
 
 fn read_json(path: &Path) -> Value {
@@ -215,4 +219,335 @@ fn sizes_beyond_the_machine_are_refused_with_the_numbers_and_the_rest_runs() {
     assert_eq!(cases[1]["status"], "error");
     assert!(reason(1).contains("overflows"), "{}", reason(1));
     assert_eq!(cases[2]["status"], "passed");
+}
+
+/// Three quick CPU cases with a 0.5 s time limit; `KBENCH_WORKER_FAULT` makes one misbehave.
+const FAULT_STUDY: &str = "[study]\nname = \"fault\"\nalgorithm = \"reduce\"\nseed = 3\n\
+[grid]\nn = [1000, 1001, 1002]\n\
+[[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+[measure]\nwarmup = 0\nmin_samples = 10\nmax_samples = 10\ntimeout_s = 0.5\n";
+
+/// Runs FAULT_STUDY with `fault` injected into its workers: the exit code, the document, and
+/// how long the run took.
+fn run_with_fault(fault: &str) -> (Option<i32>, Value, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fault.toml");
+    std::fs::write(&path, FAULT_STUDY).unwrap();
+    let started = Instant::now();
+    let output = Command::new(kbench_path())
+        .arg("run")
+        .arg(&path)
+        .arg("--json")
+        .arg("--out-dir")
+        .arg(dir.path().join("out"))
+        .env("KBENCH_WORKER_FAULT", fault)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let doc = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
+    (output.status.code(), doc, took)
+}
+
+fn statuses(doc: &Value) -> Vec<String> {
+    doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_run_that_never_returns_is_killed_and_the_study_goes_on() {
+    let (code, doc, took) = run_with_fault("hang:1");
+    assert_eq!(code, Some(1));
+    assert_eq!(statuses(&doc), ["passed", "timed_out", "passed"]);
+    let reason = doc["cases"][1]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("past the case's time limit of 0.5 s") && reason.contains("killed"),
+        "{reason}"
+    );
+    // Killed 10 s after its 0.5 s limit, not left to hang.
+    assert!(took < Duration::from_secs(40), "{took:?}");
+}
+
+#[test]
+fn a_worker_that_crashes_fails_only_its_case() {
+    let (code, doc, _) = run_with_fault("abort:0");
+    assert_eq!(code, Some(1));
+    assert_eq!(statuses(&doc), ["error", "passed", "passed"]);
+    let reason = doc["cases"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("SIGABRT"), "{reason}");
+}
+
+/// The pids of `pid`'s children, from the parent field of every /proc/<pid>/stat.
+fn children(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // After the command's `(name)`: state, then the parent's pid.
+        let after_name = stat.rsplit(')').next().unwrap();
+        if after_name.split_whitespace().nth(1) == Some(&pid.to_string()) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// True once `pid` has exited (gone, or a zombie nobody has reaped yet).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        stat.rsplit(')')
+            .next()
+            .unwrap()
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// Starts FAULT_STUDY with case 0 hanging and returns the kbench process and its worker's pid.
+fn start_hanging_run(dir: &Path) -> (std::process::Child, u32) {
+    let path = dir.join("fault.toml");
+    std::fs::write(
+        &path,
+        FAULT_STUDY.replace("timeout_s = 0.5", "timeout_s = 1000.0"),
+    )
+    .unwrap();
+    let child = Command::new(kbench_path())
+        .arg("run")
+        .arg(&path)
+        .arg("--out-dir")
+        .arg(dir.join("out"))
+        .env("KBENCH_WORKER_FAULT", "hang:0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let worker = loop {
+        if let [worker] = children(child.id())[..] {
+            break worker;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no worker");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Give it time to reach the hang.
+    std::thread::sleep(Duration::from_millis(300));
+    (child, worker)
+}
+
+fn wait_until_exited(pid: u32) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if exited(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_during_a_hung_case_stops_at_once_and_takes_the_worker_along() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, worker) = start_hanging_run(dir.path());
+    let interrupted_at = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(interrupted_at.elapsed() < Duration::from_secs(5));
+    assert!(wait_until_exited(worker), "the worker outlived kbench");
+    let doc = read_json(&results_file(&dir.path().join("out"), "fault").unwrap());
+    assert_eq!(doc["cases"].as_array().unwrap().len(), 0);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_worker_dies_with_a_killed_kbench() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, worker) = start_hanging_run(dir.path());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(wait_until_exited(worker), "the worker outlived kbench");
+}
+
+/// 40 quick CPU cases: their results file outgrows a 48 KiB disk part of the way through.
+const MANY_CASES_STUDY: &str = "[study]\nname = \"many\"\nalgorithm = \"reduce\"\nseed = 3\n\
+[grid]\nn = { start = 1000, stop = 1039, step = 1 }\n\
+[[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+[measure]\nwarmup = 0\nmin_samples = 10\nmax_samples = 10\n";
+
+/// How a test gets a disk that fills up: a real one where unprivileged mount namespaces are
+/// allowed (a small tmpfs, ENOSPC), else a file-size limit (EFBIG), which fails the same writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum SmallDisk {
+    Tmpfs,
+    FileSizeLimit,
+}
+
+fn small_disk() -> SmallDisk {
+    let namespaces = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if namespaces {
+        SmallDisk::Tmpfs
+    } else {
+        eprintln!(
+            "no unprivileged mount namespaces here: a file-size limit stands in for a full disk"
+        );
+        SmallDisk::FileSizeLimit
+    }
+}
+
+/// Runs `kbench run <manifest>` with its output folder on a disk of `kib` KiB (already full when
+/// `full`); what the run left there is copied to `keep`. Returns the exit code and stderr.
+fn run_on_small_disk(
+    disk: SmallDisk,
+    kib: u32,
+    full: bool,
+    manifest: &Path,
+    keep: &Path,
+) -> (Option<i32>, String) {
+    let mount = tempfile::tempdir().unwrap();
+    let script = match disk {
+        SmallDisk::Tmpfs => format!(
+            "mount -t tmpfs -o size={kib}k kbench-small \"$MNT\" || exit 97\n\
+             {}\n\
+             \"$KBENCH\" run \"$MANIFEST\" --out-dir \"$MNT/out\"; rc=$?\n\
+             cp -r \"$MNT/out\" \"$KEEP/\" 2>/dev/null\n\
+             exit $rc",
+            if full {
+                "dd if=/dev/zero of=\"$MNT/fill\" bs=4k 2>/dev/null"
+            } else {
+                ""
+            }
+        ),
+        SmallDisk::FileSizeLimit => format!(
+            "trap '' XFSZ\nulimit -f {}\n\
+             \"$KBENCH\" run \"$MANIFEST\" --out-dir \"$KEEP/out\"",
+            if full { 0 } else { kib / 2 }
+        ),
+    };
+    let mut command = match disk {
+        SmallDisk::Tmpfs => {
+            let mut c = Command::new("unshare");
+            c.args([
+                "--user",
+                "--map-root-user",
+                "--mount",
+                "bash",
+                "-c",
+                &script,
+            ]);
+            c
+        }
+        SmallDisk::FileSizeLimit => {
+            let mut c = Command::new("bash");
+            c.args(["-c", &script]);
+            c
+        }
+    };
+    let output = command
+        .env("KBENCH", kbench_path())
+        .env("MANIFEST", manifest)
+        .env("MNT", mount.path())
+        .env("KEEP", keep)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn disk_full_message(stderr: &str) -> bool {
+    stderr.contains("No space left on device") || stderr.contains("File too large")
+}
+
+#[test]
+fn a_disk_that_fills_mid_run_stops_it_with_a_clear_error_and_keeps_every_finished_case() {
+    let disk = small_disk();
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("many.toml");
+    std::fs::write(&manifest, MANY_CASES_STUDY).unwrap();
+    let keep = dir.path().join("keep");
+    std::fs::create_dir(&keep).unwrap();
+
+    let (code, stderr) = run_on_small_disk(disk, 48, false, &manifest, &keep);
+    assert_eq!(code, Some(2), "{disk:?}: {stderr}");
+    assert!(
+        stderr.contains("cannot write") && disk_full_message(&stderr),
+        "{stderr}"
+    );
+    assert!(stderr.contains("results so far are in"), "{stderr}");
+    let out = keep.join("out");
+    let path = results_file(&out, "many").unwrap();
+    let partial = read_json(&path);
+    let done = partial["cases"].as_array().unwrap().len();
+    assert!((1..40).contains(&done), "{done} cases");
+    assert_eq!(partial["complete"], false);
+    let leftovers: Vec<_> = std::fs::read_dir(out.join("many"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+
+    // With room again, the run resumes to all 40 cases, the earlier ones as they were.
+    let resumed = Command::new(kbench_path())
+        .arg("run")
+        .arg("--resume")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(resumed.status.code(), Some(0));
+    let finished = read_json(&path);
+    assert_eq!(finished["complete"], true);
+    assert_eq!(finished["cases"].as_array().unwrap().len(), 40);
+    for (before, after) in partial["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(finished["cases"].as_array().unwrap())
+    {
+        assert_eq!(before, after);
+    }
+}
+
+#[test]
+fn a_full_disk_is_reported_before_measuring() {
+    let disk = small_disk();
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("many.toml");
+    std::fs::write(&manifest, MANY_CASES_STUDY).unwrap();
+    let keep = dir.path().join("keep");
+    std::fs::create_dir(&keep).unwrap();
+
+    let (code, stderr) = run_on_small_disk(disk, 48, true, &manifest, &keep);
+    assert_eq!(code, Some(2), "{disk:?}: {stderr}");
+    assert!(
+        stderr.contains("cannot write") && disk_full_message(&stderr),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("cases to run"), "{stderr}");
+    // Nothing is left behind: no empty results file.
+    assert_eq!(results_file(&keep.join("out"), "many"), None);
 }

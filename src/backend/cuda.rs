@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::algos::{Algorithm, CaseData, HostData, POISON_I32};
 use crate::manifest::{CacheMode, DType, MeasureSettings, Scope};
-use crate::measure::{self, Limits, Measurement};
+use crate::measure::{self, Deadline, Measurement};
 use crate::plan::Params;
 
 /// Kernel sources built into the binary, so an installed kbench needs no source tree.
@@ -276,7 +276,7 @@ impl Gpu {
         &mut self,
         case: &GpuCase,
         settings: &MeasureSettings,
-        limits: Limits,
+        deadline: Deadline,
         output: &mut HostData,
     ) -> Result<Measurement> {
         let module = self.module(case.algorithm.kernel_file())?;
@@ -287,7 +287,7 @@ impl Gpu {
         let mut resident = CudaRun::new(&stream, &module, sm_count, data, output.dtype())?;
         let mut host_output = output.clone();
         let l2_flush = &mut self.l2_flush;
-        let measurement = measure::measure(settings, limits, || {
+        let measurement = measure::measure(settings, deadline, || {
             if settings.cache == CacheMode::Cold {
                 stream.memset_zeros(l2_flush).map_err(driver_error)?;
             }

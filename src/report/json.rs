@@ -6,7 +6,7 @@
 //! overwritten.
 
 use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -92,7 +92,10 @@ impl ResultsFile {
                 cases: Vec::new(),
             },
         };
-        file.write()?;
+        if let Err(e) = file.write() {
+            let _ = fs::remove_file(&file.path);
+            return Err(e);
+        }
         Ok(file)
     }
 
@@ -121,45 +124,53 @@ impl ResultsFile {
         self.doc.environment.gpu_unavailable = Some(reason.to_string());
     }
 
-    /// Writes arrays as `.npy` files in `<results stem>-outputs/case-<index>-<variant>/` and
-    /// returns their paths relative to the results file's folder.
-    pub fn save_arrays(
-        &self,
-        index: usize,
-        variant: &str,
-        arrays: &[(&str, &HostData)],
-    ) -> Result<Vec<String>> {
-        let folder = self.path.parent().unwrap_or(Path::new("."));
-        let stem = self.path.file_stem().unwrap_or_default().to_string_lossy();
-        let relative =
-            PathBuf::from(format!("{stem}-outputs")).join(format!("case-{index:04}-{variant}"));
-        let dir = folder.join(&relative);
-        fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        let mut written = Vec::new();
-        for (name, data) in arrays {
-            let file = relative.join(format!("{name}.npy"));
-            data.write_npy(&folder.join(&file))
-                .with_context(|| format!("cannot write {}", file.display()))?;
-            written.push(file.display().to_string());
-        }
-        Ok(written)
-    }
-
     fn write(&self) -> Result<()> {
         write_json_atomically(&self.path, &self.doc)
     }
+}
+
+/// Writes a case's arrays as `.npy` files in `<results stem>-outputs/case-<index>-<variant>/`
+/// beside the results file and returns their paths relative to the results file's folder.
+pub fn save_arrays(
+    results_path: &Path,
+    index: usize,
+    variant: &str,
+    arrays: &[(&str, &HostData)],
+) -> Result<Vec<String>> {
+    let folder = results_path.parent().unwrap_or(Path::new("."));
+    let stem = results_path
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy();
+    let relative =
+        PathBuf::from(format!("{stem}-outputs")).join(format!("case-{index:04}-{variant}"));
+    let dir = folder.join(&relative);
+    fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut written = Vec::new();
+    for (name, data) in arrays {
+        let file = relative.join(format!("{name}.npy"));
+        data.write_npy(&folder.join(&file))
+            .with_context(|| format!("cannot write {}", file.display()))?;
+        written.push(file.display().to_string());
+    }
+    Ok(written)
 }
 
 /// Writes `value` as pretty JSON to a temporary file beside `path`, then renames it over `path`,
 /// so a reader never sees a half-written file.
 pub fn write_json_atomically<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let tmp = path.with_extension("json.tmp");
-    let mut f =
-        fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-    serde_json::to_writer_pretty(&mut f, value)?;
-    f.write_all(b"\n")?;
-    f.sync_all()
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    let written = (|| -> std::io::Result<()> {
+        let mut f = io::BufWriter::new(fs::File::create(&tmp)?);
+        serde_json::to_writer_pretty(&mut f, value)?;
+        f.write_all(b"\n")?;
+        f.into_inner().map_err(|e| e.into_error())?.sync_all()
+    })();
+    if let Err(e) = written {
+        // On a full disk the partial copy would hold space the next write needs.
+        let _ = fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("cannot write {}", tmp.display()));
+    }
     fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", tmp.display()))?;
     Ok(())
 }

@@ -260,6 +260,7 @@ fn accuracy_cell(case: &CaseResult) -> String {
         (CaseStatus::Passed, Some(a)) => format!("ok {:.1e}", a.max_rel_err),
         (CaseStatus::AccuracyFailed, Some(a)) => format!("FAIL {:.1e}", a.max_rel_err),
         (CaseStatus::Error, _) => "ERROR".into(),
+        (CaseStatus::TimedOut, _) => "TIMED OUT".into(),
         (CaseStatus::Skipped, _) => "skipped".into(),
         _ => "-".into(),
     }
@@ -273,6 +274,7 @@ fn reasons(cases: &[CaseResult]) -> String {
         let label = match case.status {
             CaseStatus::Skipped => "skipped",
             CaseStatus::AccuracyFailed => "FAILED",
+            CaseStatus::TimedOut => "TIMED OUT",
             _ => "ERROR",
         };
         let key = format!("{label}: {reason}");

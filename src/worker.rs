@@ -1,0 +1,468 @@
+//! Case isolation: a study's cases run in a child process, `kbench worker` (hidden), one at a
+//! time. The parent can then kill a run that never returns once it is well past the case's time
+//! limit, and a kernel fault, which leaves the CUDA context unusable for the rest of its process,
+//! costs only its own case: the next case starts a new worker with a fresh context.
+//!
+//! The protocol is JSON, one document per line. The parent writes the study (`StudyJob`) and
+//! then one `Case` per line to the worker's stdin; for each case the worker answers `Measuring`
+//! (its time limit starts now) and then `Finished` with the result, on its stdout. Its stderr is
+//! passed through, and its last lines go into the reason when it dies. The worker runs in its
+//! own process group, so Ctrl-C reaches only the parent, which kills it; and it dies with the
+//! parent (`PR_SET_PDEATHSIG`), so a hung kernel cannot outlive a killed kbench.
+
+use std::collections::VecDeque;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::backend::cuda::{DeviceFingerprint, KernelSource};
+use crate::execute::{self, CaseResult, CaseStatus, GpuState, SaveOutputs};
+use crate::manifest::{self, MeasureSettings};
+use crate::plan::Case;
+
+/// What a worker needs to run any case of one study.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StudyJob {
+    pub manifest_path: PathBuf,
+    /// The manifest's text; the worker parses it again.
+    pub manifest_toml: String,
+    /// The measure settings with the command line's overrides applied.
+    pub settings: MeasureSettings,
+    pub save_outputs: Option<SaveOutputs>,
+    /// Where `--save-outputs` puts its files: beside this results file.
+    pub results_path: PathBuf,
+    pub kernels_dir: Option<PathBuf>,
+}
+
+/// A finished case, with what the worker learned about the GPU on the way.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseReport {
+    pub result: CaseResult,
+    pub device: Option<DeviceFingerprint>,
+    /// Why CUDA cases cannot run here (no driver, no NVRTC, no device).
+    pub gpu_unavailable: Option<String>,
+    /// The case faulted and left the CUDA context unusable: this worker must not run another.
+    pub gpu_broken: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum WorkerMessage {
+    Measuring,
+    Finished(Box<CaseReport>),
+}
+
+/// How one case ended, seen from the parent.
+pub enum CaseOutcome {
+    Finished(Box<CaseReport>),
+    /// Ctrl-C or SIGTERM: the worker was killed and the case abandoned.
+    Interrupted,
+    /// Still running well past its time limit: the worker was killed. The reason says so.
+    Killed(String),
+    /// The worker exited, crashed or sent nonsense: the reason says how.
+    Died(String),
+}
+
+/// How long a worker may take to get a case going (opening the GPU) before it counts as hung.
+const SETUP_LIMIT_S: f64 = 120.0;
+
+/// How long past its time limit a case may go on before its worker is killed. The worker stops a
+/// case at the limit itself, before the next run, so this only catches a single run (or the
+/// verification after the last one) that overruns by this much.
+fn kill_grace_s(timeout_s: f64) -> f64 {
+    (timeout_s / 4.0).max(10.0)
+}
+
+/// How often the parent looks at the interrupt flag while a case runs.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Lines of the worker's stderr kept for the reason, should it die.
+const STDERR_LINES_KEPT: usize = 12;
+
+/// The parent's handle on a running worker.
+pub struct Worker {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    /// Each line the worker writes on stdout, parsed; the channel closes when stdout does.
+    messages: Receiver<Result<WorkerMessage, String>>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    stderr_thread: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    /// Starts `exe worker` and sends it the study.
+    pub fn spawn(exe: &Path, job: &StudyJob) -> Result<Worker> {
+        let mut command = Command::new(exe);
+        command
+            .arg("worker")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        isolate(&mut command);
+        let mut child = command.spawn().with_context(|| {
+            format!("cannot start the worker process `{} worker`", exe.display())
+        })?;
+
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (sender, messages) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let message = serde_json::from_str(&line).map_err(|_| line);
+                if sender.send(message).is_err() {
+                    break;
+                }
+            }
+        });
+
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let tail = stderr_tail.clone();
+        let stderr_thread = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("{line}");
+                let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+                if tail.len() == STDERR_LINES_KEPT {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        });
+
+        let mut worker = Worker {
+            stdin: child.stdin.take(),
+            child,
+            messages,
+            stderr_tail,
+            stderr_thread: Some(stderr_thread),
+        };
+        worker
+            .send(job)
+            .context("cannot send the study to the worker process")?;
+        Ok(worker)
+    }
+
+    /// Runs `case` in the worker and waits for it, killing the worker when the case is interrupted
+    /// or runs well past `timeout_s`.
+    pub fn run_case(
+        &mut self,
+        case: &Case,
+        timeout_s: f64,
+        interrupted: &AtomicBool,
+    ) -> CaseOutcome {
+        if let Err(e) = self.send(case) {
+            return CaseOutcome::Died(self.death_reason(&format!("could not take the case ({e})")));
+        }
+        let mut kill_at = Instant::now().checked_add(Duration::from_secs_f64(SETUP_LIMIT_S));
+        let mut measuring = false;
+        loop {
+            if interrupted.load(Ordering::Relaxed) {
+                self.kill();
+                return CaseOutcome::Interrupted;
+            }
+            let now = Instant::now();
+            if kill_at.is_some_and(|at| now >= at) {
+                self.kill();
+                return CaseOutcome::Killed(if !measuring {
+                    format!(
+                        "the worker process did not start the case within {SETUP_LIMIT_S} s (opening the GPU?) and was killed"
+                    )
+                } else {
+                    format!(
+                        "still running {:.0} s past the case's time limit of {timeout_s} s (a run, or the data's preparation, did not return): its worker process was killed, and the samples it had taken with it",
+                        kill_grace_s(timeout_s)
+                    )
+                });
+            }
+            let wait = kill_at.map_or(POLL, |at| POLL.min(at - now));
+            match self.messages.recv_timeout(wait) {
+                Ok(Ok(WorkerMessage::Measuring)) => {
+                    measuring = true;
+                    kill_at = Duration::try_from_secs_f64(timeout_s + kill_grace_s(timeout_s))
+                        .ok()
+                        .and_then(|limit| Instant::now().checked_add(limit));
+                }
+                Ok(Ok(WorkerMessage::Finished(report))) => return CaseOutcome::Finished(report),
+                Ok(Err(line)) => {
+                    self.kill();
+                    let line: String = line.chars().take(200).collect();
+                    return CaseOutcome::Died(format!(
+                        "kbench bug: the worker process wrote something that is not a message, and was killed: {line}"
+                    ));
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return CaseOutcome::Died(self.death_reason("died while running the case"))
+                }
+            }
+        }
+    }
+
+    fn send<T: Serialize>(&mut self, value: &T) -> io::Result<()> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| io::Error::other("its stdin is closed"))?;
+        serde_json::to_writer(&mut *stdin, value)?;
+        stdin.write_all(b"\n")?;
+        stdin.flush()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the worker to end (killing it if it will not) and says how it ended, with the
+    /// last lines it wrote on stderr.
+    fn death_reason(&mut self, what: &str) -> String {
+        let status = self.wait_or_kill(Duration::from_secs(5));
+        if let Some(thread) = self.stderr_thread.take() {
+            let _ = thread.join();
+        }
+        let tail = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reason = format!(
+            "the worker process {what}: {}",
+            status.map_or("its exit status is unknown".into(), describe_exit)
+        );
+        if !tail.is_empty() {
+            let lines: Vec<&str> = tail.iter().map(String::as_str).collect();
+            reason.push_str("; its last words: ");
+            reason.push_str(&lines.join(" | "));
+        }
+        reason
+    }
+
+    fn wait_or_kill(&mut self, patience: Duration) -> Option<ExitStatus> {
+        let until = Instant::now() + patience;
+        while Instant::now() < until {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Some(status),
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                Err(_) => break,
+            }
+        }
+        let _ = self.child.kill();
+        self.child.wait().ok()
+    }
+}
+
+impl Drop for Worker {
+    /// Closing its stdin tells the worker to exit; one that does not is killed.
+    fn drop(&mut self) {
+        self.stdin = None;
+        self.wait_or_kill(Duration::from_secs(5));
+    }
+}
+
+/// Puts the worker in its own process group, so a terminal's Ctrl-C goes to the parent alone,
+/// and has the kernel kill it when the parent dies.
+#[cfg(target_os = "linux")]
+fn isolate(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and calls only prctl and
+    // getppid, which are async-signal-safe.
+    let parent = std::process::id() as libc::pid_t;
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died before the line above took effect.
+            if libc::getppid() != parent {
+                return Err(io::Error::other("the parent exited"));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(all(unix, not(target_os = "linux")))]
+fn isolate(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    command.process_group(0);
+}
+
+#[cfg(not(unix))]
+fn isolate(_command: &mut Command) {}
+
+fn describe_exit(status: ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            let name = match signal {
+                libc::SIGKILL => "SIGKILL: out of memory, or killed by someone",
+                libc::SIGSEGV => "SIGSEGV: invalid memory access",
+                libc::SIGABRT => "SIGABRT: aborted",
+                libc::SIGBUS => "SIGBUS: bad memory access",
+                libc::SIGILL => "SIGILL: illegal instruction",
+                libc::SIGFPE => "SIGFPE: arithmetic error",
+                libc::SIGTERM => "SIGTERM",
+                _ => "",
+            };
+            return if name.is_empty() {
+                format!("killed by signal {signal}")
+            } else {
+                format!("killed by signal {signal} ({name})")
+            };
+        }
+    }
+    match status.code() {
+        Some(code) => format!("exit status {code}"),
+        None => status.to_string(),
+    }
+}
+
+/// `kbench worker`: reads the study and then cases from stdin, runs each, and answers on stdout.
+/// Returns when stdin closes.
+pub fn worker_main() -> Result<()> {
+    let mut lines = io::stdin().lock().lines();
+    let job: StudyJob = match lines.next() {
+        Some(line) => serde_json::from_str(&line?).context("the study sent to the worker")?,
+        None => return Ok(()),
+    };
+    let manifest = manifest::parse(&job.manifest_path, &job.manifest_toml)?;
+    let mut gpu = GpuState::NotOpened(KernelSource {
+        dir: job.kernels_dir.clone(),
+    });
+    let fault = InjectedFault::from_env()?;
+    for line in lines {
+        let case: Case = serde_json::from_str(&line?).context("a case sent to the worker")?;
+        let mut sent = Ok(());
+        let mut on_measuring = || {
+            sent = send_message(&WorkerMessage::Measuring);
+            if let Some(fault) = &fault {
+                fault.strike(case.index);
+            }
+        };
+        let result = execute::run_case(&manifest, &case, &mut gpu, &job, &mut on_measuring);
+        sent?;
+        let (device, gpu_unavailable, gpu_broken) = match &gpu {
+            GpuState::Open(open) => (
+                Some(open.fingerprint.clone()),
+                None,
+                result.status == CaseStatus::Error && open.is_broken(),
+            ),
+            GpuState::Unavailable(reason) => (None, Some(reason.clone()), false),
+            GpuState::NotOpened(_) => (None, None, false),
+        };
+        send_message(&WorkerMessage::Finished(Box::new(CaseReport {
+            result,
+            device,
+            gpu_unavailable,
+            gpu_broken,
+        })))?;
+        if gpu_broken {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn send_message(message: &WorkerMessage) -> io::Result<()> {
+    let mut stdout = io::stdout().lock();
+    serde_json::to_writer(&mut stdout, message)?;
+    stdout.write_all(b"\n")?;
+    stdout.flush()
+}
+
+/// A fault for the tests to inject into a worker, `KBENCH_WORKER_FAULT=<hang|abort>:<case index>`:
+/// the worker hangs or aborts once that case's time limit has started. It stands in for a kernel
+/// that never returns, or a crash, where no GPU is at hand.
+struct InjectedFault {
+    hang: bool,
+    case_index: usize,
+}
+
+impl InjectedFault {
+    fn from_env() -> Result<Option<InjectedFault>> {
+        let Ok(spec) = std::env::var("KBENCH_WORKER_FAULT") else {
+            return Ok(None);
+        };
+        let parsed = spec.split_once(':').and_then(|(kind, index)| {
+            Some(InjectedFault {
+                hang: match kind {
+                    "hang" => true,
+                    "abort" => false,
+                    _ => return None,
+                },
+                case_index: index.parse().ok()?,
+            })
+        });
+        match parsed {
+            Some(fault) => Ok(Some(fault)),
+            None => anyhow::bail!(
+                "KBENCH_WORKER_FAULT is `{spec}`; expected hang:<case index> or abort:<case index>"
+            ),
+        }
+    }
+
+    fn strike(&self, case_index: usize) {
+        if case_index != self.case_index {
+            return;
+        }
+        if !self.hang {
+            std::process::abort();
+        }
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_crosses_from_the_worker_bit_for_bit() {
+        let text = "[study]\nname = \"t\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\nn = [3]\n\
+                    [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n";
+        let manifest = manifest::parse(Path::new("t.toml"), text).unwrap();
+        let case = &crate::plan::expand(&manifest)[0];
+        let mut result = CaseResult::new(&manifest, case);
+        let samples_s = vec![1.0593499054713601e-9, 0.1 + 0.2, 7.0e-7 / 3.0];
+        result.summary = Some(crate::stats::summarize(&samples_s));
+        result.accuracy = Some(crate::verify::compare(
+            &[f64::NAN, 1.0 / 3.0],
+            &[1.0, 2.0 / 3.0],
+            crate::verify::Tolerance::EXACT,
+        ));
+        let message = WorkerMessage::Finished(Box::new(CaseReport {
+            result,
+            device: None,
+            gpu_unavailable: None,
+            gpu_broken: false,
+        }));
+        let sent = serde_json::to_string(&message).unwrap();
+        let received: WorkerMessage = serde_json::from_str(&sent).unwrap();
+        assert_eq!(serde_json::to_string(&received).unwrap(), sent);
+    }
+
+    #[test]
+    fn a_long_time_limit_gets_a_proportional_grace() {
+        assert_eq!(kill_grace_s(1.0), 10.0);
+        assert_eq!(kill_grace_s(120.0), 30.0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn exit_statuses_are_described_with_the_signal() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            describe_exit(ExitStatus::from_raw(libc::SIGKILL)),
+            "killed by signal 9 (SIGKILL: out of memory, or killed by someone)"
+        );
+        assert_eq!(describe_exit(ExitStatus::from_raw(3 << 8)), "exit status 3");
+    }
+}

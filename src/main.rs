@@ -232,9 +232,15 @@ fn check(args: &[String]) -> ExitCode {
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let worker_exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => return bad_input(anyhow::anyhow!("cannot find the kbench executable: {e}")),
+    // /proc/self/exe still starts this kbench if its file is replaced (a rebuild) mid-run.
+    let proc_self = PathBuf::from("/proc/self/exe");
+    let worker_exe = if proc_self.exists() {
+        proc_self
+    } else {
+        match std::env::current_exe() {
+            Ok(exe) => exe,
+            Err(e) => return bad_input(anyhow::anyhow!("cannot find the kbench executable: {e}")),
+        }
     };
     let options = RunOptions {
         worker_exe,

@@ -5,8 +5,9 @@
 //!
 //! The protocol is JSON, one document per line. The parent writes the study (`StudyJob`) and
 //! then one `Case` per line to the worker's stdin; for each case the worker answers `Measuring`
-//! (its time limit starts now) and then `Finished` with the result, on its stdout. Its stderr is
-//! passed through, and its last lines go into the reason when it dies. The worker runs in its
+//! (its time limit starts now) and then `Finished` with the result, on the stdout it was started
+//! with, which it keeps for these answers alone. Its stderr is passed through, and its last lines
+//! go into the reason when it dies. The worker runs in its
 //! own process group, so Ctrl-C reaches only the parent, which kills it; and it dies with the
 //! parent (`PR_SET_PDEATHSIG`), so a hung kernel cannot outlive a killed kbench.
 
@@ -323,9 +324,10 @@ fn describe_exit(status: ExitStatus) -> String {
     }
 }
 
-/// `kbench worker`: reads the study and then cases from stdin, runs each, and answers on stdout.
-/// Returns when stdin closes.
+/// `kbench worker`: reads the study and then cases from stdin, runs each, and answers on the
+/// stdout it was started with. Returns when stdin closes.
 pub fn worker_main() -> Result<()> {
+    let mut answers = answers_channel().context("cannot set up the worker's stdout")?;
     let mut lines = io::stdin().lock().lines();
     let job: StudyJob = match lines.next() {
         Some(line) => serde_json::from_str(&line?).context("the study sent to the worker")?,
@@ -340,7 +342,7 @@ pub fn worker_main() -> Result<()> {
         let case: Case = serde_json::from_str(&line?).context("a case sent to the worker")?;
         let mut sent = Ok(());
         let mut on_measuring = || {
-            sent = send_message(&WorkerMessage::Measuring);
+            sent = send_message(&mut answers, &WorkerMessage::Measuring);
             if let Some(fault) = &fault {
                 fault.strike(case.index);
             }
@@ -356,12 +358,15 @@ pub fn worker_main() -> Result<()> {
             GpuState::Unavailable(reason) => (None, Some(reason.clone()), false),
             GpuState::NotOpened(_) => (None, None, false),
         };
-        send_message(&WorkerMessage::Finished(Box::new(CaseReport {
-            result,
-            device,
-            gpu_unavailable,
-            gpu_broken,
-        })))?;
+        send_message(
+            &mut answers,
+            &WorkerMessage::Finished(Box::new(CaseReport {
+                result,
+                device,
+                gpu_unavailable,
+                gpu_broken,
+            })),
+        )?;
         if gpu_broken {
             break;
         }
@@ -369,19 +374,47 @@ pub fn worker_main() -> Result<()> {
     Ok(())
 }
 
-fn send_message(message: &WorkerMessage) -> io::Result<()> {
-    let mut stdout = io::stdout().lock();
-    serde_json::to_writer(&mut stdout, message)?;
-    stdout.write_all(b"\n")?;
-    stdout.flush()
+fn send_message(answers: &mut std::fs::File, message: &WorkerMessage) -> io::Result<()> {
+    let mut line = serde_json::to_vec(message)?;
+    line.push(b'\n');
+    answers.write_all(&line)
 }
 
-/// A fault for the tests to inject into a worker, `KBENCH_WORKER_FAULT=<hang|abort>:<case index>`:
-/// the worker hangs or aborts once that case's time limit has started. It stands in for a kernel
-/// that never returns, or a crash, where no GPU is at hand.
+/// The stdout the worker was started with, for its answers alone: file descriptor 1 is pointed at
+/// stderr, so a stray print from a library (the CUDA driver's included) cannot garble them.
+#[cfg(unix)]
+fn answers_channel() -> io::Result<std::fs::File> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    io::stdout().flush()?;
+    // SAFETY: dup and dup2 on the process's own standard descriptors; the duplicate is owned by
+    // the returned File alone.
+    unsafe {
+        let answers = libc::dup(libc::STDOUT_FILENO);
+        if answers < 0 || libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(std::fs::File::from(OwnedFd::from_raw_fd(answers)))
+    }
+}
+
+#[cfg(not(unix))]
+fn answers_channel() -> io::Result<std::fs::File> {
+    Err(io::Error::other("kbench workers need a Unix system"))
+}
+
+/// A fault for the tests to inject into a worker, `KBENCH_WORKER_FAULT=<kind>:<case index>`,
+/// striking once that case's time limit has started: `hang` and `abort` stand in for a kernel
+/// that never returns and for a crash where no GPU is at hand; `print` writes a stray line on
+/// stdout, as a chatty library might.
 struct InjectedFault {
-    hang: bool,
+    kind: FaultKind,
     case_index: usize,
+}
+
+enum FaultKind {
+    Hang,
+    Abort,
+    Print,
 }
 
 impl InjectedFault {
@@ -391,9 +424,10 @@ impl InjectedFault {
         };
         let parsed = spec.split_once(':').and_then(|(kind, index)| {
             Some(InjectedFault {
-                hang: match kind {
-                    "hang" => true,
-                    "abort" => false,
+                kind: match kind {
+                    "hang" => FaultKind::Hang,
+                    "abort" => FaultKind::Abort,
+                    "print" => FaultKind::Print,
                     _ => return None,
                 },
                 case_index: index.parse().ok()?,
@@ -402,7 +436,7 @@ impl InjectedFault {
         match parsed {
             Some(fault) => Ok(Some(fault)),
             None => anyhow::bail!(
-                "KBENCH_WORKER_FAULT is `{spec}`; expected hang:<case index> or abort:<case index>"
+                "KBENCH_WORKER_FAULT is `{spec}`; expected hang, abort or print, a colon, and a case index"
             ),
         }
     }
@@ -411,11 +445,12 @@ impl InjectedFault {
         if case_index != self.case_index {
             return;
         }
-        if !self.hang {
-            std::process::abort();
-        }
-        loop {
-            std::thread::sleep(Duration::from_secs(3600));
+        match self.kind {
+            FaultKind::Hang => loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            },
+            FaultKind::Abort => std::process::abort(),
+            FaultKind::Print => println!("a stray line on stdout"),
         }
     }
 }

@@ -281,6 +281,13 @@ fn a_worker_that_crashes_fails_only_its_case() {
     assert!(reason.contains("SIGABRT"), "{reason}");
 }
 
+#[test]
+fn a_stray_print_in_a_worker_does_not_garble_its_answers() {
+    let (code, doc, _) = run_with_fault("print:1");
+    assert_eq!(code, Some(0));
+    assert_eq!(statuses(&doc), ["passed", "passed", "passed"]);
+}
+
 /// The pids of `pid`'s children, from the parent field of every /proc/<pid>/stat.
 fn children(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();

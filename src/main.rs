@@ -125,11 +125,11 @@ struct RunArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     max_samples: Option<u32>,
     /// Override the manifests' time budget per case, in seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_positive_seconds)]
     max_time_s: Option<f64>,
     /// Per-case time limit in seconds (default: the manifests', else 120): a case still running
     /// then is recorded as timed out, with the samples it took.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_positive_seconds)]
     timeout_s: Option<f64>,
     /// Finish an interrupted run: the cases missing from this results file are run into it.
     #[arg(long, value_name = "RESULTS_JSON", conflicts_with = "manifests")]
@@ -138,6 +138,14 @@ struct RunArgs {
     /// for `kbench compare --baseline NAME`.
     #[arg(long, value_name = "NAME", value_parser = parse_baseline_name)]
     save_baseline: Option<String>,
+}
+
+/// As in the manifests: a finite number of seconds above zero.
+fn parse_positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+        _ => Err("expected a positive number of seconds".into()),
+    }
 }
 
 fn parse_baseline_name(name: &str) -> Result<String, String> {

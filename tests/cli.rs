@@ -84,6 +84,18 @@ fn bad_arguments_exit_2() {
         .code(2)
         .stderr(predicates::str::contains("cannot read manifest"));
     kbench().args(["frobnicate"]).assert().code(2);
+    for bad in [
+        "--timeout-s=-1",
+        "--timeout-s=nan",
+        "--max-time-s=0",
+        "--max-time-s=inf",
+    ] {
+        kbench()
+            .args(["run", "experiments/reduction.toml", bad])
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains("positive number of seconds"));
+    }
 }
 
 #[test]

@@ -24,7 +24,7 @@ use crate::plan::{Case, Params};
 use crate::report::json::{self, ResultsFile};
 use crate::stats::{self, Summary};
 use crate::verify::{self, AccuracyReport};
-use crate::worker::{CaseOutcome, StudyJob, Worker};
+use crate::worker::{CaseOutcome, StudyJob, Worker, SETUP_LIMIT_S};
 
 /// When `--save-outputs` writes a case's inputs and outputs as `.npy` files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
@@ -47,6 +47,10 @@ pub struct RunOptions {
     pub min_samples: Option<u32>,
     pub max_samples: Option<u32>,
     pub max_time_s: Option<f64>,
+    /// How long a worker may take to get a case going before it counts as hung.
+    pub setup_limit_s: f64,
+    /// A fault for the tests to inject into the workers (`kbench run` reads KBENCH_WORKER_FAULT).
+    pub worker_fault: Option<String>,
 }
 
 impl RunOptions {
@@ -62,6 +66,8 @@ impl RunOptions {
             min_samples: None,
             max_samples: None,
             max_time_s: None,
+            setup_limit_s: SETUP_LIMIT_S,
+            worker_fault: None,
         }
     }
 
@@ -168,6 +174,14 @@ impl CaseResult {
     }
 }
 
+/// Where a case is, for the worker's parent: the time limit starts at `Measuring`; after
+/// `Measured` only checking the answer and saving it remain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CaseStage {
+    Measuring,
+    Measured,
+}
+
 /// How a study's run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StudyEnd {
@@ -193,53 +207,71 @@ pub fn run_study(
         save_outputs: options.save_outputs,
         results_path: results.path.clone(),
         kernels_dir: options.kernels.dir.clone(),
+        fault: options.worker_fault.clone(),
     };
     let mut worker: Option<Worker> = None;
+    // Set when opening the GPU hung: the CUDA cases after it are skipped, not hung on in turn.
+    let mut gpu_hung: Option<String> = None;
     for case in cases {
         if options.interrupted.load(Ordering::Relaxed) {
             return Ok(StudyEnd::Interrupted);
         }
+        let variant = &manifest.variants[case.variant];
         progress.set_message(format!(
             "{} {}",
-            manifest.variants[case.variant].name,
+            variant.name,
             describe_params(&case.params)
         ));
         let started = Instant::now();
-        let running = match worker.as_mut() {
-            Some(running) => running,
-            None => worker.insert(Worker::spawn(&options.worker_exe, &job)?),
-        };
-        let mut result = match running.run_case(case, job.settings.timeout_s, &options.interrupted)
-        {
-            CaseOutcome::Finished(report) => {
-                if let Some(device) = &report.device {
-                    results.set_device(device);
+        let mut result = CaseResult::new(manifest, case);
+        if let (Backend::Cuda, Some(reason)) = (variant.backend, &gpu_hung) {
+            result.status = CaseStatus::Skipped;
+            result.reason = Some(reason.clone());
+        } else {
+            let running = match worker.as_mut() {
+                Some(running) => running,
+                None => worker.insert(Worker::spawn(&options.worker_exe, &job)?),
+            };
+            let timeout_s = job.settings.timeout_s;
+            match running.run_case(case, timeout_s, options.setup_limit_s, &options.interrupted) {
+                CaseOutcome::Finished(report) => {
+                    if let Some(device) = &report.device {
+                        results.set_device(device);
+                    }
+                    if let Some(reason) = &report.gpu_unavailable {
+                        results.set_gpu_unavailable(reason);
+                    }
+                    // A kernel fault leaves the CUDA context unusable for good, and CUDA offers
+                    // no way back within the process: the next case gets a new worker.
+                    if report.gpu_broken {
+                        worker = None;
+                    }
+                    result = report.result;
                 }
-                if let Some(reason) = &report.gpu_unavailable {
-                    results.set_gpu_unavailable(reason);
-                }
-                // A kernel fault leaves the CUDA context unusable for good, and CUDA offers no
-                // way back within the process: the next case gets a new worker.
-                if report.gpu_broken {
+                CaseOutcome::Interrupted => return Ok(StudyEnd::Interrupted),
+                CaseOutcome::TimedOut(reason) => {
                     worker = None;
+                    result.status = CaseStatus::TimedOut;
+                    result.reason = Some(reason);
                 }
-                report.result
+                CaseOutcome::SetupHung(reason) => {
+                    worker = None;
+                    if variant.backend == Backend::Cuda {
+                        let skip = format!(
+                            "opening the GPU hung in case #{} (killed after {} s), so the CUDA cases after it are skipped",
+                            case.index, options.setup_limit_s
+                        );
+                        results.set_gpu_unavailable(&skip);
+                        gpu_hung = Some(skip);
+                    }
+                    result.reason = Some(reason);
+                }
+                CaseOutcome::Died(reason) => {
+                    worker = None;
+                    result.reason = Some(reason);
+                }
             }
-            CaseOutcome::Interrupted => return Ok(StudyEnd::Interrupted),
-            CaseOutcome::Killed(reason) => {
-                worker = None;
-                let mut result = CaseResult::new(manifest, case);
-                result.status = CaseStatus::TimedOut;
-                result.reason = Some(reason);
-                result
-            }
-            CaseOutcome::Died(reason) => {
-                worker = None;
-                let mut result = CaseResult::new(manifest, case);
-                result.reason = Some(reason);
-                result
-            }
-        };
+        }
         result.wall_s = started.elapsed().as_secs_f64();
         results.push(result)?;
         progress.inc(1);
@@ -248,18 +280,18 @@ pub fn run_study(
 }
 
 /// Runs one case in this process: checks that it fits, prepares its data, times it, verifies and
-/// summarizes it. Errors and panics become the case's status and reason. `on_measuring` is
-/// called when the case's time limit starts.
+/// summarizes it. Errors and panics become the case's status and reason. `on_stage` hears of
+/// each stage the case reaches.
 pub fn run_case(
     manifest: &Manifest,
     case: &Case,
     gpu: &mut GpuState,
     job: &StudyJob,
-    on_measuring: &mut dyn FnMut(),
+    on_stage: &mut dyn FnMut(CaseStage),
 ) -> CaseResult {
     let mut result = CaseResult::new(manifest, case);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        measure_case(manifest, case, gpu, job, on_measuring, &mut result)
+        measure_case(manifest, case, gpu, job, on_stage, &mut result)
     }));
     match outcome {
         Ok(Ok(())) => {}
@@ -285,7 +317,7 @@ fn measure_case(
     case: &Case,
     gpu: &mut GpuState,
     job: &StudyJob,
-    on_measuring: &mut dyn FnMut(),
+    on_stage: &mut dyn FnMut(CaseStage),
     result: &mut CaseResult,
 ) -> Result<()> {
     let variant = &manifest.variants[case.variant];
@@ -304,7 +336,7 @@ fn measure_case(
         },
     };
 
-    on_measuring();
+    on_stage(CaseStage::Measuring);
     let deadline = Deadline::after(settings.timeout_s);
     let footprint = algorithm.footprint_bytes(&case.params).ok_or_else(|| {
         anyhow!(
@@ -348,6 +380,7 @@ fn measure_case(
             gpu.time_case(&case, settings, deadline, &mut output)?
         }
     };
+    on_stage(CaseStage::Measured);
 
     if measurement.stop_reason == StopReason::TimedOut {
         result.status = CaseStatus::TimedOut;

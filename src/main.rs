@@ -262,6 +262,8 @@ fn run(args: RunArgs) -> ExitCode {
         min_samples: args.min_samples,
         max_samples: args.max_samples,
         max_time_s: args.max_time_s,
+        setup_limit_s: kbench::worker::SETUP_LIMIT_S,
+        worker_fault: std::env::var("KBENCH_WORKER_FAULT").ok(),
     };
     // Each study with the cases still to run and the results file they go to.
     let mut studies: Vec<(Manifest, Vec<Case>, ResultsFile)> = Vec::new();

@@ -87,7 +87,7 @@ fn a_kernel_that_never_returns_is_killed_and_the_study_goes_on() {
     }
     let started = std::time::Instant::now();
     // __nanosleep is volatile: the loop cannot be optimized away.
-    let (_out, results) = run_with_faulty_kernel(555, "for (;;) __nanosleep(1000000);", 1.0);
+    let (_out, results) = run_with_faulty_kernel(555, "for (;;) __nanosleep(1000000);", 5.0);
     assert_eq!(statuses(&results), want(CaseStatus::TimedOut));
     let reason = results.doc.cases[0].reason.clone().unwrap_or_default();
     assert!(reason.contains("killed"), "{reason}");

@@ -3,10 +3,13 @@
 //! is recorded and the study goes on.
 
 use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kbench::execute::{self, CaseStatus, RunOptions, StudyEnd};
+use kbench::report::json::ResultsFile;
 use serde_json::Value;
 
 /// KBENCH_EXE where the tests travel without the build tree (the GPU machine), else the kbench
@@ -288,6 +291,97 @@ fn a_stray_print_in_a_worker_does_not_garble_its_answers() {
     assert_eq!(statuses(&doc), ["passed", "passed", "passed"]);
 }
 
+#[test]
+fn a_gpu_that_hangs_while_opening_costs_one_case_and_the_cuda_cases_after_it_are_skipped() {
+    let text =
+        "[study]\nname = \"stall\"\nalgorithm = \"reduce\"\nseed = 3\n[grid]\nn = [1000, 1001]\n\
+                [[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n\
+                [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+                [measure]\nwarmup = 0\nmin_samples = 10\nmax_samples = 10\n";
+    let out = tempfile::tempdir().unwrap();
+    let manifest = kbench::manifest::parse(Path::new("stall.toml"), text).unwrap();
+    let cases = kbench::plan::expand(&manifest);
+    // The worker stalls before case 0 gets going, as one stuck opening the GPU would.
+    let options = RunOptions {
+        setup_limit_s: 1.0,
+        worker_fault: Some("stall:0".into()),
+        ..RunOptions::new(kbench_path())
+    };
+    let measure = options.measure_settings(&manifest.measure);
+    let mut results = ResultsFile::create(out.path(), &manifest, cases.len(), measure).unwrap();
+    let progress = indicatif::ProgressBar::hidden();
+    let end = execute::run_study(&manifest, &cases, &options, &mut results, &progress).unwrap();
+
+    assert_eq!(end, StudyEnd::Finished);
+    let got: Vec<(&str, CaseStatus)> = results
+        .doc
+        .cases
+        .iter()
+        .map(|c| (c.variant.as_str(), c.status))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("gpu", CaseStatus::Error),
+            ("seq", CaseStatus::Passed),
+            ("gpu", CaseStatus::Skipped),
+            ("seq", CaseStatus::Passed),
+        ]
+    );
+    let reason = |i: usize| results.doc.cases[i].reason.clone().unwrap_or_default();
+    assert!(reason(0).contains("within 1 s"), "{}", reason(0));
+    assert!(
+        reason(2).contains("opening the GPU hung in case #0"),
+        "{}",
+        reason(2)
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_case_that_finished_while_kbench_was_stopped_is_not_killed_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("stop.toml");
+    // One case of about 0.5 s with a 1 s limit: kbench is stopped (as by Ctrl-Z) for longer than
+    // the limit and its grace while the worker finishes it.
+    std::fs::write(
+        &path,
+        "[study]\nname = \"stop\"\nalgorithm = \"reduce\"\nseed = 3\n[grid]\nn = [1_000_000]\n\
+         [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+         [measure]\nwarmup = 0\nmin_samples = 500\nmax_samples = 500\nmax_time_s = 0.5\ntimeout_s = 1.0\n",
+    )
+    .unwrap();
+    let mut child = Command::new(kbench_path())
+        .arg("run")
+        .arg(&path)
+        .arg("--json")
+        .arg("--out-dir")
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while children(child.id()).is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(30), "no worker");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let signal = |name: &str| {
+        assert!(Command::new("kill")
+            .args([name, &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success())
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(12));
+    signal("-CONT");
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(statuses(&doc), ["passed"], "{}", doc["cases"][0]["reason"]);
+}
+
 /// The pids of `pid`'s children, from the parent field of every /proc/<pid>/stat.
 fn children(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
@@ -318,15 +412,28 @@ fn exited(pid: u32) -> bool {
     })
 }
 
-/// Starts FAULT_STUDY with case 0 hanging and returns the kbench process and its worker's pid.
-fn start_hanging_run(dir: &Path) -> (std::process::Child, u32) {
+/// A hung worker started by a test: killed when the test ends, passed or not.
+struct HungWorker(u32);
+
+impl Drop for HungWorker {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &self.0.to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Starts FAULT_STUDY with case 0 hanging, and returns once the worker says it hangs: the kbench
+/// process, with the rest of its stderr still to read, and its worker.
+fn start_hanging_run(dir: &Path) -> (std::process::Child, HungWorker) {
     let path = dir.join("fault.toml");
     std::fs::write(
         &path,
         FAULT_STUDY.replace("timeout_s = 0.5", "timeout_s = 1000.0"),
     )
     .unwrap();
-    let child = Command::new(kbench_path())
+    let mut child = Command::new(kbench_path())
         .arg("run")
         .arg(&path)
         .arg("--out-dir")
@@ -336,17 +443,21 @@ fn start_hanging_run(dir: &Path) -> (std::process::Child, u32) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    let worker = loop {
-        if let [worker] = children(child.id())[..] {
-            break worker;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "no worker");
-        std::thread::sleep(Duration::from_millis(20));
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("hanging in case 0") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "kbench ended before its worker hung"
+        );
+    }
+    // Keep draining kbench's stderr, so it never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let [worker] = children(child.id())[..] else {
+        panic!("not one worker: {:?}", children(child.id()));
     };
-    // Give it time to reach the hang.
-    std::thread::sleep(Duration::from_millis(300));
-    (child, worker)
+    (child, HungWorker(worker))
 }
 
 fn wait_until_exited(pid: u32) -> bool {
@@ -364,22 +475,17 @@ fn wait_until_exited(pid: u32) -> bool {
 #[test]
 fn ctrl_c_during_a_hung_case_stops_at_once_and_takes_the_worker_along() {
     let dir = tempfile::tempdir().unwrap();
-    let (child, worker) = start_hanging_run(dir.path());
+    let (mut child, worker) = start_hanging_run(dir.path());
     let interrupted_at = Instant::now();
     assert!(Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
         .unwrap()
         .success());
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
     assert!(interrupted_at.elapsed() < Duration::from_secs(5));
-    assert!(wait_until_exited(worker), "the worker outlived kbench");
+    assert!(wait_until_exited(worker.0), "the worker outlived kbench");
     let doc = read_json(&results_file(&dir.path().join("out"), "fault").unwrap());
     assert_eq!(doc["cases"].as_array().unwrap().len(), 0);
 }
@@ -391,7 +497,7 @@ fn a_worker_dies_with_a_killed_kbench() {
     let (mut child, worker) = start_hanging_run(dir.path());
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(wait_until_exited(worker), "the worker outlived kbench");
+    assert!(wait_until_exited(worker.0), "the worker outlived kbench");
 }
 
 /// 40 quick CPU cases: their results file outgrows a 48 KiB disk part of the way through.
@@ -409,12 +515,22 @@ enum SmallDisk {
 }
 
 fn small_disk() -> SmallDisk {
-    let namespaces = Command::new("unshare")
-        .args(["--user", "--map-root-user", "--mount", "true"])
+    let probe = tempfile::tempdir().unwrap();
+    let mounts = Command::new("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "mount",
+            "-t",
+            "tmpfs",
+        ])
+        .args(["-o", "size=64k", "kbench-probe"])
+        .arg(probe.path())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if namespaces {
+    if mounts {
         SmallDisk::Tmpfs
     } else {
         eprintln!(
@@ -425,14 +541,14 @@ fn small_disk() -> SmallDisk {
 }
 
 /// Runs `kbench run <manifest>` with its output folder on a disk of `kib` KiB (already full when
-/// `full`); what the run left there is copied to `keep`. Returns the exit code and stderr.
+/// `full`); what the run left there is copied to `keep`. Returns the exit code, stdout and stderr.
 fn run_on_small_disk(
     disk: SmallDisk,
     kib: u32,
     full: bool,
     manifest: &Path,
     keep: &Path,
-) -> (Option<i32>, String) {
+) -> (Option<i32>, String, String) {
     let mount = tempfile::tempdir().unwrap();
     let script = match disk {
         SmallDisk::Tmpfs => format!(
@@ -477,11 +593,11 @@ fn run_on_small_disk(
         .env("MANIFEST", manifest)
         .env("MNT", mount.path())
         .env("KEEP", keep)
-        .stdout(Stdio::null())
         .output()
         .unwrap();
     (
         output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
@@ -499,7 +615,7 @@ fn a_disk_that_fills_mid_run_stops_it_with_a_clear_error_and_keeps_every_finishe
     let keep = dir.path().join("keep");
     std::fs::create_dir(&keep).unwrap();
 
-    let (code, stderr) = run_on_small_disk(disk, 48, false, &manifest, &keep);
+    let (code, _stdout, stderr) = run_on_small_disk(disk, 48, false, &manifest, &keep);
     assert_eq!(code, Some(2), "{disk:?}: {stderr}");
     assert!(
         stderr.contains("cannot write") && disk_full_message(&stderr),
@@ -548,13 +664,13 @@ fn a_full_disk_is_reported_before_measuring() {
     let keep = dir.path().join("keep");
     std::fs::create_dir(&keep).unwrap();
 
-    let (code, stderr) = run_on_small_disk(disk, 48, true, &manifest, &keep);
+    let (code, stdout, stderr) = run_on_small_disk(disk, 48, true, &manifest, &keep);
     assert_eq!(code, Some(2), "{disk:?}: {stderr}");
     assert!(
         stderr.contains("cannot write") && disk_full_message(&stderr),
         "{stderr}"
     );
-    assert!(!stderr.contains("cases to run"), "{stderr}");
+    assert!(!stdout.contains("cases to run"), "{stdout}");
     // Nothing is left behind: no empty results file.
     assert_eq!(results_file(&keep.join("out"), "many"), None);
 }

@@ -89,6 +89,9 @@ fn kill_grace_s(timeout_s: f64) -> f64 {
 /// How often the parent looks at the interrupt flag while a case runs.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How long a worker past its deadline still has to answer before it is killed.
+const LAST_CALL: Duration = Duration::from_secs(1);
+
 /// Lines of the worker's stderr kept for the reason, should it die, and their kept length.
 const STDERR_LINES_KEPT: usize = 12;
 const STDERR_LINE_CHARS_KEPT: usize = 500;
@@ -177,18 +180,22 @@ impl Worker {
         }
         let mut stage = None;
         let mut kill_at = after_s(setup_limit_s);
+        // Past the deadline, the worker gets one last call before it is killed: an answer may
+        // still be in the pipe, not yet read, if kbench itself was stopped (Ctrl-Z) meanwhile.
+        let mut last_call = false;
         loop {
             if interrupted.load(Ordering::Relaxed) {
                 self.kill();
                 return CaseOutcome::Interrupted;
             }
-            let wait = kill_at.map_or(POLL, |at| {
-                POLL.min(at.saturating_duration_since(Instant::now()))
-            });
-            // A message already waiting is taken before the clock is looked at: a case that
-            // finished while kbench itself was stopped (Ctrl-Z) is not killed for it.
+            let wait = match kill_at {
+                _ if last_call => LAST_CALL,
+                Some(at) => POLL.min(at.saturating_duration_since(Instant::now())),
+                None => POLL,
+            };
             match self.messages.recv_timeout(wait) {
                 Ok(Ok(WorkerMessage::Reached(reached))) => {
+                    last_call = false;
                     kill_at = match reached {
                         CaseStage::Measuring => after_s(timeout_s + kill_grace_s(timeout_s)),
                         // Only checking the answer and saving it remain.
@@ -207,19 +214,20 @@ impl Worker {
                 Err(RecvTimeoutError::Disconnected) => {
                     return CaseOutcome::Died(self.death_reason("died while running the case"))
                 }
+                Err(RecvTimeoutError::Timeout) if last_call => {
+                    self.kill();
+                    return match stage {
+                        None => CaseOutcome::SetupHung(format!(
+                            "the worker process did not get the case going within {setup_limit_s} s (opening the GPU hung?) and was killed"
+                        )),
+                        Some(_) => CaseOutcome::TimedOut(format!(
+                            "still running {:.0} s past the case's time limit of {timeout_s} s (a run, or the data's preparation, did not return): its worker process was killed, and the samples it had taken with it",
+                            kill_grace_s(timeout_s)
+                        )),
+                    };
+                }
                 Err(RecvTimeoutError::Timeout) => {
-                    if kill_at.is_some_and(|at| Instant::now() >= at) {
-                        self.kill();
-                        return match stage {
-                            None => CaseOutcome::SetupHung(format!(
-                                "the worker process did not get the case going within {setup_limit_s} s (opening the GPU hung?) and was killed"
-                            )),
-                            Some(_) => CaseOutcome::TimedOut(format!(
-                                "still running {:.0} s past the case's time limit of {timeout_s} s (a run, or the data's preparation, did not return): its worker process was killed, and the samples it had taken with it",
-                                kill_grace_s(timeout_s)
-                            )),
-                        };
-                    }
+                    last_call = kill_at.is_some_and(|at| Instant::now() >= at);
                 }
             }
         }

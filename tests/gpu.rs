@@ -35,40 +35,14 @@ fn every_kernel_dtype_and_block_size_sums_correctly() {
             "[32, 64, 128, 256, 512, 1024]",
         )
     };
-    let mut text = format!(
-        "[study]\nname = \"gpu-kernels\"\nalgorithm = \"reduce\"\nseed = 11\n\
-         [grid]\nn = {sizes}\ndtype = [\"i32\", \"f32\", \"f64\"]\nblock = {blocks}\n"
+    let text = every_kernel_manifest(
+        "reduce",
+        11,
+        &format!("n = {sizes}\ndtype = [\"i32\", \"f32\", \"f64\"]\nblock = {blocks}"),
     );
-    for kernel in [
-        "reduce_naive",
-        "reduce_optimized",
-        "reduce_unrolled",
-        "reduce_fast",
-    ] {
-        text += &format!(
-            "[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
-        );
-    }
-    text += QUICK;
     let cases = run_manifest(&text, KernelSource::default());
-    let count = |list: &str| list.matches(',').count() + 1;
-    assert_eq!(cases.len(), count(sizes) * 3 * count(blocks) * 4);
-    let bad: Vec<String> = cases
-        .iter()
-        .filter(|c| c.status != CaseStatus::Passed)
-        .map(|c| {
-            format!(
-                "{} {:?}: {:?} {:?}",
-                c.variant, c.params, c.status, c.reason
-            )
-        })
-        .collect();
-    assert!(
-        bad.is_empty(),
-        "{} cases did not pass:\n{}",
-        bad.len(),
-        bad.join("\n")
-    );
+    assert_eq!(cases.len(), list_len(sizes) * 3 * list_len(blocks) * 4);
+    assert_all_passed(&cases);
 }
 
 #[test]
@@ -86,16 +60,7 @@ fn transfers_and_program_scopes_produce_checked_results() {
     text += QUICK;
     let cases = run_manifest(&text, KernelSource::default());
     assert_eq!(cases.len(), 2 * 2 * 3);
-    for c in &cases {
-        assert_eq!(
-            c.status,
-            CaseStatus::Passed,
-            "{} {:?}: {:?}",
-            c.variant,
-            c.params,
-            c.reason
-        );
-    }
+    assert_all_passed(&cases);
     // Whole-program time includes allocation and copies, so it cannot be below the kernel's.
     let median = |name: &str| {
         cases
@@ -166,8 +131,26 @@ fn a_size_too_big_for_the_device_is_skipped_and_the_next_sizes_run() {
     assert_eq!(cases[1].status, CaseStatus::Passed, "{:?}", cases[1].reason);
 }
 
-fn not_passed(cases: &[CaseResult]) -> Vec<String> {
-    cases
+/// A quick study of every CUDA kernel of `algorithm` over `grid` (the body of a [grid] table).
+fn every_kernel_manifest(algorithm: &str, seed: u64, grid: &str) -> String {
+    let mut text = format!(
+        "[study]\nname = \"gpu-{algorithm}\"\nalgorithm = \"{algorithm}\"\nseed = {seed}\n[grid]\n{grid}\n"
+    );
+    for kernel in kbench::algos::find(algorithm).unwrap().cuda_kernels() {
+        text += &format!(
+            "[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
+        );
+    }
+    text + QUICK
+}
+
+/// The number of items in a TOML list written as text.
+fn list_len(list: &str) -> usize {
+    list.matches(',').count() + 1
+}
+
+fn assert_all_passed(cases: &[CaseResult]) {
+    let bad: Vec<String> = cases
         .iter()
         .filter(|c| c.status != CaseStatus::Passed)
         .map(|c| {
@@ -176,7 +159,13 @@ fn not_passed(cases: &[CaseResult]) -> Vec<String> {
                 c.variant, c.params, c.status, c.reason
             )
         })
-        .collect()
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} cases did not pass:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
 }
 
 #[test]
@@ -191,36 +180,16 @@ fn every_durbin_kernel_form_dtype_and_block_size_solves_correctly() {
     } else {
         ("[1, 2, 33, 999, 1000, 4097]", "[32, 256, 1024]")
     };
-    let mut text = format!(
-        "[study]\nname = \"gpu-durbin\"\nalgorithm = \"durbin\"\nseed = 21\n\
-         [grid]\nn = {sizes}\ndtype = [\"f32\", \"f64\"]\nblock = {blocks}\n\
-         form = [\"pb42\", \"pb32\"]\n"
+    let text = every_kernel_manifest(
+        "durbin",
+        21,
+        &format!(
+            "n = {sizes}\ndtype = [\"f32\", \"f64\"]\nblock = {blocks}\nform = [\"pb42\", \"pb32\"]"
+        ),
     );
-    let kernels = [
-        "durbin_atomic",
-        "durbin_twopass",
-        "durbin_graph",
-        "durbin_persistent",
-    ];
-    for kernel in kernels {
-        text += &format!(
-            "[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
-        );
-    }
-    text += QUICK;
     let cases = run_manifest(&text, KernelSource::default());
-    let count = |list: &str| list.matches(',').count() + 1;
-    assert_eq!(
-        cases.len(),
-        count(sizes) * 2 * count(blocks) * 2 * kernels.len()
-    );
-    let bad = not_passed(&cases);
-    assert!(
-        bad.is_empty(),
-        "{} cases did not pass:\n{}",
-        bad.len(),
-        bad.join("\n")
-    );
+    assert_eq!(cases.len(), list_len(sizes) * 2 * list_len(blocks) * 2 * 4);
+    assert_all_passed(&cases);
 }
 
 #[test]
@@ -241,11 +210,5 @@ fn durbin_persistent_falls_back_to_global_memory_and_other_scopes_check_out() {
     );
     let cases = run_manifest(&text, KernelSource::default());
     assert_eq!(cases.len(), 2 * 2 * 2 + 2 + 2);
-    let bad = not_passed(&cases);
-    assert!(
-        bad.is_empty(),
-        "{} cases did not pass:\n{}",
-        bad.len(),
-        bad.join("\n")
-    );
+    assert_all_passed(&cases);
 }

@@ -1,21 +1,11 @@
 //! Every embedded kernel compiles with NVRTC for sm_90 and sm_80. NVRTC needs no GPU: CI installs
 //! it from pip and sets KBENCH_REQUIRE_NVRTC=1, so a kernel that does not compile fails CI.
 
+mod common;
+
+use common::nvrtc_or_skip;
 use kbench::algos::AxisKind;
 use kbench::backend::cuda::{self, KernelSource};
-
-fn nvrtc_or_skip(test: &str) -> bool {
-    match cuda::nvrtc_present() {
-        Ok(()) => true,
-        Err(reason) if std::env::var("KBENCH_REQUIRE_NVRTC").is_ok() => {
-            panic!("{test}: NVRTC required: {reason}")
-        }
-        Err(reason) => {
-            eprintln!("{test}: skipped: {reason}");
-            false
-        }
-    }
-}
 
 #[test]
 fn every_kernel_compiles_for_hopper_and_ampere() {

@@ -2,26 +2,26 @@
 //! set of cases as an uninterrupted one; a case over its time limit, or too big for the machine,
 //! is recorded and the study goes on.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kbench::execute::{self, CaseStatus, RunOptions, StudyEnd};
-use kbench::report::json::ResultsFile;
+use kbench::execute::{CaseStatus, RunOptions};
 use serde_json::Value;
-
-/// KBENCH_EXE where the tests travel without the build tree (the GPU machine), else the kbench
-/// cargo built beside them.
-fn kbench_path() -> PathBuf {
-    std::env::var_os("KBENCH_EXE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kbench")))
-}
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The cases of `partial` begin `finished`, unchanged.
+fn assert_cases_kept(partial: &Value, finished: &Value) {
+    let before = partial["cases"].as_array().unwrap();
+    let after = finished["cases"].as_array().unwrap();
+    assert_eq!(before[..], after[..before.len()]);
 }
 
 fn case_keys(doc: &Value) -> BTreeSet<String> {
@@ -38,7 +38,7 @@ fn run_json(name: &str, manifest: &str) -> (Option<i32>, Value) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(format!("{name}.toml"));
     std::fs::write(&path, manifest).unwrap();
-    let output = Command::new(kbench_path())
+    let output = Command::new(common::kbench_exe())
         .arg("run")
         .arg(&path)
         .arg("--json")
@@ -74,7 +74,7 @@ fn an_interrupted_run_resumes_to_the_same_cases_as_an_uninterrupted_one() {
 
     // Uninterrupted, for reference.
     let full_out = dir.path().join("full");
-    let status = Command::new(kbench_path())
+    let status = Command::new(common::kbench_exe())
         .arg("run")
         .arg(&manifest)
         .arg("--out-dir")
@@ -88,7 +88,7 @@ fn an_interrupted_run_resumes_to_the_same_cases_as_an_uninterrupted_one() {
 
     // Interrupted with SIGINT once a few cases are in.
     let out = dir.path().join("out");
-    let child = Command::new(kbench_path())
+    let child = Command::new(common::kbench_exe())
         .arg("run")
         .arg(&manifest)
         .arg("--out-dir")
@@ -134,7 +134,7 @@ fn an_interrupted_run_resumes_to_the_same_cases_as_an_uninterrupted_one() {
         .all(|c| c["status"] == "passed"));
 
     // Resume: only the missing cases run, into the same file.
-    let resumed = Command::new(kbench_path())
+    let resumed = Command::new(common::kbench_exe())
         .arg("run")
         .arg("--resume")
         .arg(&path)
@@ -154,16 +154,9 @@ fn an_interrupted_run_resumes_to_the_same_cases_as_an_uninterrupted_one() {
     assert_eq!(finished["resumed_at"].as_array().unwrap().len(), 1);
     assert_eq!(case_keys(&finished), case_keys(&full));
     // Cases measured before the interrupt are kept as they were.
-    for (before, after) in partial["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(finished["cases"].as_array().unwrap())
-    {
-        assert_eq!(before, after);
-    }
+    assert_cases_kept(&partial, &finished);
     // A complete file has nothing left to run.
-    let again = Command::new(kbench_path())
+    let again = Command::new(common::kbench_exe())
         .arg("run")
         .arg("--resume")
         .arg(&path)
@@ -237,7 +230,7 @@ fn run_with_fault(fault: &str) -> (Option<i32>, Value, Duration) {
     let path = dir.path().join("fault.toml");
     std::fs::write(&path, FAULT_STUDY).unwrap();
     let started = Instant::now();
-    let output = Command::new(kbench_path())
+    let output = Command::new(common::kbench_exe())
         .arg("run")
         .arg(&path)
         .arg("--json")
@@ -298,21 +291,14 @@ fn a_gpu_that_hangs_while_opening_costs_one_case_and_the_cuda_cases_after_it_are
                 [[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n\
                 [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
                 [measure]\nwarmup = 0\nmin_samples = 10\nmax_samples = 10\n";
-    let out = tempfile::tempdir().unwrap();
-    let manifest = kbench::manifest::parse(Path::new("stall.toml"), text).unwrap();
-    let cases = kbench::plan::expand(&manifest);
     // The worker stalls before case 0 gets going, as one stuck opening the GPU would.
     let options = RunOptions {
         setup_limit_s: 1.0,
         worker_fault: Some("stall:0".into()),
-        ..RunOptions::new(kbench_path())
+        ..RunOptions::new(common::kbench_exe())
     };
-    let measure = options.measure_settings(&manifest.measure);
-    let mut results = ResultsFile::create(out.path(), &manifest, cases.len(), measure).unwrap();
-    let progress = indicatif::ProgressBar::hidden();
-    let end = execute::run_study(&manifest, &cases, &options, &mut results, &progress).unwrap();
-
-    assert_eq!(end, StudyEnd::Finished);
+    // Asserts that the study ran to its end.
+    let (_out, results) = common::run_study_with(text, &options);
     let got: Vec<(&str, CaseStatus)> = results
         .doc
         .cases
@@ -351,7 +337,7 @@ fn a_case_that_finished_while_kbench_was_stopped_is_not_killed_for_it() {
          [measure]\nwarmup = 0\nmin_samples = 500\nmax_samples = 500\nmax_time_s = 0.5\ntimeout_s = 1.0\n",
     )
     .unwrap();
-    let mut child = Command::new(kbench_path())
+    let mut child = Command::new(common::kbench_exe())
         .arg("run")
         .arg(&path)
         .arg("--json")
@@ -433,7 +419,7 @@ fn start_hanging_run(dir: &Path) -> (std::process::Child, HungWorker) {
         FAULT_STUDY.replace("timeout_s = 0.5", "timeout_s = 1000.0"),
     )
     .unwrap();
-    let mut child = Command::new(kbench_path())
+    let mut child = Command::new(common::kbench_exe())
         .arg("run")
         .arg(&path)
         .arg("--out-dir")
@@ -589,7 +575,7 @@ fn run_on_small_disk(
         }
     };
     let output = command
-        .env("KBENCH", kbench_path())
+        .env("KBENCH", common::kbench_exe())
         .env("MANIFEST", manifest)
         .env("MNT", mount.path())
         .env("KEEP", keep)
@@ -602,25 +588,26 @@ fn run_on_small_disk(
     )
 }
 
-fn disk_full_message(stderr: &str) -> bool {
-    stderr.contains("No space left on device") || stderr.contains("File too large")
-}
-
-#[test]
-fn a_disk_that_fills_mid_run_stops_it_with_a_clear_error_and_keeps_every_finished_case() {
+/// Runs MANY_CASES_STUDY on a 48 KiB disk (already full when `full`) and checks that it stopped
+/// with exit 2 saying the disk is full. Returns the temporary folder (to keep it alive), the
+/// folder holding what the run left, stdout and stderr.
+fn run_many_cases_on_a_small_disk(full: bool) -> (tempfile::TempDir, PathBuf, String, String) {
     let disk = small_disk();
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("many.toml");
     std::fs::write(&manifest, MANY_CASES_STUDY).unwrap();
     let keep = dir.path().join("keep");
     std::fs::create_dir(&keep).unwrap();
-
-    let (code, _stdout, stderr) = run_on_small_disk(disk, 48, false, &manifest, &keep);
+    let (code, stdout, stderr) = run_on_small_disk(disk, 48, full, &manifest, &keep);
     assert_eq!(code, Some(2), "{disk:?}: {stderr}");
-    assert!(
-        stderr.contains("cannot write") && disk_full_message(&stderr),
-        "{stderr}"
-    );
+    let disk_full = stderr.contains("No space left on device") || stderr.contains("File too large");
+    assert!(stderr.contains("cannot write") && disk_full, "{stderr}");
+    (dir, keep, stdout, stderr)
+}
+
+#[test]
+fn a_disk_that_fills_mid_run_stops_it_with_a_clear_error_and_keeps_every_finished_case() {
+    let (_dir, keep, _stdout, stderr) = run_many_cases_on_a_small_disk(false);
     assert!(stderr.contains("results so far are in"), "{stderr}");
     let out = keep.join("out");
     let path = results_file(&out, "many").unwrap();
@@ -635,7 +622,7 @@ fn a_disk_that_fills_mid_run_stops_it_with_a_clear_error_and_keeps_every_finishe
     assert_eq!(leftovers.len(), 1, "{leftovers:?}");
 
     // With room again, the run resumes to all 40 cases, the earlier ones as they were.
-    let resumed = Command::new(kbench_path())
+    let resumed = Command::new(common::kbench_exe())
         .arg("run")
         .arg("--resume")
         .arg(&path)
@@ -645,31 +632,12 @@ fn a_disk_that_fills_mid_run_stops_it_with_a_clear_error_and_keeps_every_finishe
     let finished = read_json(&path);
     assert_eq!(finished["complete"], true);
     assert_eq!(finished["cases"].as_array().unwrap().len(), 40);
-    for (before, after) in partial["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(finished["cases"].as_array().unwrap())
-    {
-        assert_eq!(before, after);
-    }
+    assert_cases_kept(&partial, &finished);
 }
 
 #[test]
 fn a_full_disk_is_reported_before_measuring() {
-    let disk = small_disk();
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = dir.path().join("many.toml");
-    std::fs::write(&manifest, MANY_CASES_STUDY).unwrap();
-    let keep = dir.path().join("keep");
-    std::fs::create_dir(&keep).unwrap();
-
-    let (code, stdout, stderr) = run_on_small_disk(disk, 48, true, &manifest, &keep);
-    assert_eq!(code, Some(2), "{disk:?}: {stderr}");
-    assert!(
-        stderr.contains("cannot write") && disk_full_message(&stderr),
-        "{stderr}"
-    );
+    let (_dir, keep, stdout, _stderr) = run_many_cases_on_a_small_disk(true);
     assert!(!stdout.contains("cases to run"), "{stdout}");
     // Nothing is left behind: no empty results file.
     assert_eq!(results_file(&keep.join("out"), "many"), None);

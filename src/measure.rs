@@ -35,7 +35,7 @@ pub struct Measurement {
     pub stop_reason: StopReason,
 }
 
-/// When a case's time limit (`timeout_s`) passes.
+/// When a time limit (a case's `timeout_s`) passes.
 #[derive(Debug, Clone, Copy)]
 pub struct Deadline(Instant);
 
@@ -54,6 +54,11 @@ impl Deadline {
 
     pub fn passed(&self) -> bool {
         Instant::now() >= self.0
+    }
+
+    /// The time left; zero once passed.
+    pub fn remaining(&self) -> Duration {
+        self.0.saturating_duration_since(Instant::now())
     }
 }
 

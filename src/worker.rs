@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::cuda::{DeviceFingerprint, KernelSource};
 use crate::execute::{self, CaseResult, CaseStage, CaseStatus, GpuState, SaveOutputs};
 use crate::manifest::{self, MeasureSettings};
+use crate::measure::Deadline;
 use crate::plan::Case;
 
 /// What a worker needs to run any case of one study.
@@ -179,7 +180,7 @@ impl Worker {
             return CaseOutcome::Died(self.death_reason(&format!("could not take the case ({e})")));
         }
         let mut stage = None;
-        let mut kill_at = after_s(setup_limit_s);
+        let mut kill_at = Some(Deadline::after(setup_limit_s));
         // Past the deadline, the worker gets one last call before it is killed: an answer may
         // still be in the pipe, not yet read, if kbench itself was stopped (Ctrl-Z) meanwhile.
         let mut last_call = false;
@@ -190,14 +191,16 @@ impl Worker {
             }
             let wait = match kill_at {
                 _ if last_call => LAST_CALL,
-                Some(at) => POLL.min(at.saturating_duration_since(Instant::now())),
+                Some(deadline) => POLL.min(deadline.remaining()),
                 None => POLL,
             };
             match self.messages.recv_timeout(wait) {
                 Ok(Ok(WorkerMessage::Reached(reached))) => {
                     last_call = false;
                     kill_at = match reached {
-                        CaseStage::Measuring => after_s(timeout_s + kill_grace_s(timeout_s)),
+                        CaseStage::Measuring => {
+                            Some(Deadline::after(timeout_s + kill_grace_s(timeout_s)))
+                        }
                         // Only checking the answer and saving it remain.
                         CaseStage::Measured => None,
                     };
@@ -227,7 +230,7 @@ impl Worker {
                     };
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    last_call = kill_at.is_some_and(|at| Instant::now() >= at);
+                    last_call = kill_at.is_some_and(|deadline| deadline.passed());
                 }
             }
         }
@@ -295,11 +298,6 @@ impl Drop for Worker {
         self.stdin = None;
         self.wait_or_kill(Duration::from_secs(5));
     }
-}
-
-/// `seconds` from now; None where that is beyond any clock (no limit).
-fn after_s(seconds: f64) -> Option<Instant> {
-    Instant::now().checked_add(Duration::try_from_secs_f64(seconds).ok()?)
 }
 
 /// Puts the worker in its own process group, so a terminal's Ctrl-C (and Ctrl-Z) goes to the

@@ -338,12 +338,14 @@ fn measure_case(
 
     on_stage(CaseStage::Measuring);
     let deadline = Deadline::after(settings.timeout_s);
-    let footprint = algorithm.footprint_bytes(&case.params).ok_or_else(|| {
-        anyhow!(
-            "the case's size overflows 64-bit arithmetic: {}",
-            describe_params(&case.params)
-        )
-    })?;
+    let footprint = algorithm
+        .footprint_bytes(&variant.implementation, &case.params)
+        .ok_or_else(|| {
+            anyhow!(
+                "the case's size overflows 64-bit arithmetic: {}",
+                describe_params(&case.params)
+            )
+        })?;
     if let Some(gpu) = &gpu {
         if let Err(reason) = gpu.check_device_memory(footprint) {
             result.status = CaseStatus::Skipped;

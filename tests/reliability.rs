@@ -215,6 +215,19 @@ fn sizes_beyond_the_machine_are_refused_with_the_numbers_and_the_rest_runs() {
     assert_eq!(cases[1]["status"], "error");
     assert!(reason(1).contains("overflows"), "{}", reason(1));
     assert_eq!(cases[2]["status"], "passed");
+
+    // Durbin's sequential form keeps two n x n matrices: 1.44 TB of them at n = 300,000.
+    let (code, doc) = run_json(
+        "matrices",
+        "[study]\nname = \"matrices\"\nalgorithm = \"durbin\"\nseed = 3\n[grid]\nn = [300_000, 100]\n\
+         [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n[measure]\nmax_time_s = 0.05\n",
+    );
+    assert_eq!(code, Some(1));
+    let cases = doc["cases"].as_array().unwrap();
+    let reason = cases[0]["reason"].as_str().unwrap_or_default();
+    assert_eq!(cases[0]["status"], "error");
+    assert!(reason.contains("GiB of host memory"), "{reason}");
+    assert_eq!(cases[1]["status"], "passed");
 }
 
 /// Three quick CPU cases with a 0.5 s time limit; `KBENCH_WORKER_FAULT` makes one misbehave.

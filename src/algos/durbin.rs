@@ -322,10 +322,16 @@ impl Algorithm for Durbin {
     }
 
     /// r and y in the case's dtype, the kernels' second row of y, and the float64 reference.
-    fn footprint_bytes(&self, params: &Params) -> Option<u64> {
+    /// `sequential` also keeps two n x n matrices.
+    fn footprint_bytes(&self, implementation: &str, params: &Params) -> Option<u64> {
         let n = u64::try_from(int_param(params, "n").ok()?).ok()?;
         let elem = dtype_param(params).ok()?.size_bytes();
-        n.checked_mul(3 * elem + 8)?.checked_add(64)
+        let vectors = n.checked_mul(3 * elem + 8)?.checked_add(64)?;
+        let matrices = match implementation {
+            "sequential" => n.checked_mul(n)?.checked_mul(2 * elem)?,
+            _ => 0,
+        };
+        vectors.checked_add(matrices)
     }
 
     fn prepare(&self, params: &Params, seed: u64) -> Result<CaseData> {
@@ -410,18 +416,7 @@ pub fn sequential<T: Real>(form: Form, r: &[T], out: &mut [T]) -> Result<()> {
     let cells = n
         .checked_mul(n)
         .ok_or_else(|| anyhow!("sequential: n x n overflows for n = {n}"))?;
-    let bytes = cells
-        .checked_mul(2 * std::mem::size_of::<T>())
-        .ok_or_else(|| anyhow!("sequential: the matrices' size overflows for n = {n}"))?;
-    if let Some(available) = available_memory_bytes() {
-        if bytes as u64 > available {
-            bail!(
-                "sequential needs two {n} x {n} matrices ({:.2} GB), but only {:.2} GB are available",
-                bytes as f64 / 1e9,
-                available as f64 / 1e9
-            );
-        }
-    }
+    // Whether the matrices fit in memory was checked before the case ran (`footprint_bytes`).
     // Zero-filled allocations come from the OS lazily; the pages are touched by the recursion.
     let mut y = vec![T::ZERO; cells];
     let mut sum = vec![T::ZERO; cells];
@@ -545,14 +540,6 @@ fn update_and_dot<T: Real>(lo: usize, ys: &mut [T], old: &[T], r: &[T], alpha: T
         acc = acc + c * *y;
     }
     acc
-}
-
-/// MemAvailable from /proc/meminfo, in bytes, where the system reports it.
-fn available_memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
 }
 
 /// The string value of a choice axis the planner has already validated.
@@ -1229,13 +1216,15 @@ mod tests {
     }
 
     #[test]
-    fn sequential_refuses_matrices_larger_than_memory_with_an_error() {
-        let r = vec![0.01f64; 300_000];
-        let mut out = vec![0.0; r.len()];
-        let err = sequential(Form::Pb42, &r, &mut out)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("GB"), "{err}");
+    fn sequentials_footprint_counts_its_matrices() {
+        let p = params(300_000, "f64", "pb42", "random");
+        let sequential = Durbin.footprint_bytes("sequential", &p).unwrap();
+        assert!(sequential > 2 * 300_000u64.pow(2) * 8, "{sequential}");
+        for other in ["reworked", "threads", "durbin_persistent"] {
+            assert!(Durbin.footprint_bytes(other, &p).unwrap() < 300_000 * 64);
+        }
+        let huge = params(i64::MAX, "f64", "pb42", "random");
+        assert_eq!(Durbin.footprint_bytes("sequential", &huge), None);
     }
 
     #[test]

@@ -147,9 +147,10 @@ pub trait Algorithm: Sync + fmt::Debug {
     fn kernel_file(&self) -> &'static str;
     /// The tolerance a case's output is held to, before the manifest's overrides.
     fn default_tolerance(&self, params: &Params) -> Tolerance;
-    /// The bytes of a case's inputs and outputs, computed with checked arithmetic (None: it
+    /// The bytes of a case's inputs and outputs, and of whatever else `implementation` (a CPU
+    /// implementation or a kernel) allocates, computed with checked arithmetic (None: it
     /// overflows), so a size too big for the machine is refused before anything is allocated.
-    fn footprint_bytes(&self, params: &Params) -> Option<u64>;
+    fn footprint_bytes(&self, implementation: &str, params: &Params) -> Option<u64>;
     /// Seeded inputs and their reference; every variant at one grid point sees the same inputs.
     fn prepare(&self, params: &Params, seed: u64) -> Result<CaseData>;
     /// Runs one CPU implementation on the case's data, writing `output`.

@@ -96,7 +96,7 @@ impl Algorithm for Reduce {
         }
     }
 
-    fn footprint_bytes(&self, params: &Params) -> Option<u64> {
+    fn footprint_bytes(&self, _implementation: &str, params: &Params) -> Option<u64> {
         let n = u64::try_from(int_param(params, "n").ok()?).ok()?;
         n.checked_mul(dtype_param(params).ok()?.size_bytes())?
             .checked_add(64)

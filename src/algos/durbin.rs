@@ -575,6 +575,7 @@ mod gpu {
     const PARTS_B: usize = 2;
     const STATE: usize = 3;
     const GRAPH: usize = 4;
+    const LAUNCH: usize = 5;
     /// Two slots of (sum, alpha, beta, unused) for the atomic variant, of (alpha, beta) for twopass.
     const STATE_LEN: usize = 8;
 
@@ -913,10 +914,44 @@ mod gpu {
 
     // ---- durbin_persistent: one launch --------------------------------------------------------
 
-    /// Picks where y and r live: both in shared memory if they fit, else y alone, else neither
-    /// (y is then updated in place in the output buffer).
+    /// One launch; where y and r live is worked out on the case's first run (`persistent_setting`).
     fn persistent(run: &mut CudaRun, shape: Shape, dtype: DType) -> Result<()> {
         let function = run.function(&format!("durbin_persistent_{}", dtype.name()))?;
+        run.ensure_slot(LAUNCH);
+        let (mode, dynamic_bytes) = match run.scratch[LAUNCH] {
+            Some(Scratch::Launch { mode, shared_bytes }) => (mode, shared_bytes),
+            _ => {
+                let (mode, shared_bytes) = persistent_setting(run, &function, shape, dtype)?;
+                run.scratch[LAUNCH] = Some(Scratch::Launch { mode, shared_bytes });
+                (mode, shared_bytes)
+            }
+        };
+        let CudaRun {
+            stream,
+            inputs,
+            output,
+            ..
+        } = run;
+        match (&inputs[0], output) {
+            (DeviceData::F32(r), DeviceData::F32(out)) => {
+                launch_persistent(stream, &function, shape, r, out, mode, dynamic_bytes)
+            }
+            (DeviceData::F64(r), DeviceData::F64(out)) => {
+                launch_persistent(stream, &function, shape, r, out, mode, dynamic_bytes)
+            }
+            _ => bail!("durbin: device buffers of mixed dtypes"),
+        }
+    }
+
+    /// Where the persistent kernel keeps y and r: both in shared memory if they fit (mode 2), else
+    /// y alone (1), else neither (0: y is updated in place in the output buffer). Returns the mode
+    /// and the dynamic shared memory it needs, which the function's limit is raised to.
+    fn persistent_setting(
+        run: &CudaRun,
+        function: &CudaFunction,
+        shape: Shape,
+        dtype: DType,
+    ) -> Result<(i32, u32)> {
         let optin = run
             .stream
             .context()
@@ -939,21 +974,7 @@ mod gpu {
                 dynamic_bytes as i32,
             )
             .map_err(driver_error)?;
-        let CudaRun {
-            stream,
-            inputs,
-            output,
-            ..
-        } = run;
-        match (&inputs[0], output) {
-            (DeviceData::F32(r), DeviceData::F32(out)) => {
-                launch_persistent(stream, &function, shape, r, out, mode, dynamic_bytes)
-            }
-            (DeviceData::F64(r), DeviceData::F64(out)) => {
-                launch_persistent(stream, &function, shape, r, out, mode, dynamic_bytes)
-            }
-            _ => bail!("durbin: device buffers of mixed dtypes"),
-        }
+        Ok((mode, dynamic_bytes))
     }
 
     /// Launches `durbin_persistent_<t>`.

@@ -393,17 +393,25 @@ pub struct CudaRun<'a> {
     pub output: DeviceData,
     /// Scratch by slot, allocated (zeroed) on first use and kept for later samples.
     pub scratch: Vec<Option<Scratch>>,
+    /// Functions looked up in the module, kept for later samples.
+    functions: HashMap<String, CudaFunction>,
 }
 
 /// A scratch buffer: partial sums of the case's dtype, or counters; or a CUDA graph captured from
 /// a launcher's launches, with the device addresses it was captured against (replaying it after
-/// one of those buffers was reallocated would touch freed memory).
+/// one of those buffers was reallocated would touch freed memory); or the launch setting a
+/// launcher worked out (and applied to its function) on its first run: a mode for the kernel and
+/// the dynamic shared memory it needs.
 pub enum Scratch {
     Data(DeviceData),
     U32(CudaSlice<u32>),
     Graph {
         graph: CudaGraph,
         addresses: Vec<u64>,
+    },
+    Launch {
+        mode: i32,
+        shared_bytes: u32,
     },
 }
 
@@ -431,16 +439,23 @@ impl<'a> CudaRun<'a> {
             inputs,
             output,
             scratch: Vec::new(),
+            functions: HashMap::new(),
         })
     }
 
-    pub fn function(&self, name: &str) -> Result<CudaFunction> {
-        self.module.load_function(name).map_err(|e| {
+    /// The module's function `name`, looked up once per case, not in every timed sample.
+    pub fn function(&mut self, name: &str) -> Result<CudaFunction> {
+        if let Some(function) = self.functions.get(name) {
+            return Ok(function.clone());
+        }
+        let function = self.module.load_function(name).map_err(|e| {
             anyhow!(
                 "kernel `{name}` not found in the module: {}",
                 driver_error(e)
             )
-        })
+        })?;
+        self.functions.insert(name.to_string(), function.clone());
+        Ok(function)
     }
 
     /// Ensures scratch slot `slot` holds a zeroed buffer of at least `len` elements of `dtype`.

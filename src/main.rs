@@ -149,15 +149,10 @@ fn parse_positive_seconds(text: &str) -> Result<f64, String> {
 }
 
 fn parse_baseline_name(name: &str) -> Result<String, String> {
-    if !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
-        && !name.starts_with('.')
-    {
+    if manifest::is_safe_name(name) {
         Ok(name.to_string())
     } else {
-        Err("a baseline name is letters, digits, `_`, `-` and `.` (not first)".into())
+        Err("a baseline name is up to 100 letters, digits, `_`, `-` and `.` (not first)".into())
     }
 }
 
@@ -251,7 +246,6 @@ fn run(args: RunArgs) -> ExitCode {
         }
     };
     let options = RunOptions {
-        worker_exe,
         kernels: KernelSource {
             dir: args.kernels_dir.clone(),
         },
@@ -262,8 +256,8 @@ fn run(args: RunArgs) -> ExitCode {
         min_samples: args.min_samples,
         max_samples: args.max_samples,
         max_time_s: args.max_time_s,
-        setup_limit_s: kbench::worker::SETUP_LIMIT_S,
         worker_fault: std::env::var("KBENCH_WORKER_FAULT").ok(),
+        ..RunOptions::new(worker_exe)
     };
     // Each study with the cases still to run and the results file they go to.
     let mut studies: Vec<(Manifest, Vec<Case>, ResultsFile)> = Vec::new();
@@ -402,9 +396,10 @@ fn resume_study(path: &std::path::Path) -> anyhow::Result<(Manifest, Vec<Case>, 
             );
         }
     }
+    let done: std::collections::HashSet<usize> = doc.cases.iter().map(|d| d.index).collect();
     let missing: Vec<Case> = plan
         .into_iter()
-        .filter(|c| !doc.cases.iter().any(|d| d.index == c.index))
+        .filter(|c| !done.contains(&c.index))
         .collect();
     Ok((
         manifest,
@@ -414,28 +409,34 @@ fn resume_study(path: &std::path::Path) -> anyhow::Result<(Manifest, Vec<Case>, 
 }
 
 fn compare(args: CompareArgs) -> ExitCode {
-    let (new_path, base_paths) = match (&args.baseline, args.files.split_last()) {
-        (None, Some((new, bases))) if !bases.is_empty() => (new.clone(), bases.to_vec()),
-        (Some(name), Some((new, []))) => match json::load_results(new) {
-            Ok(doc) => {
-                let dir = json::baseline_dir(&args.out_dir, &doc.study.name, name);
-                match baseline_runs(&dir) {
-                    Ok(runs) => (new.clone(), runs),
-                    Err(e) => return bad_input(e),
-                }
-            }
-            Err(e) => return bad_input(e),
-        },
-        (None, _) => {
+    let Some((new_path, listed_bases)) = args.files.split_last() else {
+        unreachable!("clap requires at least one file")
+    };
+    match (&args.baseline, listed_bases) {
+        (None, []) => {
             return bad_input(anyhow::anyhow!(
                 "give the baseline results file(s) and then the new one, or --baseline NAME and the new file"
             ))
         }
-        (Some(_), _) => return bad_input(anyhow::anyhow!("with --baseline, give only the new results file")),
-    };
-    let new = match json::load_results(&new_path) {
+        (Some(_), [_, ..]) => {
+            return bad_input(anyhow::anyhow!(
+                "with --baseline, give only the new results file"
+            ))
+        }
+        _ => {}
+    }
+    let new = match json::load_results(new_path) {
         Ok(doc) => doc,
         Err(e) => return bad_input(e),
+    };
+    let base_paths = match &args.baseline {
+        None => listed_bases.to_vec(),
+        Some(name) => {
+            match baseline_runs(&json::baseline_dir(&args.out_dir, &new.study.name, name)) {
+                Ok(runs) => runs,
+                Err(e) => return bad_input(e),
+            }
+        }
     };
     let mut bases = Vec::new();
     for path in &base_paths {
@@ -580,10 +581,7 @@ fn report(args: ReportArgs) -> ExitCode {
             Ok(paths) => paths
                 .iter()
                 .for_each(|p| eprintln!("wrote {}", p.display())),
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return ExitCode::from(2);
-            }
+            Err(e) => return bad_input(e),
         }
     }
     ExitCode::SUCCESS

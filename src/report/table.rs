@@ -136,7 +136,7 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str], style: TableStyle) -> Strin
         },
         cases.len(),
         count(CaseStatus::Passed),
-        count(CaseStatus::AccuracyFailed) + count(CaseStatus::Error),
+        cases.iter().filter(|c| c.failed()).count(),
         count(CaseStatus::Skipped),
         if fixed.is_empty() {
             String::new()

@@ -89,7 +89,9 @@ pub fn measure(
         // The CI needs a sort: check it at min_samples and then each time the count grows by a
         // tenth, so fast cases with many samples do not spend their budget sorting.
         // Under 6 samples no pair of order statistics covers the median with 95%: never converged.
-        let first_check = settings.min_samples.max(6);
+        let first_check = settings
+            .min_samples
+            .max(stats::MIN_SAMPLES_FOR_MEDIAN_CI as u32);
         if n >= first_check && (n == first_check || n.is_multiple_of((n / 10).max(1))) {
             let mut sorted = samples_s.clone();
             sorted.sort_by(f64::total_cmp);

@@ -93,6 +93,10 @@ pub fn summarize(samples_s: &[f64]) -> Summary {
     }
 }
 
+/// Fewest samples for which some pair of order statistics covers the median with 95%
+/// (`median_ci_lower_rank` is 0 below it; a test checks the two agree).
+pub const MIN_SAMPLES_FOR_MEDIAN_CI: usize = 6;
+
 /// The 95% distribution-free CI of the median of `sorted` samples: order statistics
 /// (x_(l), x_(n+1-l)) with l the largest rank whose binomial tail stays within 2.5%. Under six
 /// samples no pair of order statistics reaches 95%, and the whole range is returned.
@@ -175,6 +179,8 @@ mod tests {
         // n=20 -> (6, 15), n=100 -> (40, 61). Under 6 samples no interval reaches 95%.
         assert_eq!(median_ci_lower_rank(5), 0);
         assert_eq!(median_ci_lower_rank(6), 1);
+        assert_eq!(median_ci_lower_rank(MIN_SAMPLES_FOR_MEDIAN_CI - 1), 0);
+        assert_eq!(median_ci_lower_rank(MIN_SAMPLES_FOR_MEDIAN_CI), 1);
         assert_eq!(median_ci_lower_rank(10), 2);
         assert_eq!(median_ci_lower_rank(20), 6);
         assert_eq!(median_ci_lower_rank(100), 40);

@@ -12,6 +12,7 @@ use super::json::ResultsDoc;
 use crate::execute::{CaseResult, CaseStatus};
 use crate::manifest::Backend;
 use crate::plan::ParamValue;
+use crate::stats;
 
 /// How the table is drawn: box-drawing for terminals, or markdown to paste into a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +86,7 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str], style: TableStyle) -> Strin
             Some(s) => {
                 row.push(format_seconds(s.median_s));
                 // Under 6 samples no order-statistic interval reaches 95%.
-                if s.samples < 6 {
+                if s.samples < stats::MIN_SAMPLES_FOR_MEDIAN_CI {
                     row.push("n/a".into());
                 } else {
                     let half_width =

@@ -403,12 +403,11 @@ fn measure_case(
     result.measurement = Some(measurement);
 
     let accuracy = verify::compare(&output.to_f64(), &data.reference, tolerance);
-    if result.status != CaseStatus::TimedOut || !accuracy.passed {
-        result.status = if accuracy.passed {
-            CaseStatus::Passed
-        } else {
-            CaseStatus::AccuracyFailed
-        };
+    // A wrong answer outranks a time limit; a right one does not clear it.
+    if !accuracy.passed {
+        result.status = CaseStatus::AccuracyFailed;
+    } else if result.status != CaseStatus::TimedOut {
+        result.status = CaseStatus::Passed;
     }
     if !accuracy.passed {
         result.reason = Some(format!(

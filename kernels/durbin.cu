@@ -1,4 +1,4 @@
-// durbin.cu: the Durbin-Levinson recursion for kbench, compiled at run time by NVRTC (no includes).
+// durbin.cu: the Durbin-Levinson recursion for kbench, compiled at run time by NVRTC.
 // Every kernel exists as <name>_f32 (float) and <name>_f64 (double).
 //
 // The recursion (src/algos/durbin.rs has the CPU versions and the reference), for k = 0 .. n-1,
@@ -43,8 +43,7 @@
 //
 // Sums accumulate in T. The output is written completely by every variant (n >= 1).
 
-// Dynamic shared memory, sized by the host; one untyped declaration serves every instantiation.
-extern __shared__ __align__(16) unsigned char dyn_smem[];
+#include "common.cuh"
 
 // Slot layout of the multi-launch variants' `state` buffer.
 #define ATOMIC_SLOT 4
@@ -71,34 +70,6 @@ __device__ __forceinline__ T next_beta(int form, T alpha, T beta) {
 template <typename T>
 __device__ __forceinline__ T next_alpha(int form, T r_plus_dot, T beta) {
     return form == 0 ? -r_plus_dot / beta : -r_plus_dot * beta;
-}
-
-// Butterfly sum over the warp: every lane ends with the same value, bit for bit, because each
-// step adds the same two numbers in every lane pair (a + b == b + a in IEEE arithmetic).
-template <typename T>
-__device__ __forceinline__ T warp_sum(T v) {
-    for (int off = 16; off > 0; off >>= 1) {
-        v += __shfl_xor_sync(0xffffffffu, v, off);
-    }
-    return v;
-}
-
-// Sum of v over the block, valid in thread 0. One barrier; called once per launch.
-template <typename T>
-__device__ __forceinline__ T block_sum(T v) {
-    __shared__ T warp_partials[32];
-    const unsigned int lane = threadIdx.x & 31u;
-    const unsigned int warp = threadIdx.x >> 5;
-    v = warp_sum(v);
-    if (lane == 0) {
-        warp_partials[warp] = v;
-    }
-    __syncthreads();
-    T total = T(0);
-    if (warp == 0) {
-        total = warp_sum(lane < (blockDim.x >> 5) ? warp_partials[lane] : T(0));
-    }
-    return total;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// reduce.cu: sum reductions for kbench, compiled at run time by NVRTC (no includes).
+// reduce.cu: sum reductions for kbench, compiled at run time by NVRTC.
 // Every kernel exists as <name>_i32 (int), <name>_f32 (float) and <name>_f64 (double).
 //
 // Launch contracts (B = blockDim.x, a power of two in 32..1024; n = element count; sizeof(T) = 4, 4, 8):
@@ -21,6 +21,8 @@
 //       kernel leaves it 0 again. The sum lands in out[0]. The result is deterministic for a given
 //       (grid, B): the summation order does not depend on which block finishes last.
 //
+#include "common.cuh"
+
 // int sums wrap modulo 2^32: they are accumulated in unsigned int (defined wraparound) and
 // converted back to int only when stored. float sums are accumulated in float, double in double.
 
@@ -61,9 +63,6 @@ template <> struct Traits<double> {
     static __device__ __forceinline__ Acc vec_sum(double2 v) { return v.x + v.y; }
 };
 
-// Dynamic shared memory, sized by the host. One untyped declaration shared by all kernels: typed
-// `extern __shared__ T x[]` declarations with different T would clash between instantiations.
-extern __shared__ __align__(16) unsigned char dyn_smem[];
 
 // ---------------------------------------------------------------------------------------------
 // 1. Naive: the report's kernel (interleaved addressing, `t % stride`, divergent warps and
@@ -193,37 +192,6 @@ __device__ __forceinline__ void reduce_unrolled(const T* __restrict__ in, T* __r
 
 #define FAST_UNROLL 4
 
-template <typename A>
-__device__ __forceinline__ A warp_reduce(A v) {
-    for (int off = 16; off > 0; off >>= 1) {
-        v += __shfl_down_sync(0xffffffffu, v, off);
-    }
-    return v;
-}
-
-// The sum of `v` over the block, valid in thread 0. Ends with a barrier so that a second call
-// may reuse warp_sums.
-template <typename A>
-__device__ __forceinline__ A block_reduce(A v) {
-    __shared__ A warp_sums[32];
-    const unsigned int lane = threadIdx.x & 31u;
-    const unsigned int warp = threadIdx.x >> 5;
-
-    v = warp_reduce(v);
-    if (lane == 0) {
-        warp_sums[warp] = v;
-    }
-    __syncthreads();
-
-    A r = A(0);
-    if (warp == 0) {
-        r = (lane < (blockDim.x >> 5)) ? warp_sums[lane] : A(0);
-        r = warp_reduce(r);
-    }
-    __syncthreads();
-    return r;
-}
-
 template <typename T>
 __device__ __forceinline__ void reduce_fast(const T* __restrict__ in, T* __restrict__ partials,
                                             unsigned int* __restrict__ blocks_done,
@@ -270,7 +238,7 @@ __device__ __forceinline__ void reduce_fast(const T* __restrict__ in, T* __restr
 
     static_assert(FAST_UNROLL == 4, "the pairwise combine below assumes 4 accumulators");
     Acc sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    sum = block_reduce(sum);
+    sum = block_sum(sum);
 
     // Last-block-done: the block that takes the last ticket sums all partials. The fence makes
     // this block's partial visible device-wide before its ticket can be seen.
@@ -292,7 +260,7 @@ __device__ __forceinline__ void reduce_fast(const T* __restrict__ in, T* __restr
     for (unsigned int b = t; b < gridDim.x; b += B) {
         v += Traits<T>::to_acc(__ldcg(partials + b));
     }
-    v = block_reduce(v);
+    v = block_sum(v);
     if (t == 0) {
         out[0] = Traits<T>::from_acc(v);
         *blocks_done = 0u;  // ready for the next launch (kernel boundaries order it)

@@ -2,12 +2,11 @@
 # Builds what a GPU machine without a Rust toolchain needs to run kbench and its GPU tests, into
 # .gpu-bundle/ (ignored by git):
 #   .gpu-bundle/kbench        the release binary (kernels embedded)
-#   .gpu-bundle/tests/*       the test binaries that need no source tree (GPU tests skip without a GPU)
-#   .gpu-bundle/peers.py      ../shared/peers/peers.py, when present, to time the peers alongside
+#   .gpu-bundle/tests/*       the test binaries that need no source tree
 # On the GPU machine, from the repository root:
 #   .gpu-bundle/kbench run experiments/reduction.toml
-#   export KBENCH_EXE=$PWD/.gpu-bundle/kbench   # the tests' cases run in this kbench's workers
-#   for t in .gpu-bundle/tests/*; do "$t" --test-threads=1 || exit 1; done
+#   bash scripts/gpu-tests.sh                    # every test, the GPU ones included
+#   python3 scripts/peers.py --only reduce       # the peers, in the same command as kbench
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bundle=.gpu-bundle
@@ -15,7 +14,8 @@ rm -rf "$bundle"
 mkdir -p "$bundle/tests"
 cargo build --release --locked
 cp target/release/kbench "$bundle/kbench"
-# Test binaries, release profile; cargo prints their paths as JSON messages.
+# Test binaries, release profile; cargo prints their paths as JSON messages. The CLI tests run
+# the kbench binary from target/, which does not travel; these find .gpu-bundle/kbench themselves.
 cargo test --release --locked --no-run --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys, shutil, os
@@ -24,11 +24,8 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         kind = m["target"]["kind"][0]
         name = m["target"]["name"] + ("" if kind == "test" else "-" + kind)
-        # The CLI tests run the kbench binary from target/, which does not travel; these take
-        # it from KBENCH_EXE.
-        if name in ("gpu", "gpu_fault", "kernels_compile", "manifest_errors", "reliability", "kbench-lib"):
+        if name in ("gpu", "gpu_fault", "harness", "kernels_compile", "manifest_errors", "reliability", "kbench-lib"):
             shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
 ' "$bundle/tests"
-if [ -f ../shared/peers/peers.py ]; then cp ../shared/peers/peers.py "$bundle/peers.py"; fi
 strip "$bundle/kbench" "$bundle"/tests/* 2>/dev/null || true
 du -sh "$bundle"; ls "$bundle" "$bundle/tests"

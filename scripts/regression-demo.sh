@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The regression gate on a GPU machine, end to end: five baseline runs (so the gate sees each
-# case's run-to-run variation), an A/A run of the same binary (must give no "slower" verdict), and
-# a run whose reduce_fast kernel does 5% more loads (must be caught). Run from the repository root,
-# with the binary from scripts/gpu-bundle.sh:
-#   bash scripts/regression-demo.sh [kbench binary] [output folder]
+# case's run-to-run variation), two A/A runs of the same binary (must give no "slower" verdict),
+# and a run whose reduce_fast kernel does 5% more loads (must be caught). Run from the repository
+# root, with the binary from scripts/gpu-bundle.sh:
+#   bash scripts/regression-demo.sh [kbench binary] [output folder] [manifest]
 set -uo pipefail
 kbench="${1:-.gpu-bundle/kbench}"
 out="${2:-out/regression-demo}"
@@ -31,14 +31,20 @@ PY
 for i in 1 2 3 4 5; do
   "$kbench" run "$manifest" --out-dir "$out" --save-baseline demo > "$out/base$i.txt" || exit 2
 done
-"$kbench" run "$manifest" --out-dir "$out" > "$out/aa.txt" || exit 2
+"$kbench" run "$manifest" --out-dir "$out" > "$out/aa1.txt" || exit 2
+"$kbench" run "$manifest" --out-dir "$out" > "$out/aa2.txt" || exit 2
 "$kbench" run "$manifest" --out-dir "$out" --kernels-dir "$slow_dir" > "$out/slow.txt" || exit 2
 study=$(basename "$(dirname "$(ls "$out"/*/2*.json | head -1)")")
 mapfile -t runs < <(ls "$out/$study"/2*.json)
-echo "== A/A: ${runs[5]} vs the 5 baseline runs (expect exit 0, no slower case)"
-"$kbench" compare --baseline demo --out-dir "$out" "${runs[5]}" > "$out/compare_aa.txt"; aa=$?
-tail -n 4 "$out/compare_aa.txt"; echo "exit $aa"
-echo "== slowed reduce_fast: ${runs[6]} vs the 5 baseline runs (expect exit 1, reduce_fast slower)"
-"$kbench" compare --baseline demo --out-dir "$out" "${runs[6]}" > "$out/compare_slow.txt"; slow=$?
-grep -E "SLOWER" "$out/compare_slow.txt"; tail -n 3 "$out/compare_slow.txt"; echo "exit $slow"
-[ "$aa" = 0 ] && [ "$slow" = 1 ]
+status=0
+for aa in 5 6; do
+  echo "== A/A: ${runs[$aa]} vs the 5 baseline runs (expect exit 0, no slower case)"
+  "$kbench" compare --baseline demo --out-dir "$out" "${runs[$aa]}" > "$out/compare_aa$aa.txt"; code=$?
+  tail -n 4 "$out/compare_aa$aa.txt"; echo "exit $code"
+  [ "$code" = 0 ] || status=1
+done
+echo "== slowed reduce_fast: ${runs[7]} vs the 5 baseline runs (expect exit 1, reduce_fast slower)"
+"$kbench" compare --baseline demo --out-dir "$out" "${runs[7]}" > "$out/compare_slow.txt"; code=$?
+grep -E "SLOWER" "$out/compare_slow.txt"; tail -n 3 "$out/compare_slow.txt"; echo "exit $code"
+[ "$code" = 1 ] || status=1
+exit $status

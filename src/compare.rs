@@ -18,8 +18,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
-use crate::execute::{CaseResult, CaseStatus};
-use crate::report::json::ResultsDoc;
+use crate::schema::{CaseResult, CaseStatus, ResultsDoc};
+use crate::vocab::describe_params;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -126,13 +126,7 @@ pub fn check_comparable(
 
 /// Compares `new` with one or more baseline runs of the same study.
 pub fn compare(bases: &[ResultsDoc], new: &ResultsDoc, settings: &CompareSettings) -> Comparison {
-    let key = |c: &CaseResult| {
-        format!(
-            "{} {}",
-            c.variant,
-            crate::execute::describe_params(&c.params)
-        )
-    };
+    let key = |c: &CaseResult| format!("{} {}", c.variant, describe_params(&c.params));
     let mut base_cases: BTreeMap<String, Vec<&CaseResult>> = BTreeMap::new();
     for base in bases {
         for c in &base.cases {
@@ -208,7 +202,7 @@ fn compare_case(base_runs: &[&CaseResult], new: &CaseResult) -> CaseComparison {
         .collect();
     let mut out = CaseComparison {
         variant: new.variant.clone(),
-        params: crate::execute::describe_params(&new.params),
+        params: describe_params(&new.params),
         base_median_s: (!base_medians.is_empty()).then(|| geometric_mean(&base_medians)),
         new_median_s: new.summary.as_ref().map(|s| s.median_s),
         ratio: None,

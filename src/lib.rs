@@ -1,22 +1,32 @@
 //! kbench: GPU kernel experiments declared in TOML manifests.
 //!
-//! The pipeline, one module per stage: `manifest` (parse, validate) -> `plan` (grid x variants
-//! into cases) -> `execute` (each study's cases in a `worker` process, on the cpu | cuda
-//! backends, via `measure`) -> `verify` (accuracy against a float64 reference) -> `stats`
-//! (summaries) -> `report` (table, JSON, markdown, CSV, plots); `compare` judges two results
-//! files for the regression gate.
+//! The pipeline, one module per stage, each depending only on those before it:
+//! `manifest` (parse, validate) -> `plan` (grid x variants into cases) -> `execute` (each study's
+//! cases in a `worker` process, where `case` runs one: `measure`, `verify`, `stats`) ->
+//! `results` (the results file) -> `report` (table, markdown, CSV, plots); `compare` judges
+//! results files for the regression gate.
+//!
+//! Below the stages: `vocab` (shared types), `schema` (the results format), `numerics`,
+//! `device` (kbench's safe layer over CUDA, and the GPU timer), `algos` (the algorithms and the
+//! seam they plug into), `grid` (axis values and where-filters) and `env`.
 
 pub mod algos;
-pub mod backend;
+pub mod case;
 pub mod compare;
+pub mod device;
 pub mod env;
 pub mod execute;
+pub mod grid;
 pub mod manifest;
 pub mod measure;
+pub mod numerics;
 pub mod plan;
 pub mod report;
+pub mod results;
+pub mod schema;
 pub mod stats;
 pub mod verify;
+pub mod vocab;
 pub mod worker;
 
 use std::path::PathBuf;

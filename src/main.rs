@@ -13,13 +13,15 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use kbench::backend::cuda::{self, KernelSource};
+use kbench::case::SaveOutputs;
 use kbench::compare::{self, CompareSettings, Verdict};
-use kbench::execute::{self, RunOptions, SaveOutputs, StudyEnd};
+use kbench::device::{nvrtc, KernelSource};
+use kbench::execute::{self, RunOptions, StudyEnd};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
-use kbench::report::json::{self, ResultsFile};
 use kbench::report::table;
+use kbench::results::{self, ResultsFile};
+use kbench::vocab::describe_params;
 
 #[derive(Parser)]
 #[command(
@@ -324,11 +326,11 @@ fn run(args: RunArgs) -> ExitCode {
         }
         any_failed |= results.doc.cases.iter().any(|c| c.failed());
         if let Some(name) = &args.save_baseline {
-            let dir = json::baseline_dir(&args.out_dir, &manifest.study.name, name);
+            let dir = results::baseline_dir(&args.out_dir, &manifest.study.name, name);
             let path = dir.join(results.path.file_name().expect("results files have a name"));
             let saved = std::fs::create_dir_all(&dir)
                 .map_err(anyhow::Error::from)
-                .and_then(|()| json::write_json_atomically(&path, &results.doc));
+                .and_then(|()| results::write_json_atomically(&path, &results.doc));
             if let Err(e) = saved {
                 eprintln!("error: cannot save baseline {}: {e:#}", path.display());
                 return ExitCode::from(2);
@@ -343,7 +345,13 @@ fn run(args: RunArgs) -> ExitCode {
                 serde_json::to_string(&results.doc).expect("results serialize")
             );
         } else {
-            let axes: Vec<&str> = manifest.algorithm.axes().iter().map(|a| a.name).collect();
+            let axes: Vec<&str> = manifest
+                .algorithm
+                .spec()
+                .axes
+                .iter()
+                .map(|a| a.name)
+                .collect();
             println!(
                 "{}",
                 table::render(&results.doc, &axes, table::TableStyle::Terminal)
@@ -379,7 +387,7 @@ fn interrupt_flag() -> Arc<AtomicBool> {
 /// An interrupted study: its manifest (as recorded in the results), the cases it has no result
 /// for, and its results file, reopened to be completed.
 fn resume_study(path: &std::path::Path) -> anyhow::Result<(Manifest, Vec<Case>, ResultsFile)> {
-    let doc = json::load_results(path)?;
+    let doc = results::load_results(path)?;
     let manifest = manifest::parse(std::path::Path::new(&doc.manifest.path), &doc.manifest.toml)?;
     let plan = plan::expand(&manifest);
     for done in &doc.cases {
@@ -392,7 +400,7 @@ fn resume_study(path: &std::path::Path) -> anyhow::Result<(Manifest, Vec<Case>, 
                 path.display(),
                 done.index,
                 done.variant,
-                execute::describe_params(&done.params)
+                describe_params(&done.params)
             );
         }
     }
@@ -425,14 +433,14 @@ fn compare(args: CompareArgs) -> ExitCode {
         }
         _ => {}
     }
-    let new = match json::load_results(new_path) {
+    let new = match results::load_results(new_path) {
         Ok(doc) => doc,
         Err(e) => return bad_input(e),
     };
     let base_paths = match &args.baseline {
         None => listed_bases.to_vec(),
         Some(name) => {
-            match baseline_runs(&json::baseline_dir(&args.out_dir, &new.study.name, name)) {
+            match baseline_runs(&results::baseline_dir(&args.out_dir, &new.study.name, name)) {
                 Ok(runs) => runs,
                 Err(e) => return bad_input(e),
             }
@@ -440,7 +448,7 @@ fn compare(args: CompareArgs) -> ExitCode {
     };
     let mut bases = Vec::new();
     for path in &base_paths {
-        match json::load_results(path).and_then(|b| {
+        match results::load_results(path).and_then(|b| {
             compare::check_comparable(&b, &new, args.allow_different_device).map(|()| b)
         }) {
             Ok(b) => bases.push(b),
@@ -548,12 +556,12 @@ fn compare_table(result: &compare::Comparison) -> String {
 }
 
 fn report(args: ReportArgs) -> ExitCode {
-    let doc = match json::load_results(&args.results) {
+    let doc = match results::load_results(&args.results) {
         Ok(d) => d,
         Err(e) => return bad_input(e),
     };
     let axes: Vec<&str> = match kbench::algos::find(&doc.study.algorithm) {
-        Some(a) => a.axes().iter().map(|a| a.name).collect(),
+        Some(a) => a.spec().axes.iter().map(|a| a.name).collect(),
         None => {
             return bad_input(anyhow::anyhow!(
                 "unknown algorithm `{}` in {}",
@@ -609,9 +617,10 @@ fn bad_input(e: anyhow::Error) -> ExitCode {
 
 fn list() -> ExitCode {
     for algorithm in kbench::algos::all() {
-        println!("{} ({})", algorithm.name(), algorithm.title());
+        let spec = algorithm.spec();
+        println!("{} ({})", spec.name, spec.title);
         println!("  axes:");
-        for axis in algorithm.axes() {
+        for axis in spec.axes {
             let default = axis.default.map_or("required".to_string(), |d| {
                 format!("default {}", d.to_param())
             });
@@ -620,11 +629,11 @@ fn list() -> ExitCode {
                 .map_or(String::new(), |b| format!(", {b} only"));
             println!("    {:<8} {} ({default}{only})", axis.name, axis.doc);
         }
-        println!("  cpu impls:    {}", algorithm.cpu_impls().join(", "));
+        println!("  cpu impls:    {}", spec.cpu_impls.join(", "));
         println!(
             "  cuda kernels: {} (kernels/{})",
-            algorithm.cuda_kernels().join(", "),
-            algorithm.kernel_file()
+            spec.kernels.join(", "),
+            spec.kernel_file.name
         );
     }
     ExitCode::SUCCESS
@@ -634,7 +643,7 @@ fn kernels(args: KernelsArgs) -> ExitCode {
     let source = KernelSource {
         dir: args.kernels_dir,
     };
-    let compiled = match cuda::compile_all(&source, &args.archs) {
+    let compiled = match nvrtc::compile_all(&source, &kbench::algos::kernel_files(), &args.archs) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -647,7 +656,7 @@ fn kernels(args: KernelsArgs) -> ExitCode {
     }
     let ptxas = args.ptxas.or_else(|| find_on_path("ptxas"));
     let mut reports = Vec::new();
-    for (file, arch, ptx) in &compiled {
+    for kbench::device::nvrtc::CompiledFile { file, arch, ptx } in &compiled {
         let path = args
             .out_dir
             .join(format!("{}.{arch}.ptx", file.trim_end_matches(".cu")));
@@ -657,7 +666,7 @@ fn kernels(args: KernelsArgs) -> ExitCode {
         }
         println!("compiled {file} for {arch} -> {}", path.display());
         if let Some(ptxas) = &ptxas {
-            match cuda::ptxas_report(ptxas, &path, arch) {
+            match nvrtc::ptxas_report(ptxas, &path, arch) {
                 Ok(r) => reports.extend(r),
                 Err(e) => {
                     eprintln!("error: {e:#}");

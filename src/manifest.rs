@@ -13,8 +13,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::algos::{self, Algorithm, AxisKind};
-use crate::plan::{AxisValues, ParamValue, WhereExpr};
+use crate::algos::{self, AxisKind, DynAlgorithm, Spec};
+use crate::grid::{AxisValues, WhereExpr};
+use crate::schema::{CompareDefaults, MeasureSettings, Study, Variant};
+use crate::vocab::{Backend, CacheMode, ParamValue, Scope, TimingMode, ToleranceOverrides};
 
 /// A mistake in a manifest, located in its source.
 #[derive(Debug, Clone)]
@@ -101,153 +103,27 @@ impl fmt::Display for ManifestError {
 
 impl std::error::Error for ManifestError {}
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    Cpu,
-    Cuda,
-}
-
-impl fmt::Display for Backend {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Backend::Cpu => "cpu",
-            Backend::Cuda => "cuda",
-        })
-    }
-}
-
-/// Which region a GPU sample times. CPU variants always time the computation alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    /// The kernel launches alone; inputs already on the device.
-    Kernel,
-    /// Host-to-device copies, the kernels and the device-to-host copy of the result.
-    Transfers,
-    /// Allocation, copies, kernels, copy back and free: the seed's "whole program".
-    Program,
-}
-
-/// Whether each GPU sample starts with a cold L2 cache (the default) or follows the last one hot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CacheMode {
-    Cold,
-    Hot,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DType {
-    I32,
-    F32,
-    F64,
-}
-
-impl DType {
-    pub const ALL: [DType; 3] = [DType::I32, DType::F32, DType::F64];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::I32 => "i32",
-            DType::F32 => "f32",
-            DType::F64 => "f64",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<DType> {
-        DType::ALL.into_iter().find(|d| d.name() == name)
-    }
-
-    pub fn size_bytes(self) -> u64 {
-        match self {
-            DType::I32 | DType::F32 => 4,
-            DType::F64 => 8,
-        }
-    }
-}
-
 /// A validated study, ready to plan.
 #[derive(Debug, Clone)]
 pub struct Manifest {
     pub path: PathBuf,
     pub source: String,
     pub study: Study,
-    pub algorithm: &'static dyn Algorithm,
+    pub algorithm: &'static dyn DynAlgorithm,
     /// Axes in the algorithm's declared order; axes the manifest leaves out take the algorithm's default.
     pub axes: Vec<(String, AxisValues)>,
     pub zip: Vec<Vec<String>>,
     pub filter: Option<WhereExpr>,
     pub variants: Vec<Variant>,
     pub measure: MeasureSettings,
-    pub accuracy: Accuracy,
+    pub accuracy: ToleranceOverrides,
     pub report: ReportSettings,
     pub compare: CompareDefaults,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Study {
-    pub name: String,
-    pub title: String,
-    pub algorithm: String,
-    pub seed: u64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Variant {
-    pub name: String,
-    pub backend: Backend,
-    /// The CPU implementation or the CUDA kernel this variant runs.
-    pub implementation: String,
-    /// Axis values that replace the grid's for this variant.
-    pub params: BTreeMap<String, AxisValues>,
-    pub scope: Scope,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MeasureSettings {
-    pub warmup: u32,
-    pub min_samples: u32,
-    pub max_samples: u32,
-    pub max_time_s: f64,
-    pub target_rel_ci: f64,
-    pub scope: Scope,
-    pub cache: CacheMode,
-    /// A case still running after this long (warm-up and samples) is recorded as timed out.
-    pub timeout_s: f64,
-}
-
-/// Relative and absolute tolerances per floating-point dtype; integers must match exactly.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-pub struct Accuracy {
-    pub rel_tol_f32: Option<f64>,
-    pub rel_tol_f64: Option<f64>,
-    pub abs_tol_f32: Option<f64>,
-    pub abs_tol_f64: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ReportSettings {
     pub baseline: Option<String>,
-}
-
-/// What `kbench compare` uses for this study unless the command line says otherwise.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct CompareDefaults {
-    /// Smallest relative change of a median that counts as slower or faster (0.03 = 3%).
-    pub min_effect: f64,
-    /// False-discovery rate controlled across the study's cases.
-    pub fdr: f64,
-}
-
-impl Default for CompareDefaults {
-    fn default() -> Self {
-        CompareDefaults {
-            min_effect: 0.03,
-            fdr: 0.05,
-        }
-    }
 }
 
 // ---- The TOML shape, as serde sees it. ----
@@ -309,7 +185,10 @@ struct RawMeasure {
     target_rel_ci: Option<Spanned<f64>>,
     scope: Option<Scope>,
     cache: Option<CacheMode>,
+    mode: Option<TimingMode>,
+    batch_min_window_s: Option<Spanned<f64>>,
     timeout_s: Option<Spanned<f64>>,
+    timer_tolerance: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -388,7 +267,7 @@ impl Validator<'_> {
     }
 
     fn validate(&self, raw: RawManifest) -> Result<Manifest, ManifestError> {
-        let algorithm = algos::find(raw.study.algorithm.get_ref()).ok_or_else(|| {
+        let found = algos::find(raw.study.algorithm.get_ref()).ok_or_else(|| {
             self.error(
                 raw.study.algorithm.span(),
                 "study.algorithm",
@@ -399,6 +278,7 @@ impl Validator<'_> {
                 ),
             )
         })?;
+        let spec = found.spec();
         let name = raw.study.name.get_ref();
         if !is_safe_name(name) {
             return Err(self.error(
@@ -410,14 +290,13 @@ impl Validator<'_> {
         let study = Study {
             name: name.clone(),
             title: raw.study.title.unwrap_or_default(),
-            algorithm: algorithm.name().to_string(),
+            algorithm: spec.name.to_string(),
             seed: raw.study.seed,
         };
 
-        let (axes, zip, filter) = self.validate_grid(algorithm, raw.grid)?;
+        let (axes, zip, filter) = self.validate_grid(spec, raw.grid)?;
         let measure = self.validate_measure(raw.measure)?;
-        let variants =
-            self.validate_variants(algorithm, &axes, &zip, raw.variants, measure.scope)?;
+        let variants = self.validate_variants(spec, &axes, &zip, raw.variants, measure.scope)?;
         let accuracy = self.validate_accuracy(raw.accuracy)?;
 
         let baseline = match raw.report.baseline {
@@ -439,7 +318,7 @@ impl Validator<'_> {
                 if zip.iter().any(|g| g.contains(name) && g[0] != *name) {
                     continue;
                 }
-                let len = variant.params.get(name).unwrap_or(values).0.len();
+                let len = variant.params.get(name).map_or(values.0.len(), Vec::len);
                 product = product.saturating_mul(len as u64);
             }
             cases = cases.saturating_add(product);
@@ -473,7 +352,7 @@ impl Validator<'_> {
             path: self.path.to_path_buf(),
             source: self.source.to_string(),
             study,
-            algorithm,
+            algorithm: found,
             axes,
             zip,
             filter,
@@ -488,7 +367,7 @@ impl Validator<'_> {
     #[allow(clippy::type_complexity)]
     fn validate_grid(
         &self,
-        algorithm: &'static dyn Algorithm,
+        spec: &'static Spec,
         mut grid: BTreeMap<String, Spanned<toml::Value>>,
     ) -> Result<
         (
@@ -502,15 +381,14 @@ impl Validator<'_> {
         let where_value = grid.remove("where");
 
         for (key, value) in &grid {
-            if algorithm.axis(key).is_none() {
+            if spec.axis(key).is_none() {
                 return Err(self.error(
                     self.key_span(value),
                     format!("grid.{key}"),
                     format!(
                         "`{key}` is not an axis of algorithm `{}`; its axes: {}",
-                        algorithm.name(),
-                        algorithm
-                            .axes()
+                        spec.name,
+                        spec.axes
                             .iter()
                             .map(|a| a.name)
                             .collect::<Vec<_>>()
@@ -521,7 +399,7 @@ impl Validator<'_> {
         }
 
         let mut axes = Vec::new();
-        for def in algorithm.axes() {
+        for def in spec.axes {
             let values = match grid.get(def.name) {
                 Some(value) => self.axis_values(&format!("grid.{}", def.name), def.kind, value)?,
                 None => match def.default {
@@ -600,12 +478,13 @@ impl Validator<'_> {
                         "where must be a string, e.g. \"n >= block\"".into(),
                     ));
                 };
-                let expr = WhereExpr::parse(text, &|name| algorithm.axis(name).map(|a| a.kind))
-                    .map_err(|(offset, message)| {
-                        // +1 skips the opening quote; exact for strings without escapes.
-                        let at = span.start + 1 + offset;
-                        self.error(at..at + 1, "grid.where", message)
-                    })?;
+                let expr =
+                    WhereExpr::parse(text, &|name| spec.axis(name).map(|a| a.kind.value_type()))
+                        .map_err(|(offset, message)| {
+                            // +1 skips the opening quote; exact for strings without escapes.
+                            let at = span.start + 1 + offset;
+                            self.error(at..at + 1, "grid.where", message)
+                        })?;
                 Some(expr)
             }
         };
@@ -635,11 +514,20 @@ impl Validator<'_> {
         if values.0.is_empty() {
             return Err(self.error(span, key, "axis has no values".into()));
         }
+        let mut checked = Vec::new();
         for v in &values.0 {
-            kind.check(v)
+            let v = kind
+                .check(v)
                 .map_err(|message| self.error(span.clone(), key, message))?;
+            match (kind, v) {
+                (AxisKind::File(extensions), ParamValue::Str(pattern)) => checked.extend(
+                    expand_files(&pattern, extensions)
+                        .map_err(|message| self.error(span.clone(), key, message))?,
+                ),
+                (_, v) => checked.push(v),
+            }
         }
-        Ok(values)
+        Ok(AxisValues(checked))
     }
 
     fn validate_measure(&self, raw: RawMeasure) -> Result<MeasureSettings, ManifestError> {
@@ -683,6 +571,21 @@ impl Validator<'_> {
         };
         let max_time_s = positive_seconds(&raw.max_time_s, "measure.max_time_s", d.max_time_s)?;
         let timeout_s = positive_seconds(&raw.timeout_s, "measure.timeout_s", d.timeout_s)?;
+        let batch_min_window_s = positive_seconds(
+            &raw.batch_min_window_s,
+            "measure.batch_min_window_s",
+            d.batch_min_window_s,
+        )?;
+        let timer_tolerance = match &raw.timer_tolerance {
+            Some(s) if !(*s.get_ref() > 0.0 && *s.get_ref() < 1.0) => {
+                return Err(self.error(
+                    s.span(),
+                    "measure.timer_tolerance",
+                    "timer_tolerance must be between 0 and 1 (0.02 = 2%)".into(),
+                ))
+            }
+            s => s.as_ref().map_or(d.timer_tolerance, |s| *s.get_ref()),
+        };
         let target_rel_ci = match &raw.target_rel_ci {
             Some(s) if !(*s.get_ref() > 0.0 && *s.get_ref() < 1.0) => {
                 return Err(self.error(
@@ -701,13 +604,16 @@ impl Validator<'_> {
             target_rel_ci,
             scope: raw.scope.unwrap_or(d.scope),
             cache: raw.cache.unwrap_or(d.cache),
+            mode: raw.mode.unwrap_or(d.mode),
+            batch_min_window_s,
             timeout_s,
+            timer_tolerance,
         })
     }
 
     fn validate_variants(
         &self,
-        algorithm: &'static dyn Algorithm,
+        spec: &'static Spec,
         axes: &[(String, AxisValues)],
         zip: &[Vec<String>],
         raw: Vec<Spanned<RawVariant>>,
@@ -741,12 +647,12 @@ impl Validator<'_> {
             let (implementation, known, wrong) = match raw.backend {
                 Backend::Cpu => (
                     raw.implementation,
-                    algorithm.cpu_impls(),
+                    spec.cpu_impls,
                     raw.kernel.map(|k| (k, "kernel")),
                 ),
                 Backend::Cuda => (
                     raw.kernel,
-                    algorithm.cuda_kernels(),
+                    spec.kernels,
                     raw.implementation.map(|k| (k, "impl")),
                 ),
             };
@@ -783,7 +689,7 @@ impl Validator<'_> {
                     key(field),
                     format!(
                         "algorithm `{}` has no {} {field} `{}`; known: {}",
-                        algorithm.name(),
+                        spec.name,
                         raw.backend,
                         implementation.get_ref(),
                         known.join(", ")
@@ -793,14 +699,11 @@ impl Validator<'_> {
             let mut params = BTreeMap::new();
             for (name, value) in &raw.params {
                 let param_key = key(&format!("params.{name}"));
-                let Some(def) = algorithm.axis(name) else {
+                let Some(def) = spec.axis(name) else {
                     return Err(self.error(
                         self.key_span(value),
                         param_key,
-                        format!(
-                            "`{name}` is not an axis of algorithm `{}`",
-                            algorithm.name()
-                        ),
+                        format!("`{name}` is not an axis of algorithm `{}`", spec.name),
                     ));
                 };
                 let values = self.axis_values(&param_key, def.kind, value)?;
@@ -815,7 +718,7 @@ impl Validator<'_> {
                         format!("`{name}` is zipped in the grid, so an override needs {grid_len} values, not {}", values.0.len()),
                     ));
                 }
-                params.insert(name.clone(), values);
+                params.insert(name.clone(), values.0);
             }
             variants.push(Variant {
                 name: raw.name.into_inner(),
@@ -828,7 +731,7 @@ impl Validator<'_> {
         Ok(variants)
     }
 
-    fn validate_accuracy(&self, raw: RawAccuracy) -> Result<Accuracy, ManifestError> {
+    fn validate_accuracy(&self, raw: RawAccuracy) -> Result<ToleranceOverrides, ManifestError> {
         let check = |value: &Option<Spanned<f64>>,
                      key: &str|
          -> Result<Option<f64>, ManifestError> {
@@ -841,13 +744,55 @@ impl Validator<'_> {
                 v => Ok(v.as_ref().map(|v| *v.get_ref())),
             }
         };
-        Ok(Accuracy {
+        Ok(ToleranceOverrides {
             rel_tol_f32: check(&raw.rel_tol.f32, "accuracy.rel_tol.f32")?,
             rel_tol_f64: check(&raw.rel_tol.f64, "accuracy.rel_tol.f64")?,
             abs_tol_f32: check(&raw.abs_tol.f32, "accuracy.abs_tol.f32")?,
             abs_tol_f64: check(&raw.abs_tol.f64, "accuracy.abs_tol.f64")?,
         })
     }
+}
+
+/// The files a file axis names: a path, or a glob matching at least one file, each with one of
+/// the axis's extensions.
+fn expand_files(pattern: &str, extensions: &[&str]) -> Result<Vec<ParamValue>, String> {
+    let paths: Vec<PathBuf> = if pattern.contains(['*', '?', '[']) {
+        let matches =
+            glob::glob(pattern).map_err(|e| format!("bad glob pattern `{pattern}`: {e}"))?;
+        let paths: Vec<PathBuf> = matches
+            .filter_map(Result::ok)
+            .filter(|p| p.is_file())
+            .collect();
+        if paths.is_empty() {
+            return Err(format!("no file matches `{pattern}`"));
+        }
+        paths
+    } else {
+        let path = PathBuf::from(pattern);
+        if !path.is_file() {
+            return Err(format!(
+                "no file `{pattern}` (paths are relative to the current folder)"
+            ));
+        }
+        vec![path]
+    };
+    for path in &paths {
+        let ok = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| extensions.contains(&e));
+        if !ok {
+            return Err(format!(
+                "`{}` is not a {} file",
+                path.display(),
+                extensions.join(" or ")
+            ));
+        }
+    }
+    Ok(paths
+        .into_iter()
+        .map(|p| ParamValue::Str(p.display().to_string()))
+        .collect())
 }
 
 /// Names that become file and folder names: no separators, no `..`, nothing hidden.
@@ -863,31 +808,3 @@ pub fn is_safe_name(name: &str) -> bool {
 /// The most cases one study may plan: a typo in a range should be an error, not an hour of work
 /// or an exhausted memory.
 pub const MAX_CASES: u64 = 100_000;
-
-impl Default for MeasureSettings {
-    fn default() -> Self {
-        MeasureSettings {
-            warmup: 3,
-            min_samples: 10,
-            max_samples: 200,
-            max_time_s: 2.0,
-            target_rel_ci: 0.01,
-            scope: Scope::Kernel,
-            cache: CacheMode::Cold,
-            timeout_s: 120.0,
-        }
-    }
-}
-
-impl ParamValue {
-    pub fn from_toml(value: &toml::Value) -> Result<ParamValue, String> {
-        match value {
-            toml::Value::Integer(i) => Ok(ParamValue::Int(*i)),
-            toml::Value::String(s) => Ok(ParamValue::Str(s.clone())),
-            other => Err(format!(
-                "expected an integer or a string, found {}",
-                other.type_str()
-            )),
-        }
-    }
-}

@@ -11,28 +11,33 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
 
-use crate::manifest::MeasureSettings;
+use crate::schema::{MeasureSettings, Measurement, StopReason};
 use crate::stats;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The median's CI reached the target width.
-    Converged,
-    MaxSamples,
-    /// The time budget ran out first.
-    Budget,
-    /// The case's time limit (`timeout_s`) passed: the case is recorded as timed out.
-    TimedOut,
+/// One timed run, whether the GPU throttled during it, and what a second timer said of it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Taken {
+    pub seconds: f64,
+    pub throttled: bool,
+    pub second_timer_s: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Measurement {
-    pub samples_s: Vec<f64>,
-    pub warmup_runs: u32,
-    pub stop_reason: StopReason,
+impl Taken {
+    pub fn clean(seconds: f64) -> Taken {
+        Taken {
+            seconds,
+            throttled: false,
+            second_timer_s: None,
+        }
+    }
+}
+
+/// The measurement, and the second timer's readings of the kept samples (where it had one).
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub measurement: Measurement,
+    pub second_timer_s: Vec<f64>,
 }
 
 /// When a time limit (a case's `timeout_s`) passes.
@@ -62,21 +67,34 @@ impl Deadline {
     }
 }
 
-/// Runs `sample` (which returns one timed run, in seconds) under the settings' stopping rule.
+/// Runs `sample` (which times one run) under the settings' stopping rule. A throttled sample is
+/// discarded and re-taken, up to `max_samples` of them; past that they are kept (and counted by
+/// the clocks record), so a GPU that always throttles still gets measured.
 pub fn measure(
     settings: &MeasureSettings,
     deadline: Deadline,
-    mut sample: impl FnMut() -> Result<f64>,
-) -> Result<Measurement> {
+    mut sample: impl FnMut() -> Result<Taken>,
+) -> Result<Measured> {
     let started = Instant::now();
     let mut samples_s = Vec::new();
+    let mut second_timer_s = Vec::new();
+    let mut throttled_discarded = 0;
+    let done = |samples_s: Vec<f64>,
+                second_timer_s: Vec<f64>,
+                stop_reason: StopReason,
+                throttled_discarded: u32| Measured {
+        measurement: Measurement {
+            samples_s,
+            warmup_runs: settings.warmup,
+            stop_reason,
+            throttled_discarded,
+            gpu_timer: None,
+        },
+        second_timer_s,
+    };
     for _ in 0..settings.warmup {
         if deadline.passed() {
-            return Ok(Measurement {
-                samples_s,
-                warmup_runs: settings.warmup,
-                stop_reason: StopReason::TimedOut,
-            });
+            return Ok(done(samples_s, second_timer_s, StopReason::TimedOut, 0));
         }
         sample()?;
     }
@@ -84,7 +102,13 @@ pub fn measure(
         if deadline.passed() {
             break StopReason::TimedOut;
         }
-        samples_s.push(sample()?);
+        let taken = sample()?;
+        if taken.throttled && throttled_discarded < settings.max_samples {
+            throttled_discarded += 1;
+            continue;
+        }
+        samples_s.push(taken.seconds);
+        second_timer_s.extend(taken.second_timer_s);
         let n = samples_s.len() as u32;
         // The CI needs a sort: check it at min_samples and then each time the count grows by a
         // tenth, so fast cases with many samples do not spend their budget sorting.
@@ -108,11 +132,12 @@ pub fn measure(
             break StopReason::Budget;
         }
     };
-    Ok(Measurement {
+    Ok(done(
         samples_s,
-        warmup_runs: settings.warmup,
+        second_timer_s,
         stop_reason,
-    })
+        throttled_discarded,
+    ))
 }
 
 #[cfg(test)]
@@ -139,9 +164,10 @@ mod tests {
         let mut calls = 0;
         let m = measure(&settings(10, 100, 10.0, 0.01), no_deadline(), || {
             calls += 1;
-            Ok(1.0)
+            Ok(Taken::clean(1.0))
         })
-        .unwrap();
+        .unwrap()
+        .measurement;
         assert_eq!(m.stop_reason, StopReason::Converged);
         assert_eq!(m.samples_s.len(), 10);
         assert_eq!(calls, 12, "two warm-up runs, then the samples");
@@ -149,7 +175,11 @@ mod tests {
 
     #[test]
     fn convergence_needs_six_samples_for_a_real_confidence_interval() {
-        let m = measure(&settings(2, 100, 10.0, 0.01), no_deadline(), || Ok(1.0)).unwrap();
+        let m = measure(&settings(2, 100, 10.0, 0.01), no_deadline(), || {
+            Ok(Taken::clean(1.0))
+        })
+        .unwrap()
+        .measurement;
         assert_eq!(
             (m.stop_reason, m.samples_s.len()),
             (StopReason::Converged, 6)
@@ -161,9 +191,10 @@ mod tests {
         let mut k = 0u32;
         let m = measure(&settings(5, 40, 10.0, 0.001), no_deadline(), || {
             k += 1;
-            Ok(1.0 + (k % 7) as f64)
+            Ok(Taken::clean(1.0 + (k % 7) as f64))
         })
-        .unwrap();
+        .unwrap()
+        .measurement;
         assert_eq!(m.stop_reason, StopReason::MaxSamples);
         assert_eq!(m.samples_s.len(), 40);
     }
@@ -172,11 +203,54 @@ mod tests {
     fn budget_stops_slow_cases() {
         let m = measure(&settings(1000, 10_000, 0.05, 0.0001), no_deadline(), || {
             std::thread::sleep(std::time::Duration::from_millis(10));
-            Ok(0.01)
+            Ok(Taken::clean(0.01))
         })
-        .unwrap();
+        .unwrap()
+        .measurement;
         assert_eq!(m.stop_reason, StopReason::Budget);
         assert!(m.samples_s.len() < 10, "{} samples", m.samples_s.len());
+    }
+
+    #[test]
+    fn throttled_samples_are_discarded_and_retaken_up_to_a_limit() {
+        // Every third sample throttled: they are re-taken, and only clean ones are kept.
+        let mut k = 0u32;
+        let m = measure(&settings(10, 10, 10.0, 1e-9), no_deadline(), || {
+            k += 1;
+            Ok(Taken {
+                seconds: if k.is_multiple_of(3) { 9.0 } else { 1.0 },
+                throttled: k.is_multiple_of(3),
+                second_timer_s: None,
+            })
+        })
+        .unwrap()
+        .measurement;
+        assert_eq!(m.samples_s, vec![1.0; 10]);
+        assert_eq!(m.throttled_discarded, 5);
+        // A GPU that always throttles: max_samples are discarded, then samples are kept.
+        let m = measure(&settings(4, 4, 10.0, 1e-9), no_deadline(), || {
+            Ok(Taken {
+                seconds: 2.0,
+                throttled: true,
+                second_timer_s: Some(1.9),
+            })
+        })
+        .unwrap()
+        .measurement;
+        assert_eq!((m.samples_s.len(), m.throttled_discarded), (4, 4));
+        let both = measure(&settings(4, 4, 10.0, 1e-9), no_deadline(), || {
+            Ok(Taken {
+                seconds: 2.0,
+                throttled: false,
+                second_timer_s: Some(1.9),
+            })
+        })
+        .unwrap();
+        assert_eq!(
+            both.second_timer_s,
+            vec![1.9; 4],
+            "warm-ups leave no reading"
+        );
     }
 
     #[test]
@@ -196,10 +270,11 @@ mod tests {
             Deadline::after(0.05),
             || {
                 std::thread::sleep(std::time::Duration::from_millis(10));
-                Ok(0.01)
+                Ok(Taken::clean(0.01))
             },
         )
-        .unwrap();
+        .unwrap()
+        .measurement;
         assert_eq!(m.stop_reason, StopReason::TimedOut);
         assert!(
             !m.samples_s.is_empty() && m.samples_s.len() < 10,

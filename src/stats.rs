@@ -4,46 +4,10 @@
 //! The median's 95% CI is distribution-free (binomial order statistics), since kernel timings are
 //! skewed and rarely normal; the mean's uses Student's t and is kept for comparison.
 
-use serde::{Deserialize, Serialize};
 use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 use statrs::statistics::{Data, OrderStatistics, Statistics};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    pub samples: usize,
-    pub median_s: f64,
-    pub mean_s: f64,
-    pub std_dev_s: f64,
-    /// Coefficient of variation: std_dev / mean.
-    pub cv: f64,
-    pub min_s: f64,
-    pub max_s: f64,
-    pub q1_s: f64,
-    pub q3_s: f64,
-    /// 95% confidence interval of the median.
-    pub median_ci95_s: (f64, f64),
-    /// 95% confidence interval of the mean.
-    pub mean_ci95_s: (f64, f64),
-    pub outliers: Outliers,
-}
-
-/// Counts of samples beyond Tukey's fences: mild past 1.5 IQR, severe past 3 IQR.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Outliers {
-    pub low_severe: usize,
-    pub low_mild: usize,
-    pub high_mild: usize,
-    pub high_severe: usize,
-    /// Positions (in sample order) of every flagged sample.
-    pub indices: Vec<usize>,
-}
-
-impl Summary {
-    /// Width of the median's CI relative to the median: the stopping rule's measure.
-    pub fn median_ci_rel_width(&self) -> f64 {
-        (self.median_ci95_s.1 - self.median_ci95_s.0) / self.median_s
-    }
-}
+use crate::schema::{Outliers, Summary};
 
 /// Summarizes at least one sample.
 pub fn summarize(samples_s: &[f64]) -> Summary {

@@ -3,66 +3,10 @@
 //! An element passes when `|got - expected| <= abs + rel * |expected|`. NaN never passes, and
 //! integers are held to an exact match.
 
-use serde::{Deserialize, Serialize};
-
-use crate::manifest::{Accuracy, DType};
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Tolerance {
-    pub rel: f64,
-    pub abs: f64,
-}
-
-impl Tolerance {
-    pub const EXACT: Tolerance = Tolerance { rel: 0.0, abs: 0.0 };
-
-    /// The manifest's per-dtype overrides on top of the algorithm's default; integers stay exact.
-    pub fn with_overrides(self, dtype: DType, accuracy: &Accuracy) -> Tolerance {
-        let (rel, abs) = match dtype {
-            DType::I32 => return Tolerance::EXACT,
-            DType::F32 => (accuracy.rel_tol_f32, accuracy.abs_tol_f32),
-            DType::F64 => (accuracy.rel_tol_f64, accuracy.abs_tol_f64),
-        };
-        Tolerance {
-            rel: rel.unwrap_or(self.rel),
-            abs: abs.unwrap_or(self.abs),
-        }
-    }
-}
-
-/// One element that failed, for the report and the JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WrongElement {
-    pub index: usize,
-    #[serde(deserialize_with = "null_as_nan")]
-    pub got: f64,
-    pub expected: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AccuracyReport {
-    pub passed: bool,
-    pub tolerance: Tolerance,
-    /// NaN when some output is NaN (written as null in JSON).
-    #[serde(deserialize_with = "null_as_nan")]
-    pub max_abs_err: f64,
-    /// Norm-wise relative error, max |got - expected| / max |expected|: unlike an element-wise
-    /// ratio it stays meaningful where some expected elements are (nearly) zero.
-    #[serde(deserialize_with = "null_as_nan")]
-    pub max_rel_err: f64,
-    pub elements: usize,
-    pub wrong_elements: usize,
-    pub nan_elements: usize,
-    /// The first few failing elements.
-    pub first_wrong: Vec<WrongElement>,
-}
+use crate::schema::{AccuracyReport, WrongElement};
+use crate::vocab::Tolerance;
 
 const FIRST_WRONG_KEPT: usize = 10;
-
-/// JSON has no NaN: serde_json writes it as null, and this reads null back as NaN.
-fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
-}
 
 pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyReport {
     let mut report = AccuracyReport {
@@ -112,6 +56,7 @@ pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyR
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::DType;
 
     #[test]
     fn within_tolerance_passes_and_outside_fails() {
@@ -152,7 +97,7 @@ mod tests {
 
     #[test]
     fn integers_are_exact_whatever_the_manifest_says() {
-        let acc = Accuracy {
+        let acc = crate::vocab::ToleranceOverrides {
             rel_tol_f32: Some(0.5),
             ..Default::default()
         };

@@ -24,11 +24,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::cuda::{DeviceFingerprint, KernelSource};
-use crate::execute::{self, CaseResult, CaseStage, CaseStatus, GpuState, SaveOutputs};
-use crate::manifest::{self, MeasureSettings};
+use crate::case::{self, CaseSettings, CaseStage, GpuState, SaveOutputs};
+use crate::device::KernelSource;
+use crate::manifest;
 use crate::measure::Deadline;
 use crate::plan::Case;
+use crate::schema::{CaseResult, CaseStatus, DeviceFingerprint, MeasureSettings};
 
 /// What a worker needs to run any case of one study.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -390,7 +391,12 @@ pub fn worker_main() -> Result<()> {
                 fault.strike(case.index, Some(stage));
             }
         };
-        let result = execute::run_case(&manifest, &case, &mut gpu, &job, &mut on_stage);
+        let settings = CaseSettings {
+            measure: &job.settings,
+            save_outputs: job.save_outputs,
+            results_path: &job.results_path,
+        };
+        let result = case::run_case(&manifest, &case, &mut gpu, &settings, &mut on_stage);
         sent?;
         let (device, gpu_unavailable, gpu_broken) = match &gpu {
             GpuState::Open(open) => (
@@ -528,14 +534,18 @@ mod tests {
                     [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n";
         let manifest = manifest::parse(Path::new("t.toml"), text).unwrap();
         let case = &crate::plan::expand(&manifest)[0];
-        let mut result = CaseResult::new(&manifest, case);
+        let mut result = case::new_result(&manifest, case);
         let samples_s = vec![1.0593499054713601e-9, 0.1 + 0.2, 7.0e-7 / 3.0];
         result.summary = Some(crate::stats::summarize(&samples_s));
-        result.accuracy = Some(crate::verify::compare(
-            &[f64::NAN, 1.0 / 3.0],
-            &[1.0, 2.0 / 3.0],
-            crate::verify::Tolerance::EXACT,
-        ));
+        result.outputs = vec![crate::schema::OutputCheck {
+            name: "sum".into(),
+            length: 2,
+            accuracy: crate::verify::compare(
+                &[f64::NAN, 1.0 / 3.0],
+                &[1.0, 2.0 / 3.0],
+                crate::vocab::Tolerance::EXACT,
+            ),
+        }];
         let message = WorkerMessage::Finished(Box::new(CaseReport {
             result,
             device: None,

@@ -142,14 +142,14 @@ fn a_wrong_answer_exits_1_saves_npy_files_and_keeps_the_other_cases() {
     assert!(!failed.is_empty());
     for case in &failed {
         assert_eq!(case["params"]["dtype"], "f32", "{case}");
-        assert!(case["accuracy"]["first_wrong"][0]["expected"].is_number());
+        assert!(case["outputs"][0]["accuracy"]["first_wrong"][0]["expected"].is_number());
         let files = case["saved_files"].as_array().unwrap();
         assert_eq!(files.len(), 3, "{case}");
         let folder = out.join("strict");
         let output = folder.join(
             files
                 .iter()
-                .find(|f| f.as_str().unwrap().ends_with("output.npy"))
+                .find(|f| f.as_str().unwrap().ends_with("output.sum.npy"))
                 .unwrap()
                 .as_str()
                 .unwrap(),
@@ -160,7 +160,9 @@ fn a_wrong_answer_exits_1_saves_npy_files_and_keeps_the_other_cases() {
         let got: Vec<f32> = npy.into_vec().unwrap();
         assert_eq!(
             got[0] as f64,
-            case["accuracy"]["first_wrong"][0]["got"].as_f64().unwrap()
+            case["outputs"][0]["accuracy"]["first_wrong"][0]["got"]
+                .as_f64()
+                .unwrap()
         );
     }
     assert!(cases.iter().any(|c| c["status"] == "passed"));
@@ -204,7 +206,7 @@ fn reduction_study_prints_its_table_and_writes_json_with_every_case() {
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
-    assert_eq!(doc["schema_version"], 1);
+    assert_eq!(doc["schema_version"], 2);
     assert_eq!(doc["complete"], true);
     assert_eq!(doc["study"]["name"], "reduction");
     assert!(doc["manifest"]["toml"]
@@ -234,7 +236,7 @@ fn reduction_study_prints_its_table_and_writes_json_with_every_case() {
                 );
                 let median = case["summary"]["median_s"].as_f64().unwrap();
                 assert!(median > 0.0 && case["gbytes_per_s"].as_f64().unwrap() > 0.0);
-                assert!(case["accuracy"]["passed"].as_bool().unwrap());
+                assert!(case["outputs"][0]["accuracy"]["passed"].as_bool().unwrap());
             }
             _ if gpu_present => assert_eq!(case["status"], "passed", "{case}"),
             _ => {

@@ -1,16 +1,24 @@
-//! GPU tests: every reduction kernel, dtype and block size at awkward sizes, each scope, and a
-//! kernel that does not compile. They skip (pass, saying so) on a machine without a CUDA driver,
-//! unless KBENCH_REQUIRE_GPU=1, which the GPU machine's run sets so a skip cannot pass silently.
+//! GPU tests: every kernel of every algorithm on the GPU test grid its algorithm declares (the
+//! generic harness's GPU half), each scope, the timer's modes, a kernel that does not compile and
+//! a size too big for the device. They need a CUDA GPU: ignored by a plain `cargo test`, run on
+//! the GPU machine with `--include-ignored`, where a missing GPU fails them.
 
 mod common;
 
-use common::{gpu_or_skip, run_study};
-use kbench::backend::cuda::KernelSource;
-use kbench::execute::{CaseResult, CaseStatus};
+use common::{assert_all_passed, run_study, QUICK};
+use kbench::device::KernelSource;
+use kbench::schema::{CaseResult, CaseStatus, TimerMethod};
+use kbench::vocab::ParamValue;
 
 fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
     let (_out, results) = run_study(text, kernels);
-    let axes = ["n", "dtype", "block"];
+    let axes: Vec<&str> = kbench::algos::find(&results.doc.study.algorithm)
+        .unwrap()
+        .spec()
+        .axes
+        .iter()
+        .map(|a| a.name)
+        .collect();
     let style = kbench::report::table::TableStyle::Terminal;
     println!(
         "{}",
@@ -19,37 +27,35 @@ fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
     results.doc.cases
 }
 
-const QUICK: &str = "[measure]\nwarmup = 1\nmin_samples = 2\nmax_samples = 2\n";
-
 #[test]
-fn every_kernel_dtype_and_block_size_sums_correctly() {
-    if !gpu_or_skip("every_kernel_dtype_and_block_size_sums_correctly") {
-        return;
+#[ignore = "needs a CUDA GPU"]
+fn every_kernel_of_every_algorithm_passes_on_its_gpu_test_grid() {
+    for algorithm in kbench::algos::all() {
+        let spec = algorithm.spec();
+        let mut text = format!(
+            "[study]\nname = \"gpu-{name}\"\nalgorithm = \"{name}\"\nseed = 11\n[grid]\n{grid}\n",
+            name = spec.name,
+            grid = spec.gpu_test_grid
+        );
+        // Under compute-sanitizer (KBENCH_SANITIZER=1) the small sizes keep the run short.
+        if std::env::var("KBENCH_SANITIZER").is_ok() {
+            text += "where = \"n <= 70000\"\n";
+        }
+        for kernel in spec.kernels {
+            text += &format!(
+                "[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
+            );
+        }
+        text += QUICK;
+        let cases = run_manifest(&text, KernelSource::default());
+        assert!(cases.len() >= spec.kernels.len() * 4, "{}", spec.name);
+        assert_all_passed(&cases);
     }
-    // Under compute-sanitizer (KBENCH_SANITIZER=1) a smaller grid keeps the run short.
-    let (sizes, blocks) = if std::env::var("KBENCH_SANITIZER").is_ok() {
-        ("[0, 1, 33, 1000, 65_537]", "[32, 64, 256, 1024]")
-    } else {
-        (
-            "[0, 1, 31, 33, 1000, 65_537, 1_000_003, 4_194_319]",
-            "[32, 64, 128, 256, 512, 1024]",
-        )
-    };
-    let text = every_kernel_manifest(
-        "reduce",
-        11,
-        &format!("n = {sizes}\ndtype = [\"i32\", \"f32\", \"f64\"]\nblock = {blocks}"),
-    );
-    let cases = run_manifest(&text, KernelSource::default());
-    assert_eq!(cases.len(), list_len(sizes) * 3 * list_len(blocks) * 4);
-    assert_all_passed(&cases);
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn transfers_and_program_scopes_produce_checked_results() {
-    if !gpu_or_skip("transfers_and_program_scopes_produce_checked_results") {
-        return;
-    }
     let mut text = String::from(
         "[study]\nname = \"gpu-scopes\"\nalgorithm = \"reduce\"\nseed = 12\n\
          [grid]\nn = [1, 999_999]\ndtype = [\"i32\", \"f64\"]\n",
@@ -57,7 +63,7 @@ fn transfers_and_program_scopes_produce_checked_results() {
     for scope in ["kernel", "transfers", "program"] {
         text += &format!("[[variant]]\nname = \"fast_{scope}\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\nscope = \"{scope}\"\n");
     }
-    text += QUICK;
+    text += "[measure]\nwarmup = 1\nmin_samples = 3\nmax_samples = 3\n";
     let cases = run_manifest(&text, KernelSource::default());
     assert_eq!(cases.len(), 2 * 2 * 3);
     assert_all_passed(&cases);
@@ -65,24 +71,99 @@ fn transfers_and_program_scopes_produce_checked_results() {
     let median = |name: &str| {
         cases
             .iter()
-            .find(|c| c.variant == name && c.params["n"] == kbench::plan::ParamValue::Int(999_999))
+            .find(|c| c.variant == name && c.params["n"] == ParamValue::Int(999_999))
             .unwrap()
-            .summary
-            .as_ref()
+            .median_s()
             .unwrap()
-            .median_s
     };
     assert!(median("fast_program") > median("fast_kernel"));
     assert!(median("fast_transfers") > median("fast_kernel"));
+    for case in &cases {
+        let timer = case
+            .measurement
+            .as_ref()
+            .unwrap()
+            .gpu_timer
+            .as_ref()
+            .unwrap();
+        let want = match case.variant.as_str() {
+            "fast_kernel" => TimerMethod::BlockedEvents,
+            _ => TimerMethod::Events,
+        };
+        assert_eq!(timer.method, want, "{}", case.variant);
+    }
 }
 
 #[test]
-fn a_kernel_that_does_not_compile_fails_its_cases_with_the_log_and_the_study_goes_on() {
-    if !gpu_or_skip(
-        "a_kernel_that_does_not_compile_fails_its_cases_with_the_log_and_the_study_goes_on",
-    ) {
-        return;
+#[ignore = "needs a CUDA GPU"]
+fn the_timer_holds_the_stream_batches_short_kernels_and_cross_checks_with_cupti() {
+    let text = "[study]\nname = \"gpu-timer\"\nalgorithm = \"reduce\"\nseed = 16\n\
+         [grid]\nn = [1000, 16_777_216]\ndtype = \"f32\"\n\
+         [[variant]]\nname = \"single\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n\
+         [[variant]]\nname = \"multi\"\nbackend = \"cuda\"\nkernel = \"reduce_optimized\"\n\
+         [measure]\nwarmup = 2\nmin_samples = 10\nmax_samples = 30\n"
+        .to_string();
+    let batch = text.replace("name = \"gpu-timer\"", "name = \"gpu-timer-batch\"")
+        + "mode = \"batch\"\nbatch_min_window_s = 50e-6\n";
+    let single = run_manifest(&text, KernelSource::default());
+    let batched = run_manifest(&batch, KernelSource::default());
+    assert_all_passed(&single);
+    assert_all_passed(&batched);
+    for case in &single {
+        let timer = case
+            .measurement
+            .as_ref()
+            .unwrap()
+            .gpu_timer
+            .as_ref()
+            .unwrap();
+        assert_eq!(timer.method, TimerMethod::BlockedEvents);
+        assert!(timer.cold_l2);
+        assert_eq!(timer.runs_per_sample, 1);
+        // CUPTI, where the machine has it, timed the same kernels.
+        if let Some(d) = timer.cupti_vs_events {
+            assert_eq!(
+                timer.cupti_samples_s.len(),
+                case.summary.as_ref().unwrap().samples
+            );
+            if case.params["n"] == ParamValue::Int(16_777_216) {
+                assert!(d.abs() < 0.05, "{}: CUPTI vs events {d}", case.variant);
+            }
+        }
     }
+    for case in &batched {
+        let timer = case
+            .measurement
+            .as_ref()
+            .unwrap()
+            .gpu_timer
+            .as_ref()
+            .unwrap();
+        assert_eq!(timer.method, TimerMethod::BatchEvents);
+        assert!(!timer.cold_l2);
+        if case.params["n"] == ParamValue::Int(1000) {
+            assert!(timer.runs_per_sample > 1, "{timer:?}");
+        }
+    }
+    // A 1000-element sum is a few microseconds of launch-free GPU time either way.
+    let small = |cases: &[CaseResult]| {
+        cases
+            .iter()
+            .find(|c| c.variant == "single" && c.params["n"] == ParamValue::Int(1000))
+            .unwrap()
+            .median_s()
+            .unwrap()
+    };
+    assert!(small(&single) < 10e-6, "{}", small(&single));
+    assert!(
+        small(&batched) < small(&single),
+        "hot batches beat cold single runs"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_kernel_that_does_not_compile_fails_its_cases_with_the_log_and_the_study_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("reduce.cu"),
@@ -112,10 +193,8 @@ fn a_kernel_that_does_not_compile_fails_its_cases_with_the_log_and_the_study_goe
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU"]
 fn a_size_too_big_for_the_device_is_skipped_and_the_next_sizes_run() {
-    if !gpu_or_skip("a_size_too_big_for_the_device_is_skipped_and_the_next_sizes_run") {
-        return;
-    }
     // 2^40 float32 elements: 4 TiB, more than any GPU has.
     let text = format!(
         "[study]\nname = \"gpu-huge\"\nalgorithm = \"reduce\"\nseed = 14\n[grid]\nn = [1_099_511_627_776, 1000]\n\
@@ -131,72 +210,9 @@ fn a_size_too_big_for_the_device_is_skipped_and_the_next_sizes_run() {
     assert_eq!(cases[1].status, CaseStatus::Passed, "{:?}", cases[1].reason);
 }
 
-/// A quick study of every CUDA kernel of `algorithm` over `grid` (the body of a [grid] table).
-fn every_kernel_manifest(algorithm: &str, seed: u64, grid: &str) -> String {
-    let mut text = format!(
-        "[study]\nname = \"gpu-{algorithm}\"\nalgorithm = \"{algorithm}\"\nseed = {seed}\n[grid]\n{grid}\n"
-    );
-    for kernel in kbench::algos::find(algorithm).unwrap().cuda_kernels() {
-        text += &format!(
-            "[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
-        );
-    }
-    text + QUICK
-}
-
-/// The number of items in a TOML list written as text.
-fn list_len(list: &str) -> usize {
-    list.matches(',').count() + 1
-}
-
-fn assert_all_passed(cases: &[CaseResult]) {
-    let bad: Vec<String> = cases
-        .iter()
-        .filter(|c| c.status != CaseStatus::Passed)
-        .map(|c| {
-            format!(
-                "{} {:?}: {:?} {:?}",
-                c.variant, c.params, c.status, c.reason
-            )
-        })
-        .collect();
-    assert!(
-        bad.is_empty(),
-        "{} cases did not pass:\n{}",
-        bad.len(),
-        bad.join("\n")
-    );
-}
-
 #[test]
-fn every_durbin_kernel_form_dtype_and_block_size_solves_correctly() {
-    if !gpu_or_skip("every_durbin_kernel_form_dtype_and_block_size_solves_correctly") {
-        return;
-    }
-    // Under compute-sanitizer (KBENCH_SANITIZER=1) a smaller grid keeps the run short: every
-    // step is a launch or two, and the sanitizer slows each one down.
-    let (sizes, blocks) = if std::env::var("KBENCH_SANITIZER").is_ok() {
-        ("[1, 2, 33, 999]", "[32, 256]")
-    } else {
-        ("[1, 2, 33, 999, 1000, 4097]", "[32, 256, 1024]")
-    };
-    let text = every_kernel_manifest(
-        "durbin",
-        21,
-        &format!(
-            "n = {sizes}\ndtype = [\"f32\", \"f64\"]\nblock = {blocks}\nform = [\"pb42\", \"pb32\"]"
-        ),
-    );
-    let cases = run_manifest(&text, KernelSource::default());
-    assert_eq!(cases.len(), list_len(sizes) * 2 * list_len(blocks) * 2 * 4);
-    assert_all_passed(&cases);
-}
-
-#[test]
+#[ignore = "needs a CUDA GPU"]
 fn durbin_persistent_falls_back_to_global_memory_and_other_scopes_check_out() {
-    if !gpu_or_skip("durbin_persistent_falls_back_to_global_memory_and_other_scopes_check_out") {
-        return;
-    }
     // 227 KiB of shared memory per block: f32 at n = 15000 keeps y and r there, f64 at 15000
     // only y, f32 at 30000 only y, f64 at 30000 neither (y is updated in global memory).
     let text = format!(
@@ -206,9 +222,26 @@ fn durbin_persistent_falls_back_to_global_memory_and_other_scopes_check_out() {
          [[variant]]\nname = \"persistent_transfers\"\nbackend = \"cuda\"\nkernel = \"durbin_persistent\"\n\
          scope = \"transfers\"\nparams = {{ n = [1000], block = [512] }}\n\
          [[variant]]\nname = \"graph_program\"\nbackend = \"cuda\"\nkernel = \"durbin_graph\"\n\
-         scope = \"program\"\nparams = {{ n = [1000], block = [128] }}\n{QUICK}"
+         scope = \"program\"\nparams = {{ n = [1000], block = [128] }}\n\
+         [[variant]]\nname = \"atomic\"\nbackend = \"cuda\"\nkernel = \"durbin_atomic\"\n\
+         params = {{ n = [1000], block = [128] }}\n{QUICK}"
     );
     let cases = run_manifest(&text, KernelSource::default());
-    assert_eq!(cases.len(), 2 * 2 * 2 + 2 + 2);
+    assert_eq!(cases.len(), 2 * 2 * 2 + 2 + 2 + 2);
     assert_all_passed(&cases);
+    // 1999 launches per run cannot wait behind a held stream: timed unheld, and said so.
+    let atomic = cases.iter().find(|c| c.variant == "atomic").unwrap();
+    let timer = atomic
+        .measurement
+        .as_ref()
+        .unwrap()
+        .gpu_timer
+        .as_ref()
+        .unwrap();
+    assert_eq!(timer.method, TimerMethod::Events);
+    assert!(timer
+        .unblocked_reason
+        .as_deref()
+        .unwrap()
+        .contains("1999 launches"));
 }

@@ -1,38 +1,44 @@
-//! Every embedded kernel compiles with NVRTC for sm_90 and sm_80. NVRTC needs no GPU: CI installs
-//! it from pip and sets KBENCH_REQUIRE_NVRTC=1, so a kernel that does not compile fails CI.
+//! Every kernel file compiles with NVRTC for sm_90 and sm_80, and exports every kernel its
+//! algorithm registers, for each dtype the algorithm takes. NVRTC needs no GPU, but it is not on
+//! a fresh machine: these tests are ignored by a plain `cargo test` and run by CI (which installs
+//! NVRTC from pip) and on the GPU machine with `--include-ignored`.
 
-mod common;
-
-use common::nvrtc_or_skip;
 use kbench::algos::AxisKind;
-use kbench::backend::cuda::{self, KernelSource};
+use kbench::device::{nvrtc, KernelSource};
+use kbench::vocab::DType;
 
 #[test]
+#[ignore = "needs NVRTC"]
 fn every_kernel_compiles_for_hopper_and_ampere() {
-    if !nvrtc_or_skip("every_kernel_compiles_for_hopper_and_ampere") {
-        return;
-    }
+    nvrtc::nvrtc_present().unwrap_or_else(|e| panic!("{e}"));
     let archs = ["sm_90".to_string(), "sm_80".to_string()];
-    let compiled =
-        cuda::compile_all(&KernelSource::default(), &archs).unwrap_or_else(|e| panic!("{e:#}"));
-    assert_eq!(compiled.len(), cuda::EMBEDDED_KERNELS.len() * archs.len());
+    let files = kbench::algos::kernel_files();
+    let compiled = nvrtc::compile_all(&KernelSource::default(), &files, &archs)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(compiled.len(), files.len() * archs.len());
     for algorithm in kbench::algos::all() {
-        let (_, _, ptx) = compiled
+        let spec = algorithm.spec();
+        let ptx = &compiled
             .iter()
-            .find(|(file, arch, _)| file == algorithm.kernel_file() && arch == "sm_90")
-            .unwrap();
-        // Each algorithm's kernels exist for the dtypes its `dtype` axis takes.
-        let dtypes = match algorithm.axis("dtype").map(|a| a.kind) {
-            Some(AxisKind::Dtype(allowed)) => allowed.to_vec(),
-            _ => panic!("{} has no dtype axis", algorithm.name()),
+            .find(|c| c.file == spec.kernel_file.name && c.arch == "sm_90")
+            .unwrap()
+            .ptx;
+        // Each kernel exists for every dtype its algorithm's `dtype` axis takes (or once, with
+        // no suffix, for an algorithm without one).
+        let dtypes: Vec<Option<DType>> = match spec.axis("dtype").map(|a| a.kind) {
+            Some(AxisKind::Dtype(allowed)) => allowed.iter().copied().map(Some).collect(),
+            _ => vec![None],
         };
-        for kernel in algorithm.cuda_kernels() {
+        for kernel in spec.kernels {
             for dtype in &dtypes {
-                let entry = format!(".entry {kernel}_{}(", dtype.name());
+                let entry = match dtype {
+                    Some(d) => format!(".entry {kernel}_{}(", d.name()),
+                    None => format!(".entry {kernel}("),
+                };
                 assert!(
                     ptx.contains(&entry),
                     "{} has no {entry}",
-                    algorithm.kernel_file()
+                    spec.kernel_file.name
                 );
             }
         }
@@ -40,11 +46,10 @@ fn every_kernel_compiles_for_hopper_and_ampere() {
 }
 
 #[test]
+#[ignore = "needs NVRTC"]
 fn a_compile_error_carries_the_file_and_nvrtc_log() {
-    if !nvrtc_or_skip("a_compile_error_carries_the_file_and_nvrtc_log") {
-        return;
-    }
-    let err = cuda::compile(
+    nvrtc::nvrtc_present().unwrap_or_else(|e| panic!("{e}"));
+    let err = nvrtc::compile(
         "kernels/broken.cu",
         "extern \"C\" __global__ void k() { int x = nope; }\n",
         "sm_90",
@@ -53,4 +58,29 @@ fn a_compile_error_carries_the_file_and_nvrtc_log() {
     let text = format!("{err:#}");
     assert!(text.contains("kernels/broken.cu(1)"), "{text}");
     assert!(text.contains("identifier \"nope\" is undefined"), "{text}");
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn an_error_in_the_common_header_names_the_header_and_its_line() {
+    nvrtc::nvrtc_present().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("common.cuh"),
+        "// line 1\nint broken = nope;\n",
+    )
+    .unwrap();
+    let source = KernelSource {
+        dir: Some(dir.path().to_path_buf()),
+    };
+    std::fs::write(
+        dir.path().join("reduce.cu"),
+        "#include \"common.cuh\"\nextern \"C\" __global__ void k() {}\n",
+    )
+    .unwrap();
+    let file = kbench::algos::find("reduce").unwrap().spec().kernel_file;
+    let text = source.read(&file).unwrap();
+    let err = nvrtc::compile(&source.describe(&file), &text, "sm_90").unwrap_err();
+    let text = format!("{err:#}");
+    assert!(text.contains("common.cuh(2)"), "{text}");
 }

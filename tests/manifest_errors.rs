@@ -113,7 +113,7 @@ fn more_malformed_manifests_are_refused_with_their_location() {
         ("pow2 exponent too large", format!("{STUDY}[grid]\nn = {{ pow2 = [1, 63] }}\n{VARIANT}"), 6, 5, Some("grid.n"), "<= 62"),
         ("range stop below start", format!("{STUDY}[grid]\nn = {{ start = 10, stop = 1 }}\n{VARIANT}"), 6, 5, Some("grid.n"), "below start"),
         ("duplicate key", format!("{STUDY}[grid]\nn = [1]\nn = [2]\n{VARIANT}"), 7, 1, None, "duplicate key"),
-        ("float size", format!("{STUDY}[grid]\nn = [1.5]\n{VARIANT}"), 6, 5, Some("grid.n"), "integer or a string"),
+        ("float size", format!("{STUDY}[grid]\nn = [1.5]\n{VARIANT}"), 6, 5, Some("grid.n"), "expected an integer, found the float 1.5"),
         ("kernel on a cpu variant", format!("{STUDY}{GRID}[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nkernel = \"reduce_fast\"\n"), 10, 10, Some("variant[0].kernel"), "not `kernel`"),
         ("empty study name", format!("[study]\nname = \"\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 2, 8, Some("study.name"), "must be non-empty"),
         ("negative time limit", format!("{STUDY}{GRID}{VARIANT}[measure]\ntimeout_s = -3.0\n"), 12, 13, Some("measure.timeout_s"), "positive number of seconds"),

@@ -17,62 +17,67 @@
 //!
 //! The reference: the recursion in float64 with compensated dot products.
 
-use std::ops::{Add, Div, Mul, Neg, Sub};
-
-use anyhow::{anyhow, bail, Result};
+use anyhow::{Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
+use serde::Deserialize;
 
-use super::reduce::compensated_sum;
-use super::{
-    dtype_param, int_param, Algorithm, AxisDef, AxisDefault, AxisKind, CaseData, HostData,
-};
-use crate::backend::cuda::CudaRun;
-use crate::manifest::{Backend, DType};
-use crate::plan::{ParamValue, Params};
-use crate::verify::Tolerance;
+use super::{u32_size, unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, OutputSpec, Spec};
+use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Graph, Kernel, KernelFile, Launcher};
+use crate::numerics::{compensated_sum, Real};
+use crate::vocab::{DType, HostData, Tolerance};
+use crate::{choice, with_float_dtype};
 
 #[derive(Debug)]
 pub struct Durbin;
 
-static AXES: &[AxisDef] = &[
-    AxisDef {
-        name: "n",
-        kind: AxisKind::Size,
-        default: None,
-        only_for: None,
-        doc: "order of the system (length of r and y)",
+static SPEC: Spec = Spec {
+    name: "durbin",
+    title: "Durbin-Levinson recursion (Toeplitz / Yule-Walker solve)",
+    axes: &[
+        AxisDef::size("n", "order of the system (length of r and y)"),
+        AxisDef::dtype(&DType::FLOATS, "f64"),
+        AxisDef::BLOCK,
+        AxisDef::choice(
+            "form",
+            Form::NAMES,
+            "pb42",
+            "pb42: PolyBench 4.2's Levinson-Durbin; pb32: the seed's PolyBench 3.2 code",
+        ),
+        AxisDef::choice(
+            "init",
+            Init::NAMES,
+            "random",
+            "r: random (well conditioned), geometric (0.9^(k+1)), polybench (the form's own)",
+        ),
+    ],
+    cpu_impls: &["sequential", "reworked", "threads"],
+    kernels: &[
+        "durbin_atomic",
+        "durbin_twopass",
+        "durbin_graph",
+        "durbin_persistent",
+    ],
+    kernel_file: KernelFile {
+        name: "durbin.cu",
+        source: include_str!("../../kernels/durbin.cu"),
     },
-    AxisDef {
-        name: "dtype",
-        kind: AxisKind::Dtype(&[DType::F32, DType::F64]),
-        default: Some(AxisDefault::Str("f64")),
-        only_for: None,
-        doc: "element type; the recursion runs in it",
-    },
-    AxisDef {
-        name: "block",
-        kind: AxisKind::BlockSize,
-        default: Some(AxisDefault::Int(256)),
-        only_for: Some(Backend::Cuda),
-        doc: "threads per block",
-    },
-    AxisDef {
-        name: "form",
-        kind: AxisKind::Choice(&["pb42", "pb32"]),
-        default: Some(AxisDefault::Str("pb42")),
-        only_for: None,
-        doc: "pb42: PolyBench 4.2's Levinson-Durbin; pb32: the seed's PolyBench 3.2 code",
-    },
-    AxisDef {
-        name: "init",
-        kind: AxisKind::Choice(&["random", "geometric", "polybench"]),
-        default: Some(AxisDefault::Str("random")),
-        only_for: None,
-        doc: "r: random (well conditioned), geometric (0.9^(k+1)), polybench (the form's own)",
-    },
-];
+    test_grid:
+        "n = [0, 1, 2, 7, 999, 4_597]\ndtype = [\"f32\", \"f64\"]\nform = [\"pb42\", \"pb32\"]",
+    gpu_test_grid: "n = [1, 2, 33, 999, 1000, 4097]\ndtype = [\"f32\", \"f64\"]\n\
+                    block = [32, 256, 1024]\nform = [\"pb42\", \"pb32\"]",
+};
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Params {
+    pub n: usize,
+    pub dtype: DType,
+    /// CUDA variants only.
+    pub block: Option<u32>,
+    pub form: Form,
+    pub init: Init,
+}
 
 /// Scale of the random reflection coefficients: at 0.2 the pb32 form overflows for some seeds by
 /// n = 15000; at 0.1 it stays below 0.2 for every seed tried.
@@ -85,25 +90,33 @@ const PAR_MIN_K: usize = 2 * THREAD_CHUNK_MIN;
 /// Fewest elements per rayon task.
 const THREAD_CHUNK_MIN: usize = 2048;
 
-/// Which PolyBench version's recursion runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Form {
-    /// PolyBench 4.2: alpha_0 = -r[0], beta_k = (1 - alpha^2) beta, alpha_k = -(r[k] + sum) / beta.
-    Pb42,
-    /// PolyBench 3.2, the seed's: alpha_0 = r[0], beta_k = beta - alpha^2 beta,
-    /// alpha_k = -(r[k] + sum) * beta.
-    Pb32,
+choice! {
+    /// Which PolyBench version's recursion runs.
+    pub enum Form {
+        /// PolyBench 4.2: alpha_0 = -r[0], beta_k = (1 - alpha^2) beta, alpha_k = -(r[k] + sum) / beta.
+        Pb42 = "pb42",
+        /// PolyBench 3.2, the seed's: alpha_0 = r[0], beta_k = beta - alpha^2 beta,
+        /// alpha_k = -(r[k] + sum) * beta.
+        Pb32 = "pb32",
+    }
+}
+
+choice! {
+    /// How r is generated.
+    pub enum Init {
+        /// From seeded random reflection coefficients (the module header says why).
+        Random = "random",
+        /// r[k] = 0.9^(k+1), peers.py's input.
+        Geometric = "geometric",
+        /// pb32: PolyBench 3.2's r[i] = (i+1)/n/4, read in real arithmetic (in C, `(i+1)/n` is an
+        /// integer division that zeroes every r but the last, a degenerate input); the pb32 recursion
+        /// then grows past 1e6 by n = 100 and overflows float64 near n = 1500. pb42: PolyBench 4.2's
+        /// r[i] = n + 1 - i, for which T is indefinite. Neither keeps accuracy claims meaningful.
+        Polybench = "polybench",
+    }
 }
 
 impl Form {
-    fn from_params(params: &Params) -> Result<Form> {
-        match choice_param(params, "form")? {
-            "pb42" => Ok(Form::Pb42),
-            "pb32" => Ok(Form::Pb32),
-            other => bail!("durbin has no form `{other}`"),
-        }
-    }
-
     /// The kernels' `form` argument.
     fn code(self) -> i32 {
         match self {
@@ -136,30 +149,7 @@ impl Form {
     }
 }
 
-/// How r is generated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Init {
-    /// From seeded random reflection coefficients (the module header says why).
-    Random,
-    /// r[k] = 0.9^(k+1), peers.py's input.
-    Geometric,
-    /// pb32: PolyBench 3.2's r[i] = (i+1)/n/4, read in real arithmetic (in C, `(i+1)/n` is an
-    /// integer division that zeroes every r but the last, a degenerate input); the pb32 recursion
-    /// then grows past 1e6 by n = 100 and overflows float64 near n = 1500. pb42: PolyBench 4.2's
-    /// r[i] = n + 1 - i, for which T is indefinite. Neither keeps accuracy claims meaningful.
-    Polybench,
-}
-
 impl Init {
-    fn from_params(params: &Params) -> Result<Init> {
-        match choice_param(params, "init")? {
-            "random" => Ok(Init::Random),
-            "geometric" => Ok(Init::Geometric),
-            "polybench" => Ok(Init::Polybench),
-            other => bail!("durbin has no init `{other}`"),
-        }
-    }
-
     /// About the largest |y| these inputs give: 0.06 to 0.1 for `random` (measured over seeds,
     /// n <= 15000), 0.9 for `geometric`, and no bound for `polybench`. The tolerance's absolute
     /// part is its relative part times this, a normwise bound.
@@ -244,88 +234,18 @@ pub fn reference(form: Form, r: &[f64]) -> Vec<f64> {
     y
 }
 
-/// The arithmetic the CPU implementations need from f32 and f64.
-pub trait Real:
-    Copy
-    + Send
-    + Sync
-    + Add<Output = Self>
-    + Sub<Output = Self>
-    + Mul<Output = Self>
-    + Div<Output = Self>
-    + Neg<Output = Self>
-{
-    const ZERO: Self;
-    const ONE: Self;
-}
-
-impl Real for f32 {
-    const ZERO: f32 = 0.0;
-    const ONE: f32 = 1.0;
-}
-
-impl Real for f64 {
-    const ZERO: f64 = 0.0;
-    const ONE: f64 = 1.0;
-}
-
 impl Algorithm for Durbin {
-    fn name(&self) -> &'static str {
-        "durbin"
-    }
+    type Params = Params;
 
-    fn title(&self) -> &'static str {
-        "Durbin-Levinson recursion (Toeplitz / Yule-Walker solve)"
-    }
-
-    fn axes(&self) -> &'static [AxisDef] {
-        AXES
-    }
-
-    fn cpu_impls(&self) -> &'static [&'static str] {
-        &["sequential", "reworked", "threads"]
-    }
-
-    fn cuda_kernels(&self) -> &'static [&'static str] {
-        &[
-            "durbin_atomic",
-            "durbin_twopass",
-            "durbin_graph",
-            "durbin_persistent",
-        ]
-    }
-
-    fn kernel_file(&self) -> &'static str {
-        "durbin.cu"
-    }
-
-    /// Each alpha_k comes from a k-term dot product whose rounding error grows like sqrt(k) eps
-    /// (a random walk), and on the `random` and `geometric` inputs the recursion does not amplify
-    /// it: over 6 seeds at n = 100 .. 15000, both forms, the CPU versions' largest error against
-    /// the float64 reference stayed below 0.6 sqrt(n) eps max|y| in f32 (0.2 in f64). The
-    /// tolerance is 4 sqrt(n) eps (at least 16 eps) relative, plus that times the init's y scale
-    /// absolute, so that elements near zero are held to what rounding does to the largest ones
-    /// (a normwise bound, 7x above the worst seen). `polybench` inputs are unstable (pb32
-    /// overflows, pb42's matrix is indefinite) and fail it at large n, as they should.
-    fn default_tolerance(&self, params: &Params) -> Tolerance {
-        let n = int_param(params, "n").unwrap_or(0).max(1) as f64;
-        let eps = match dtype_param(params) {
-            Ok(DType::F32) => f32::EPSILON as f64,
-            _ => f64::EPSILON,
-        };
-        let y_scale = Init::from_params(params).map_or(1.0, Init::y_scale);
-        let rel = (4.0 * n.sqrt()).max(16.0) * eps;
-        Tolerance {
-            rel,
-            abs: rel * y_scale,
-        }
+    fn spec(&self) -> &'static Spec {
+        &SPEC
     }
 
     /// r and y in the case's dtype, the kernels' second row of y, and the float64 reference.
     /// `sequential` also keeps two n x n matrices.
-    fn footprint_bytes(&self, implementation: &str, params: &Params) -> Option<u64> {
-        let n = u64::try_from(int_param(params, "n").ok()?).ok()?;
-        let elem = dtype_param(params).ok()?.size_bytes();
+    fn footprint_bytes(&self, p: &Params, implementation: &str) -> Option<u64> {
+        let n = p.n as u64;
+        let elem = p.dtype.size_bytes();
         let vectors = n.checked_mul(3 * elem + 8)?.checked_add(64)?;
         let matrices = match implementation {
             "sequential" => n.checked_mul(n)?.checked_mul(2 * elem)?,
@@ -334,92 +254,153 @@ impl Algorithm for Durbin {
         vectors.checked_add(matrices)
     }
 
-    fn prepare(&self, params: &Params, seed: u64) -> Result<CaseData> {
-        let n = usize::try_from(int_param(params, "n")?)?;
-        let dtype = dtype_param(params)?;
-        let form = Form::from_params(params)?;
-        let r = Init::from_params(params)?.generate(n, form, seed);
-        let (input, reference) = match dtype {
+    fn prepare(&self, p: &Params, seed: u64) -> Result<CaseData> {
+        let r = p.init.generate(p.n, p.form, seed);
+        let (input, reference) = match p.dtype {
             DType::F32 => {
                 let r32: Vec<f32> = r.iter().map(|&x| x as f32).collect();
                 let widened: Vec<f64> = r32.iter().map(|&x| x as f64).collect();
-                (HostData::F32(r32), reference(form, &widened))
+                (HostData::F32(r32), reference(p.form, &widened))
             }
             DType::F64 => {
-                let reference = reference(form, &r);
+                let reference = reference(p.form, &r);
                 (HostData::F64(r), reference)
             }
-            DType::I32 => bail!("durbin runs in f32 or f64, not i32"),
+            DType::I32 => anyhow::bail!("durbin runs in f32 or f64, not i32"),
         };
-        let n64 = n as u64;
-        let overflow = || anyhow!("n = {n} overflows the byte or flop count");
+        let n = p.n as u64;
         Ok(CaseData {
-            inputs: vec![("r", input)],
-            output: HostData::zeros(dtype, n),
-            reference,
+            inputs: Buffers(vec![("r", input)]),
+            outputs: vec![OutputSpec::new("y", p.dtype, reference, tolerance(p))],
             // r read once, y written once: the whole recursion fits on chip.
-            bytes_moved: n64
-                .checked_mul(2 * dtype.size_bytes())
-                .ok_or_else(overflow)?,
+            bytes_moved: n
+                .checked_mul(2 * p.dtype.size_bytes())
+                .context("the byte count overflows")?,
             // Step k: a k-term dot product and k updates, 2 flops each.
-            flops: n64
-                .checked_mul(n64.saturating_sub(1))
+            flops: n
+                .checked_mul(n.saturating_sub(1))
                 .and_then(|f| f.checked_mul(2))
-                .ok_or_else(overflow)?,
+                .context("the flop count overflows")?,
+            facts: Vec::new(),
         })
     }
 
-    fn run_cpu(
-        &self,
-        implementation: &str,
-        params: &Params,
-        data: &CaseData,
-        output: &mut HostData,
-    ) -> Result<()> {
-        let form = Form::from_params(params)?;
-        macro_rules! dispatch {
-            ($r:expr, $out:expr) => {
-                match implementation {
-                    "sequential" => sequential(form, $r, $out),
-                    "reworked" => {
-                        reworked(form, $r, $out);
-                        Ok(())
-                    }
-                    "threads" => {
-                        threads(form, $r, $out);
-                        Ok(())
-                    }
-                    other => bail!("durbin has no CPU implementation `{other}`"),
-                }
-            };
-        }
-        match (&data.inputs[0].1, output) {
-            (HostData::F32(r), HostData::F32(out)) => dispatch!(r, out),
-            (HostData::F64(r), HostData::F64(out)) => dispatch!(r, out),
-            _ => bail!("durbin: input and output dtypes differ, or are not f32/f64"),
-        }
+    fn cpu(&self, p: &Params, implementation: &str) -> Result<CpuRun> {
+        let version = match implementation {
+            "sequential" => CpuVersion::Sequential,
+            "reworked" => CpuVersion::Reworked,
+            "threads" => CpuVersion::Threads,
+            other => return Err(unknown(&SPEC, "CPU implementation", other)),
+        };
+        let form = p.form;
+        with_float_dtype!(p.dtype, |T| Ok(cpu_run::<T>(version, form)))
     }
 
-    fn run_cuda(&self, kernel: &str, params: &Params, run: &mut CudaRun) -> Result<()> {
-        gpu::launch(kernel, params, run)
+    fn cuda<'a>(
+        &self,
+        p: &Params,
+        kernel: &str,
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+    ) -> Result<Box<dyn Launcher + 'a>> {
+        let shape = Shape {
+            n: u32_size(p.n, "durbin")?,
+            block: p.block.context("durbin's kernels need a block size")?,
+            form: p.form.code(),
+            dtype: p.dtype,
+        };
+        let (r, y) = (io.input("r")?, io.output("y")?);
+        let named = |name: &str| gpu.kernel(&format!("{name}_{}", p.dtype.name()));
+        Ok(match kernel {
+            "durbin_atomic" => Box::new(Atomic::new(
+                gpu,
+                shape,
+                named("durbin_atomic")?,
+                named("durbin_atomic_update")?,
+                r,
+                y,
+            )?),
+            "durbin_twopass" => Box::new(Steps::new(gpu, shape, named("durbin_twopass")?, r, y)?),
+            "durbin_graph" => {
+                let steps = Steps::new(gpu, shape, named("durbin_graph")?, r, y)?;
+                Box::new(GraphReplay::new(gpu, steps)?)
+            }
+            "durbin_persistent" => Box::new(Persistent::new(
+                gpu,
+                shape,
+                named("durbin_persistent")?,
+                r,
+                y,
+            )?),
+            other => return Err(unknown(&SPEC, "kernel", other)),
+        })
     }
 }
 
+/// Each alpha_k comes from a k-term dot product whose rounding error grows like sqrt(k) eps
+/// (a random walk), and on the `random` and `geometric` inputs the recursion does not amplify
+/// it: over 6 seeds at n = 100 .. 15000, both forms, the CPU versions' largest error against
+/// the float64 reference stayed below 0.6 sqrt(n) eps max|y| in f32 (0.2 in f64). The
+/// tolerance is 4 sqrt(n) eps (at least 16 eps) relative, plus that times the init's y scale
+/// absolute, so that elements near zero are held to what rounding does to the largest ones
+/// (a normwise bound, 7x above the worst seen). `polybench` inputs are unstable (pb32
+/// overflows, pb42's matrix is indefinite) and fail it at large n, as they should.
+fn tolerance(p: &Params) -> Tolerance {
+    let eps = p.dtype.epsilon().unwrap_or(f64::EPSILON);
+    let rel = (4.0 * (p.n.max(1) as f64).sqrt()).max(16.0) * eps;
+    Tolerance {
+        rel,
+        abs: rel * p.init.y_scale(),
+    }
+}
+
+/// The seed's three CPU versions.
+#[derive(Debug, Clone, Copy)]
+enum CpuVersion {
+    Sequential,
+    Reworked,
+    Threads,
+}
+
+/// A CPU version for one dtype; `sequential` keeps its n x n matrices between runs, as
+/// PolyBench allocates its arrays once, outside the timed kernel.
+fn cpu_run<T: Real>(version: CpuVersion, form: Form) -> CpuRun {
+    let mut matrices: (Vec<T>, Vec<T>) = (Vec::new(), Vec::new());
+    Box::new(move |inputs, outputs| {
+        let r = inputs.get::<T>("r")?;
+        let y = outputs.get_mut::<T>("y")?;
+        match version {
+            CpuVersion::Sequential => sequential(form, r, y, &mut matrices)?,
+            CpuVersion::Reworked => reworked(form, r, y),
+            CpuVersion::Threads => threads(form, r, y),
+        }
+        Ok(())
+    })
+}
+
 /// The seed's "Sequential": PolyBench 3.2's code with its n x n `sum` and `y` matrices (row-major,
-/// walked down columns as the C code does), in either form. Two n x n matrices of f64 at
-/// n = 15000 are 3.6 GB: the size is checked against MemAvailable first, and an error says so.
-pub fn sequential<T: Real>(form: Form, r: &[T], out: &mut [T]) -> Result<()> {
+/// walked down columns as the C code does), in either form, kept in `matrices` between runs. Two
+/// n x n matrices of f64 at n = 15000 are 3.6 GB: the case's footprint counts them, so a size
+/// that does not fit is refused before the case runs.
+pub fn sequential<T: Real>(
+    form: Form,
+    r: &[T],
+    out: &mut [T],
+    matrices: &mut (Vec<T>, Vec<T>),
+) -> Result<()> {
     let n = r.len();
     if n == 0 {
         return Ok(());
     }
     let cells = n
         .checked_mul(n)
-        .ok_or_else(|| anyhow!("sequential: n x n overflows for n = {n}"))?;
+        .with_context(|| format!("sequential: n x n overflows for n = {n}"))?;
     // Whether the matrices fit in memory was checked before the case ran (`footprint_bytes`).
-    // Zero-filled allocations come from the OS lazily; the pages are touched by the recursion.
-    let mut y = vec![T::ZERO; cells];
-    let mut sum = vec![T::ZERO; cells];
+    // Every cell the recursion reads it has written first in the same run, so a second run needs
+    // no clearing.
+    let (y, sum) = matrices;
+    y.resize(cells, T::ZERO);
+    sum.resize(cells, T::ZERO);
     let mut alpha = vec![T::ZERO; n];
     let mut beta = vec![T::ZERO; n];
     let at = |i: usize, k: usize| i * n + k;
@@ -542,425 +523,243 @@ fn update_and_dot<T: Real>(lo: usize, ys: &mut [T], old: &[T], r: &[T], alpha: T
     acc
 }
 
-/// The string value of a choice axis the planner has already validated.
-fn choice_param<'a>(params: &'a Params, name: &str) -> Result<&'a str> {
-    match params.get(name) {
-        Some(ParamValue::Str(s)) => Ok(s),
-        other => bail!("axis `{name}` should be a name here, found {other:?}"),
-    }
+// ---- The CUDA launchers: each kernel in `kernels/durbin.cu` is launched from one place here.
+// `durbin_twopass` and `durbin_graph` are one kernel body under two names, with one launcher.
+
+/// Two slots of (sum, alpha, beta, unused) for the atomic variant, of (alpha, beta) for the
+/// one-launch-per-step variants.
+const STATE_LEN: usize = 8;
+
+/// What every launch of a case shares.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    n: u32,
+    block: u32,
+    /// The kernels' `form` argument.
+    form: i32,
+    dtype: DType,
 }
 
-/// The CUDA launchers. Each kernel in `kernels/durbin.cu` is launched from exactly one place here;
-/// `durbin_twopass` and `durbin_graph` are one kernel body under two names, with one signature and
-/// one launcher.
-mod gpu {
-    use std::sync::Arc;
-
-    use anyhow::{anyhow, bail, Context, Result};
-    use cudarc::driver::sys::{
-        CUdevice_attribute, CUfunction_attribute, CUgraphInstantiate_flags, CUstreamCaptureMode,
-    };
-    use cudarc::driver::{
-        CudaFunction, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg,
-    };
-
-    use super::{dtype_param, int_param, Form, Params};
-    use crate::backend::cuda::{driver_error, CudaRun, DeviceData, Scratch};
-    use crate::manifest::DType;
-
-    /// Scratch slots: the second row of y (the output buffer is the other), the two buffers of
-    /// per-block partial sums, the (alpha, beta[, sum]) state, and the captured graph.
-    const ROW: usize = 0;
-    const PARTS_A: usize = 1;
-    const PARTS_B: usize = 2;
-    const STATE: usize = 3;
-    const GRAPH: usize = 4;
-    const LAUNCH: usize = 5;
-    /// Two slots of (sum, alpha, beta, unused) for the atomic variant, of (alpha, beta) for twopass.
-    const STATE_LEN: usize = 8;
-
-    /// What every launch of a case shares.
-    #[derive(Clone, Copy)]
-    struct Shape {
-        n: u32,
-        block: u32,
-        form: i32,
-    }
-
-    pub fn launch(kernel: &str, params: &Params, run: &mut CudaRun) -> Result<()> {
-        let n = u32::try_from(int_param(params, "n")?)
-            .map_err(|_| anyhow!("durbin's kernels index with 32 bits: n is too large"))?;
-        let shape = Shape {
-            n,
-            block: int_param(params, "block")? as u32,
-            form: Form::from_params(params)?.code(),
-        };
-        let dtype = dtype_param(params)?;
-        if n == 0 {
-            return Ok(()); // an empty y: nothing to compute or write
-        }
-        match kernel {
-            "durbin_atomic" => atomic(run, shape, dtype),
-            "durbin_twopass" => {
-                let function = run.function(&format!("durbin_twopass_{}", dtype.name()))?;
-                ensure_step_scratch(run, shape, dtype)?;
-                step_launches(run, shape, &function)
-            }
-            "durbin_graph" => graph(run, shape, dtype),
-            "durbin_persistent" => persistent(run, shape, dtype),
-            other => bail!("durbin has no CUDA kernel `{other}`"),
-        }
+impl Shape {
+    /// Enough blocks of `block` threads for `elements`.
+    fn blocks(&self, elements: u32) -> u32 {
+        elements.div_ceil(self.block).max(1)
     }
 
     /// The rows step k reads and writes: the output for the last step, alternating before it.
-    fn rows<'a, T>(
-        k: u32,
-        n: u32,
-        out: &'a mut CudaSlice<T>,
-        row: &'a mut CudaSlice<T>,
-    ) -> (&'a CudaSlice<T>, &'a mut CudaSlice<T>) {
-        if (n - 1 - k).is_multiple_of(2) {
+    fn rows(&self, k: u32, out: Arg, row: Arg) -> (Arg, Arg) {
+        if (self.n - 1 - k).is_multiple_of(2) {
             (row, out)
         } else {
             (out, row)
         }
     }
+}
 
-    fn grid(elements: u32, block: u32) -> (u32, u32, u32) {
-        (elements.div_ceil(block).max(1), 1, 1)
-    }
+/// `durbin_atomic`: the seed's two kernels per step (2n - 1 launches).
+struct Atomic<'a> {
+    shape: Shape,
+    dot: Kernel,
+    update: Kernel,
+    r: &'a DeviceBuf,
+    out: &'a DeviceBuf,
+    row: DeviceBuf,
+    state: DeviceBuf,
+}
 
-    // ---- durbin_atomic: the seed's two kernels per step ----------------------------------------
-
-    fn atomic(run: &mut CudaRun, shape: Shape, dtype: DType) -> Result<()> {
-        let dot = run.function(&format!("durbin_atomic_{}", dtype.name()))?;
-        let update = run.function(&format!("durbin_atomic_update_{}", dtype.name()))?;
-        run.ensure_data_scratch(ROW, dtype, shape.n as usize)?;
-        run.ensure_data_scratch(STATE, dtype, STATE_LEN)?;
-        let CudaRun {
-            stream,
-            inputs,
-            output,
-            scratch,
-            ..
-        } = run;
-        let [Some(Scratch::Data(row)), _, _, Some(Scratch::Data(state)), ..] = &mut scratch[..]
-        else {
-            bail!("durbin: scratch buffers missing");
-        };
-        match (&inputs[0], output, row, state) {
-            (
-                DeviceData::F32(r),
-                DeviceData::F32(out),
-                DeviceData::F32(row),
-                DeviceData::F32(s),
-            ) => atomic_steps(stream, &dot, &update, shape, r, out, row, s),
-            (
-                DeviceData::F64(r),
-                DeviceData::F64(out),
-                DeviceData::F64(row),
-                DeviceData::F64(s),
-            ) => atomic_steps(stream, &dot, &update, shape, r, out, row, s),
-            _ => bail!("durbin: device buffers of mixed dtypes"),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn atomic_steps<T: DeviceRepr>(
-        stream: &Arc<CudaStream>,
-        dot: &CudaFunction,
-        update: &CudaFunction,
+impl<'a> Atomic<'a> {
+    fn new(
+        gpu: Gpu<'a>,
         shape: Shape,
-        r: &CudaSlice<T>,
-        out: &mut CudaSlice<T>,
-        row: &mut CudaSlice<T>,
-        state: &mut CudaSlice<T>,
-    ) -> Result<()> {
-        for k in 0..shape.n {
-            let (y_old, y_new) = rows(k, shape.n, out, row);
+        dot: Kernel,
+        update: Kernel,
+        r: &'a DeviceBuf,
+        out: &'a DeviceBuf,
+    ) -> Result<Self> {
+        Ok(Atomic {
+            row: gpu.alloc(shape.dtype, shape.n as usize)?,
+            state: gpu.alloc(shape.dtype, STATE_LEN)?,
+            shape,
+            dot,
+            update,
+            r,
+            out,
+        })
+    }
+}
+
+impl Launcher for Atomic<'_> {
+    fn launch(&mut self) -> Result<()> {
+        let s = self.shape;
+        let elem = s.dtype.size_bytes() as u32;
+        for k in 0..s.n {
+            let (y_old, y_new) = s.rows(k, self.out.arg(), self.row.arg());
             if k > 0 {
-                launch_atomic_dot(stream, dot, shape, r, y_old, state, k)?;
+                // SAFETY: signature (const T* r, const T* y_old, T* state, unsigned int k), T the
+                // dtype of every buffer. r and y_old hold n > k elements, state STATE_LEN; the
+                // dynamic shared memory is the blockDim elements the kernel's tree indexes.
+                unsafe {
+                    self.dot.launch(
+                        Dims::linear(s.blocks(k), s.block, s.block * elem),
+                        &[self.r.arg(), y_old, self.state.arg(), Arg::U32(k)],
+                    )?
+                };
             }
-            launch_atomic_update(stream, update, shape, r, y_old, y_new, state, k)?;
+            // SAFETY: signature (const T* r, const T* y_old, T* y_new, T* state, unsigned int k,
+            // int form). r, y_old and y_new hold n > k elements, y_old and y_new are distinct
+            // allocations, state holds STATE_LEN elements.
+            unsafe {
+                self.update.launch(
+                    Dims::linear(s.blocks(k + 1), s.block, 0),
+                    &[
+                        self.r.arg(),
+                        y_old,
+                        y_new,
+                        self.state.arg(),
+                        Arg::U32(k),
+                        Arg::I32(s.form),
+                    ],
+                )?
+            };
         }
         Ok(())
     }
 
-    /// Launches `durbin_atomic_<t>` for step k >= 1.
-    fn launch_atomic_dot<T: DeviceRepr>(
-        stream: &Arc<CudaStream>,
-        function: &CudaFunction,
+    fn launches_per_run(&self) -> usize {
+        (2 * self.shape.n as usize).saturating_sub(1)
+    }
+}
+
+/// `durbin_twopass` (and the body of `durbin_graph`): one launch per step, no atomics.
+struct Steps<'a> {
+    shape: Shape,
+    kernel: Kernel,
+    r: &'a DeviceBuf,
+    out: &'a DeviceBuf,
+    row: DeviceBuf,
+    parts: [DeviceBuf; 2],
+    state: DeviceBuf,
+}
+
+impl<'a> Steps<'a> {
+    fn new(
+        gpu: Gpu<'a>,
         shape: Shape,
-        r: &CudaSlice<T>,
-        y_old: &CudaSlice<T>,
-        state: &mut CudaSlice<T>,
-        k: u32,
-    ) -> Result<()> {
-        let config = LaunchConfig {
-            grid_dim: grid(k, shape.block),
-            block_dim: (shape.block, 1, 1),
-            shared_mem_bytes: shape.block * std::mem::size_of::<T>() as u32,
-        };
-        // SAFETY: signature (const T* r, const T* y_old, T* state, unsigned int k), T the dtype of
-        // every buffer. r and y_old hold n > k elements, state STATE_LEN; the dynamic shared
-        // memory is the blockDim elements the kernel's tree indexes.
-        unsafe {
-            stream
-                .launch_builder(function)
-                .arg(r)
-                .arg(y_old)
-                .arg(state)
-                .arg(&k)
-                .launch(config)
-        }
-        .map_err(driver_error)?;
-        Ok(())
-    }
-
-    /// Launches `durbin_atomic_update_<t>` for step k >= 0.
-    #[allow(clippy::too_many_arguments)]
-    fn launch_atomic_update<T: DeviceRepr>(
-        stream: &Arc<CudaStream>,
-        function: &CudaFunction,
-        shape: Shape,
-        r: &CudaSlice<T>,
-        y_old: &CudaSlice<T>,
-        y_new: &mut CudaSlice<T>,
-        state: &mut CudaSlice<T>,
-        k: u32,
-    ) -> Result<()> {
-        let config = LaunchConfig {
-            grid_dim: grid(k + 1, shape.block),
-            block_dim: (shape.block, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: signature (const T* r, const T* y_old, T* y_new, T* state, unsigned int k,
-        // int form). r, y_old and y_new hold n > k elements, y_old and y_new are distinct
-        // allocations, state holds STATE_LEN elements.
-        unsafe {
-            stream
-                .launch_builder(function)
-                .arg(r)
-                .arg(y_old)
-                .arg(y_new)
-                .arg(state)
-                .arg(&k)
-                .arg(&shape.form)
-                .launch(config)
-        }
-        .map_err(driver_error)?;
-        Ok(())
-    }
-
-    // ---- durbin_twopass and durbin_graph: one launch per step ---------------------------------
-
-    fn ensure_step_scratch(run: &mut CudaRun, shape: Shape, dtype: DType) -> Result<()> {
+        kernel: Kernel,
+        r: &'a DeviceBuf,
+        out: &'a DeviceBuf,
+    ) -> Result<Self> {
         let parts = shape.n.div_ceil(shape.block) as usize;
-        run.ensure_data_scratch(ROW, dtype, shape.n as usize)?;
-        run.ensure_data_scratch(PARTS_A, dtype, parts)?;
-        run.ensure_data_scratch(PARTS_B, dtype, parts)?;
-        run.ensure_data_scratch(STATE, dtype, STATE_LEN)
+        Ok(Steps {
+            row: gpu.alloc(shape.dtype, shape.n as usize)?,
+            parts: [
+                gpu.alloc(shape.dtype, parts)?,
+                gpu.alloc(shape.dtype, parts)?,
+            ],
+            state: gpu.alloc(shape.dtype, STATE_LEN)?,
+            shape,
+            kernel,
+            r,
+            out,
+        })
     }
+}
 
-    /// Enqueues the n launches of `function` (`durbin_twopass_<t>` or `durbin_graph_<t>`).
-    fn step_launches(run: &mut CudaRun, shape: Shape, function: &CudaFunction) -> Result<()> {
-        let CudaRun {
-            stream,
-            inputs,
-            output,
-            scratch,
-            ..
-        } = run;
-        let [Some(Scratch::Data(row)), Some(Scratch::Data(a)), Some(Scratch::Data(b)), Some(Scratch::Data(state)), ..] =
-            &mut scratch[..]
-        else {
-            bail!("durbin: scratch buffers missing");
-        };
-        match (&inputs[0], output, row, a, b, state) {
-            (
-                DeviceData::F32(r),
-                DeviceData::F32(out),
-                DeviceData::F32(row),
-                DeviceData::F32(a),
-                DeviceData::F32(b),
-                DeviceData::F32(state),
-            ) => step_loop(stream, function, shape, r, out, row, [a, b], state),
-            (
-                DeviceData::F64(r),
-                DeviceData::F64(out),
-                DeviceData::F64(row),
-                DeviceData::F64(a),
-                DeviceData::F64(b),
-                DeviceData::F64(state),
-            ) => step_loop(stream, function, shape, r, out, row, [a, b], state),
-            _ => bail!("durbin: device buffers of mixed dtypes"),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn step_loop<T: DeviceRepr>(
-        stream: &Arc<CudaStream>,
-        function: &CudaFunction,
-        shape: Shape,
-        r: &CudaSlice<T>,
-        out: &mut CudaSlice<T>,
-        row: &mut CudaSlice<T>,
-        [a, b]: [&mut CudaSlice<T>; 2],
-        state: &mut CudaSlice<T>,
-    ) -> Result<()> {
-        for k in 0..shape.n {
-            let (y_old, y_new) = rows(k, shape.n, out, row);
+impl Launcher for Steps<'_> {
+    fn launch(&mut self) -> Result<()> {
+        let s = self.shape;
+        for k in 0..s.n {
+            let (y_old, y_new) = s.rows(k, self.out.arg(), self.row.arg());
             // Step k writes the partials step k+1 reads.
             let (parts_in, parts_out) = if k.is_multiple_of(2) {
-                (&*a, &mut *b)
+                (self.parts[0].arg(), self.parts[1].arg())
             } else {
-                (&*b, &mut *a)
+                (self.parts[1].arg(), self.parts[0].arg())
             };
-            let buffers = StepBuffers {
-                r,
-                y_old,
-                y_new,
-                parts_in,
-                parts_out,
-                state: &mut *state,
+            // SAFETY: signature (const T* r, const T* y_old, T* y_new, const T* parts_in,
+            // T* parts_out, T* state, unsigned int k, int form). r, y_old and y_new hold n > k
+            // elements; parts_in and parts_out hold ceil(n / blockDim) >= the grid of this launch
+            // and of the previous one; state holds STATE_LEN; the pairs (y_old, y_new) and
+            // (parts_in, parts_out) are distinct allocations.
+            unsafe {
+                self.kernel.launch(
+                    Dims::linear(s.blocks(k + 1), s.block, 0),
+                    &[
+                        self.r.arg(),
+                        y_old,
+                        y_new,
+                        parts_in,
+                        parts_out,
+                        self.state.arg(),
+                        Arg::U32(k),
+                        Arg::I32(s.form),
+                    ],
+                )?
             };
-            launch_step(stream, function, shape, buffers, k)?;
         }
         Ok(())
     }
 
-    struct StepBuffers<'a, T> {
-        r: &'a CudaSlice<T>,
-        y_old: &'a CudaSlice<T>,
-        y_new: &'a mut CudaSlice<T>,
-        parts_in: &'a CudaSlice<T>,
-        parts_out: &'a mut CudaSlice<T>,
-        state: &'a mut CudaSlice<T>,
+    fn launches_per_run(&self) -> usize {
+        self.shape.n as usize
     }
+}
 
-    /// Launches `durbin_twopass_<t>` or `durbin_graph_<t>` (the same code) for step k >= 0.
-    fn launch_step<T: DeviceRepr>(
-        stream: &Arc<CudaStream>,
-        function: &CudaFunction,
-        shape: Shape,
-        b: StepBuffers<T>,
-        k: u32,
-    ) -> Result<()> {
-        let config = LaunchConfig {
-            grid_dim: grid(k + 1, shape.block),
-            block_dim: (shape.block, 1, 1),
-            shared_mem_bytes: 0,
+/// `durbin_graph`: the step launches captured once into a CUDA graph, replayed in every run, so
+/// kernel-scope samples time the replay alone (in program scope each sample captures anew).
+struct GraphReplay<'a> {
+    graph: Option<Graph>,
+    /// Owns the buffers the graph's launches use.
+    _steps: Steps<'a>,
+}
+
+impl<'a> GraphReplay<'a> {
+    fn new(gpu: Gpu<'a>, mut steps: Steps<'a>) -> Result<Self> {
+        let graph = if steps.shape.n == 0 {
+            None
+        } else {
+            Some(gpu.capture(|| steps.launch())?)
         };
-        // SAFETY: signature (const T* r, const T* y_old, T* y_new, const T* parts_in,
-        // T* parts_out, T* state, unsigned int k, int form). r, y_old and y_new hold n > k
-        // elements; parts_in and parts_out hold ceil(n / blockDim) >= the grid of this launch and
-        // of the previous one; state holds STATE_LEN; the pairs (y_old, y_new) and
-        // (parts_in, parts_out) are distinct allocations.
-        unsafe {
-            stream
-                .launch_builder(function)
-                .arg(b.r)
-                .arg(b.y_old)
-                .arg(b.y_new)
-                .arg(b.parts_in)
-                .arg(b.parts_out)
-                .arg(b.state)
-                .arg(&k)
-                .arg(&shape.form)
-                .launch(config)
-        }
-        .map_err(driver_error)?;
-        Ok(())
+        Ok(GraphReplay {
+            graph,
+            _steps: steps,
+        })
     }
+}
 
-    /// The step launches captured once per case into a CUDA graph, kept in scratch and replayed
-    /// on every later call, so kernel-scope samples time the replay alone. The graph records the
-    /// buffers' addresses: if any buffer were reallocated it is captured again.
-    fn graph(run: &mut CudaRun, shape: Shape, dtype: DType) -> Result<()> {
-        let function = run.function(&format!("durbin_graph_{}", dtype.name()))?;
-        ensure_step_scratch(run, shape, dtype)?;
-        let mut addresses = vec![
-            run.inputs[0].device_address(run.stream),
-            run.output.device_address(run.stream),
-        ];
-        for slot in [ROW, PARTS_A, PARTS_B, STATE] {
-            match &run.scratch[slot] {
-                Some(Scratch::Data(d)) => addresses.push(d.device_address(run.stream)),
-                _ => bail!("durbin: scratch buffers missing"),
-            }
-        }
-        run.ensure_slot(GRAPH);
-        let current = matches!(&run.scratch[GRAPH], Some(Scratch::Graph { addresses: a, .. }) if *a == addresses);
-        if !current {
-            run.scratch[GRAPH] = None;
-            let stream = run.stream.clone();
-            stream
-                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-                .map_err(driver_error)?;
-            let captured = step_launches(run, shape, &function);
-            // End the capture whatever happened, or the stream stays in capture mode.
-            let ended = stream.end_capture(CUgraphInstantiate_flags(0));
-            captured.context("capturing the step launches into a CUDA graph")?;
-            let graph = ended
-                .map_err(driver_error)?
-                .ok_or_else(|| anyhow!("the CUDA graph capture recorded nothing"))?;
-            run.scratch[GRAPH] = Some(Scratch::Graph { graph, addresses });
-        }
-        match &run.scratch[GRAPH] {
-            Some(Scratch::Graph { graph, .. }) => graph.launch().map_err(driver_error),
-            _ => bail!("durbin: the CUDA graph is missing"),
+impl Launcher for GraphReplay<'_> {
+    fn launch(&mut self) -> Result<()> {
+        match &self.graph {
+            Some(graph) => graph.launch(),
+            None => Ok(()),
         }
     }
+}
 
-    // ---- durbin_persistent: one launch --------------------------------------------------------
+/// `durbin_persistent`: one launch of one block; where y and r live is worked out when the
+/// launcher is made.
+struct Persistent<'a> {
+    shape: Shape,
+    kernel: Kernel,
+    /// 2: y and r in shared memory; 1: y alone; 0: y updated in place in global memory.
+    mode: i32,
+    dynamic_bytes: u32,
+    r: &'a DeviceBuf,
+    out: &'a DeviceBuf,
+}
 
-    /// One launch; where y and r live is worked out on the case's first run (`persistent_setting`).
-    fn persistent(run: &mut CudaRun, shape: Shape, dtype: DType) -> Result<()> {
-        let function = run.function(&format!("durbin_persistent_{}", dtype.name()))?;
-        run.ensure_slot(LAUNCH);
-        let (mode, dynamic_bytes) = match run.scratch[LAUNCH] {
-            Some(Scratch::Launch { mode, shared_bytes }) => (mode, shared_bytes),
-            _ => {
-                let (mode, shared_bytes) = persistent_setting(run, &function, shape, dtype)?;
-                run.scratch[LAUNCH] = Some(Scratch::Launch { mode, shared_bytes });
-                (mode, shared_bytes)
-            }
-        };
-        let CudaRun {
-            stream,
-            inputs,
-            output,
-            ..
-        } = run;
-        match (&inputs[0], output) {
-            (DeviceData::F32(r), DeviceData::F32(out)) => {
-                launch_persistent(stream, &function, shape, r, out, mode, dynamic_bytes)
-            }
-            (DeviceData::F64(r), DeviceData::F64(out)) => {
-                launch_persistent(stream, &function, shape, r, out, mode, dynamic_bytes)
-            }
-            _ => bail!("durbin: device buffers of mixed dtypes"),
-        }
-    }
-
-    /// Where the persistent kernel keeps y and r: both in shared memory if they fit (mode 2), else
-    /// y alone (1), else neither (0: y is updated in place in the output buffer). Returns the mode
-    /// and the dynamic shared memory it needs, which the function's limit is raised to.
-    fn persistent_setting(
-        run: &CudaRun,
-        function: &CudaFunction,
+impl<'a> Persistent<'a> {
+    fn new(
+        gpu: Gpu<'a>,
         shape: Shape,
-        dtype: DType,
-    ) -> Result<(i32, u32)> {
-        let optin = run
-            .stream
-            .context()
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-            .map_err(driver_error)? as u64;
-        let static_bytes = function.shared_size_bytes().map_err(driver_error)? as u64;
-        let available = optin.saturating_sub(static_bytes);
-        let row_bytes = shape.n as u64 * dtype.size_bytes();
-        let (mode, dynamic_bytes): (i32, u64) = if 2 * row_bytes <= available {
+        kernel: Kernel,
+        r: &'a DeviceBuf,
+        out: &'a DeviceBuf,
+    ) -> Result<Self> {
+        let available =
+            (gpu.shared_optin_bytes() as u64).saturating_sub(kernel.static_shared_bytes()? as u64);
+        let row_bytes = shape.n as u64 * shape.dtype.size_bytes();
+        let (mode, dynamic_bytes) = if 2 * row_bytes <= available {
             (2, 2 * row_bytes)
         } else if row_bytes <= available {
             (1, row_bytes)
@@ -968,45 +767,38 @@ mod gpu {
             (0, 0)
         };
         let dynamic_bytes = u32::try_from(dynamic_bytes)?;
-        function
-            .set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                dynamic_bytes as i32,
-            )
-            .map_err(driver_error)?;
-        Ok((mode, dynamic_bytes))
+        kernel.allow_dynamic_shared(dynamic_bytes)?;
+        Ok(Persistent {
+            shape,
+            kernel,
+            mode,
+            dynamic_bytes,
+            r,
+            out,
+        })
     }
+}
 
-    /// Launches `durbin_persistent_<t>`.
-    fn launch_persistent<T: DeviceRepr>(
-        stream: &Arc<CudaStream>,
-        function: &CudaFunction,
-        shape: Shape,
-        r: &CudaSlice<T>,
-        out: &mut CudaSlice<T>,
-        mode: i32,
-        dynamic_bytes: u32,
-    ) -> Result<()> {
-        let config = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (shape.block, 1, 1),
-            shared_mem_bytes: dynamic_bytes,
-        };
+impl Launcher for Persistent<'_> {
+    fn launch(&mut self) -> Result<()> {
+        if self.shape.n == 0 {
+            return Ok(()); // an empty y: nothing to compute or write
+        }
         // SAFETY: signature (const T* r, T* out, unsigned int n, int form, int mode). r and out
         // hold n elements and are distinct allocations; the dynamic shared memory is what `mode`
-        // needs (2 n, n or 0 elements), and the function's limit was raised to it above.
+        // needs (2 n, n or 0 elements), and the kernel's limit was raised to it in `new`.
         unsafe {
-            stream
-                .launch_builder(function)
-                .arg(r)
-                .arg(out)
-                .arg(&shape.n)
-                .arg(&shape.form)
-                .arg(&mode)
-                .launch(config)
+            self.kernel.launch(
+                Dims::linear(1, self.shape.block, self.dynamic_bytes),
+                &[
+                    self.r.arg(),
+                    self.out.arg(),
+                    Arg::U32(self.shape.n),
+                    Arg::I32(self.shape.form),
+                    Arg::I32(self.mode),
+                ],
+            )
         }
-        .map_err(driver_error)?;
-        Ok(())
     }
 }
 
@@ -1015,14 +807,14 @@ mod tests {
     use super::*;
     use crate::verify::compare;
 
-    fn params(n: i64, dtype: &str, form: &str, init: &str) -> Params {
-        [
-            ("n".to_string(), ParamValue::Int(n)),
-            ("dtype".to_string(), ParamValue::Str(dtype.into())),
-            ("form".to_string(), ParamValue::Str(form.into())),
-            ("init".to_string(), ParamValue::Str(init.into())),
-        ]
-        .into()
+    fn params(n: usize, dtype: DType, form: Form, init: Init) -> Params {
+        Params {
+            n,
+            dtype,
+            block: None,
+            form,
+            init,
+        }
     }
 
     fn max_abs(v: &[f64]) -> f64 {
@@ -1060,43 +852,6 @@ mod tests {
             x[c] = (x[c] - s) / a[c][c];
         }
         x
-    }
-
-    #[test]
-    fn every_cpu_implementation_matches_the_reference_at_awkward_sizes() {
-        for n in [0, 1, 2, 7, 999] {
-            for dtype in ["f32", "f64"] {
-                for form in ["pb42", "pb32"] {
-                    let p = params(n, dtype, form, "random");
-                    let data = Durbin.prepare(&p, 5).unwrap();
-                    let tolerance = Durbin.default_tolerance(&p);
-                    for implementation in Durbin.cpu_impls() {
-                        let mut out = data.output.clone();
-                        out.poison();
-                        Durbin.run_cpu(implementation, &p, &data, &mut out).unwrap();
-                        let report = compare(&out.to_f64(), &data.reference, tolerance);
-                        assert!(
-                            report.passed,
-                            "{implementation} n={n} {dtype} {form}: {report:?}"
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn the_threaded_steps_match_the_reference_where_they_run_in_parallel() {
-        let n = PAR_MIN_K as i64 + 1500;
-        for dtype in ["f32", "f64"] {
-            let p = params(n, dtype, "pb42", "random");
-            let data = Durbin.prepare(&p, 6).unwrap();
-            let mut out = data.output.clone();
-            out.poison();
-            Durbin.run_cpu("threads", &p, &data, &mut out).unwrap();
-            let report = compare(&out.to_f64(), &data.reference, Durbin.default_tolerance(&p));
-            assert!(report.passed, "{dtype}: {report:?}");
-        }
     }
 
     #[test]
@@ -1176,26 +931,17 @@ mod tests {
 
     #[test]
     fn inputs_are_seeded_shared_across_sizes_and_rounded_for_f32() {
-        let a = Durbin
-            .prepare(&params(1000, "f64", "pb42", "random"), 1)
-            .unwrap();
-        let b = Durbin
-            .prepare(&params(10, "f64", "pb42", "random"), 1)
-            .unwrap();
-        let c = Durbin
-            .prepare(&params(1000, "f64", "pb42", "random"), 2)
-            .unwrap();
-        let d = Durbin
-            .prepare(&params(1000, "f32", "pb42", "random"), 1)
-            .unwrap();
-        let (HostData::F64(a), HostData::F64(b), HostData::F64(c), HostData::F32(d)) = (
-            &a.inputs[0].1,
-            &b.inputs[0].1,
-            &c.inputs[0].1,
-            &d.inputs[0].1,
-        ) else {
-            panic!("f64 and f32 inputs expected");
+        let r64 = |n, seed| {
+            let data = Durbin
+                .prepare(&params(n, DType::F64, Form::Pb42, Init::Random), seed)
+                .unwrap();
+            data.inputs.get::<f64>("r").unwrap().to_vec()
         };
+        let (a, b, c) = (r64(1000, 1), r64(10, 1), r64(1000, 2));
+        let d = Durbin
+            .prepare(&params(1000, DType::F32, Form::Pb42, Init::Random), 1)
+            .unwrap();
+        let d = d.inputs.get::<f32>("r").unwrap();
         assert_eq!(&a[..10], &b[..]);
         assert_ne!(a, c);
         assert!(a.iter().zip(d).all(|(&x, &y)| x as f32 == y));
@@ -1203,77 +949,72 @@ mod tests {
 
     #[test]
     fn the_form_decides_the_recurrence() {
-        let params32 = params(50, "f64", "pb32", "random");
-        let p32 = Durbin.prepare(&params32, 1).unwrap();
-        let p42 = Durbin
-            .prepare(&params(50, "f64", "pb42", "random"), 1)
-            .unwrap();
-        let mut out = p32.output.clone();
-        Durbin
-            .run_cpu("reworked", &params32, &p32, &mut out)
-            .unwrap();
-        assert!(
-            compare(
-                &out.to_f64(),
-                &p32.reference,
-                Tolerance {
-                    rel: 1e-12,
-                    abs: 1e-14
-                }
-            )
-            .passed
+        let data = |form| {
+            Durbin
+                .prepare(&params(50, DType::F64, form, Init::Random), 1)
+                .unwrap()
+        };
+        let (p32, p42) = (data(Form::Pb32), data(Form::Pb42));
+        let mut out = vec![0.0; 50];
+        reworked(Form::Pb32, p32.inputs.get::<f64>("r").unwrap(), &mut out);
+        let tight = Tolerance {
+            rel: 1e-12,
+            abs: 1e-14,
+        };
+        assert!(compare(&out, &p32.outputs[0].reference, tight).passed);
+        let loose = Tolerance {
+            rel: 1e-6,
+            abs: 1e-8,
+        };
+        assert!(!compare(&out, &p42.outputs[0].reference, loose).passed);
+    }
+
+    #[test]
+    fn sequential_keeps_its_matrices_between_runs_and_repeats_its_answer() {
+        let p = params(300, DType::F64, Form::Pb32, Init::Random);
+        let data = Durbin.prepare(&p, 3).unwrap();
+        let mut run = Durbin.cpu(&p, "sequential").unwrap();
+        let mut first = data.output_buffers();
+        run(&data.inputs, &mut first).unwrap();
+        let mut second = data.output_buffers();
+        run(&data.inputs, &mut second).unwrap();
+        assert_eq!(first, second);
+        let report = compare(
+            &first.data("y").unwrap().to_f64(),
+            &data.outputs[0].reference,
+            tolerance(&p),
         );
-        assert!(
-            !compare(
-                &out.to_f64(),
-                &p42.reference,
-                Tolerance {
-                    rel: 1e-6,
-                    abs: 1e-8
-                }
-            )
-            .passed
-        );
+        assert!(report.passed, "{report:?}");
     }
 
     #[test]
     fn sequentials_footprint_counts_its_matrices() {
-        let p = params(300_000, "f64", "pb42", "random");
-        let sequential = Durbin.footprint_bytes("sequential", &p).unwrap();
+        let p = params(300_000, DType::F64, Form::Pb42, Init::Random);
+        let sequential = Durbin.footprint_bytes(&p, "sequential").unwrap();
         assert!(sequential > 2 * 300_000u64.pow(2) * 8, "{sequential}");
         for other in ["reworked", "threads", "durbin_persistent"] {
-            assert!(Durbin.footprint_bytes(other, &p).unwrap() < 300_000 * 64);
+            assert!(Durbin.footprint_bytes(&p, other).unwrap() < 300_000 * 64);
         }
-        let huge = params(i64::MAX, "f64", "pb42", "random");
-        assert_eq!(Durbin.footprint_bytes("sequential", &huge), None);
+        let huge = params(usize::MAX, DType::F64, Form::Pb42, Init::Random);
+        assert_eq!(Durbin.footprint_bytes(&huge, "sequential"), None);
     }
 
     #[test]
     fn tolerance_scales_with_n_dtype_and_init() {
-        let t = |n, dtype, init| Durbin.default_tolerance(&params(n, dtype, "pb42", init));
-        let (small, large) = (t(100, "f32", "random"), t(10_000, "f32", "random"));
+        let t = |n, dtype, init| tolerance(&params(n, dtype, Form::Pb42, init));
+        let (small, large) = (
+            t(100, DType::F32, Init::Random),
+            t(10_000, DType::F32, Init::Random),
+        );
         assert!((large.rel / small.rel - 10.0).abs() < 1e-9);
         assert!((small.abs / small.rel - 0.1).abs() < 1e-12);
-        assert!(t(10_000, "f64", "random").rel < 1e-13);
-        assert_eq!(t(1, "f32", "random").rel, 16.0 * f32::EPSILON as f64);
+        assert!(t(10_000, DType::F64, Init::Random).rel < 1e-13);
         assert_eq!(
-            t(100, "f64", "geometric").abs,
-            t(100, "f64", "geometric").rel
+            t(1, DType::F32, Init::Random).rel,
+            16.0 * f32::EPSILON as f64
         );
-    }
-
-    #[test]
-    fn choice_axes_refuse_unknown_values() {
-        let form = &AXES[3];
-        assert_eq!(form.name, "form");
-        assert!(form.kind.check(&ParamValue::Str("pb32".into())).is_ok());
-        let err = form
-            .kind
-            .check(&ParamValue::Str("pb99".into()))
-            .unwrap_err();
-        assert!(err.contains("pb42, pb32"), "{err}");
-        assert!(form.kind.check(&ParamValue::Int(3)).is_err());
-        assert!(!form.kind.is_integer());
+        let geometric = t(100, DType::F64, Init::Geometric);
+        assert_eq!(geometric.abs, geometric.rel);
     }
 
     /// `durbin_persistent`'s schedule run on the CPU: its threads, one after another within a
@@ -1337,8 +1078,8 @@ mod tests {
                     let r = Init::Random.generate(n, form, 8);
                     let want = reference(form, &r);
                     let got = persistent_model(form, &r, block);
-                    let p = params(n as i64, "f64", "pb42", "random");
-                    let report = compare(&got, &want, Durbin.default_tolerance(&p));
+                    let p = params(n, DType::F64, Form::Pb42, Init::Random);
+                    let report = compare(&got, &want, tolerance(&p));
                     assert!(report.passed, "n={n} block={block} {form:?}: {report:?}");
                 }
             }

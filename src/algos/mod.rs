@@ -1,35 +1,188 @@
-//! The algorithms kbench knows: each declares its grid axes, its CPU implementations and CUDA
-//! kernels, generates seeded inputs with a float64 reference, and runs a case on a backend.
+//! The algorithms kbench knows, and the seam they plug into.
 //!
-//! Adding an algorithm: one module here, one `.cu` file in `kernels/`, one manifest in
-//! `experiments/`, and one line in `ALGORITHMS`.
+//! An algorithm is data (`Spec`: name, axes, CPU implementations, kernels, its embedded `.cu`
+//! file and the grid its correctness is tested on) plus one module implementing `Algorithm`:
+//! its typed parameters (parsed once per case with serde), seeded inputs with a float64 (or
+//! exact) reference per output, its CPU implementations and one launcher per kernel, each
+//! resolved once per case, outside the timed region. The framework knows no algorithm.
+//!
+//! Adding one: its module here, its `.cu` file in `kernels/`, its manifest in `experiments/`, and
+//! one line in `ALGORITHMS`.
 
 pub mod durbin;
 pub mod reduce;
 
 use std::fmt;
 
-use anyhow::Result;
+use anyhow::{anyhow, bail, Context, Result};
+use serde::de::DeserializeOwned;
 
-use crate::backend::cuda::CudaRun;
-use crate::manifest::{Backend, DType};
-use crate::plan::{ParamValue, Params};
-use crate::verify::Tolerance;
+use crate::device::{DeviceIo, Gpu, KernelFile, Launcher};
+use crate::vocab::{Backend, DType, Element, HostData, ParamValue, Params, Tolerance};
 
 /// Every algorithm, by name.
-static ALGORITHMS: &[&dyn Algorithm] = &[&reduce::Reduce, &durbin::Durbin];
+static ALGORITHMS: &[&dyn DynAlgorithm] = &[&reduce::Reduce, &durbin::Durbin];
 
-pub fn find(name: &str) -> Option<&'static dyn Algorithm> {
-    ALGORITHMS.iter().copied().find(|a| a.name() == name)
+pub fn find(name: &str) -> Option<&'static dyn DynAlgorithm> {
+    ALGORITHMS.iter().copied().find(|a| a.spec().name == name)
 }
 
-pub fn all() -> &'static [&'static dyn Algorithm] {
+pub fn all() -> &'static [&'static dyn DynAlgorithm] {
     ALGORITHMS
 }
 
 pub fn names() -> Vec<&'static str> {
-    ALGORITHMS.iter().map(|a| a.name()).collect()
+    ALGORITHMS.iter().map(|a| a.spec().name).collect()
 }
+
+/// Every kernel file: each algorithm's, and the timer's own.
+pub fn kernel_files() -> Vec<KernelFile> {
+    let mut files: Vec<KernelFile> = ALGORITHMS.iter().map(|a| a.spec().kernel_file).collect();
+    files.push(crate::device::timer::HOLD_KERNEL_FILE);
+    files
+}
+
+/// An algorithm, as data.
+#[derive(Debug)]
+pub struct Spec {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub axes: &'static [AxisDef],
+    pub cpu_impls: &'static [&'static str],
+    pub kernels: &'static [&'static str],
+    pub kernel_file: KernelFile,
+    /// The `[grid]` every CPU implementation is checked on by the generic harness
+    /// (tests/harness.rs): awkward sizes (0 or 1 where legal, primes, non-powers of two).
+    pub test_grid: &'static str,
+    /// The `[grid]` every kernel is checked on by the GPU tests (tests/gpu.rs).
+    pub gpu_test_grid: &'static str,
+}
+
+impl Spec {
+    pub fn axis(&self, name: &str) -> Option<&'static AxisDef> {
+        self.axes.iter().find(|a| a.name == name)
+    }
+
+    /// The CPU implementations or the kernels, for a backend.
+    pub fn implementations(&self, backend: Backend) -> &'static [&'static str] {
+        match backend {
+            Backend::Cpu => self.cpu_impls,
+            Backend::Cuda => self.kernels,
+        }
+    }
+}
+
+/// What an algorithm implements. `Params` is its typed view of a case's axis values.
+pub trait Algorithm: Sync + fmt::Debug + 'static {
+    /// A case's parameters (serde: a choice axis is an enum, a float axis a float; an axis that
+    /// one backend lacks, such as `block` on the CPU, an Option).
+    type Params: DeserializeOwned + fmt::Debug;
+
+    fn spec(&self) -> &'static Spec;
+
+    /// The bytes of a case's inputs, outputs and references, and of whatever `implementation`
+    /// (a CPU implementation or a kernel) allocates, computed with checked arithmetic (None: it
+    /// overflows), so that a size too big for the machine is refused before anything is allocated.
+    fn footprint_bytes(&self, p: &Self::Params, implementation: &str) -> Option<u64>;
+
+    /// Seeded inputs and each output's reference; every variant at one grid point sees the same.
+    fn prepare(&self, p: &Self::Params, seed: u64) -> Result<CaseData>;
+
+    /// The CPU implementation `implementation`, ready to run on the case's data.
+    fn cpu(&self, p: &Self::Params, implementation: &str) -> Result<CpuRun>;
+
+    /// The launcher of `kernel`, owning its device state (scratch, graphs, kernel handles),
+    /// bound to the case's buffers.
+    fn cuda<'a>(
+        &self,
+        p: &Self::Params,
+        kernel: &str,
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+    ) -> Result<Box<dyn Launcher + 'a>>;
+}
+
+/// A CPU implementation, resolved for one case: reads the inputs, writes the outputs. It may
+/// keep state between runs (buffers allocated once).
+pub type CpuRun = Box<dyn FnMut(&Buffers, &mut Buffers) -> Result<()>>;
+
+/// What the framework holds: any algorithm, its parameters still untyped.
+pub trait DynAlgorithm: Sync + fmt::Debug {
+    fn spec(&self) -> &'static Spec;
+    /// Parses a case's parameters into the algorithm's typed struct.
+    fn bind(&self, params: &Params) -> Result<Box<dyn BoundCase + '_>>;
+}
+
+/// An algorithm with one case's typed parameters.
+pub trait BoundCase {
+    fn footprint_bytes(&self, implementation: &str) -> Option<u64>;
+    fn prepare(&self, seed: u64) -> Result<CaseData>;
+    fn cpu(&self, implementation: &str) -> Result<CpuRun>;
+    fn cuda<'a>(
+        &self,
+        kernel: &str,
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+    ) -> Result<Box<dyn Launcher + 'a>>;
+}
+
+struct Bound<'a, A: Algorithm> {
+    algorithm: &'a A,
+    params: A::Params,
+}
+
+impl<A: Algorithm> DynAlgorithm for A {
+    fn spec(&self) -> &'static Spec {
+        Algorithm::spec(self)
+    }
+
+    fn bind(&self, params: &Params) -> Result<Box<dyn BoundCase + '_>> {
+        let object: serde_json::Map<String, serde_json::Value> = params
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_json()))
+            .collect();
+        let params =
+            serde_json::from_value(serde_json::Value::Object(object)).with_context(|| {
+                format!(
+                    "the parameters {} do not fit algorithm `{}`",
+                    crate::vocab::describe_params(params),
+                    Algorithm::spec(self).name
+                )
+            })?;
+        Ok(Box::new(Bound {
+            algorithm: self,
+            params,
+        }))
+    }
+}
+
+impl<A: Algorithm> BoundCase for Bound<'_, A> {
+    fn footprint_bytes(&self, implementation: &str) -> Option<u64> {
+        self.algorithm.footprint_bytes(&self.params, implementation)
+    }
+    fn prepare(&self, seed: u64) -> Result<CaseData> {
+        self.algorithm.prepare(&self.params, seed)
+    }
+    fn cpu(&self, implementation: &str) -> Result<CpuRun> {
+        self.algorithm.cpu(&self.params, implementation)
+    }
+    fn cuda<'a>(
+        &self,
+        kernel: &str,
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+    ) -> Result<Box<dyn Launcher + 'a>> {
+        self.algorithm.cuda(&self.params, kernel, gpu, io)
+    }
+}
+
+/// The error for an implementation or kernel name an algorithm does not have (the manifest
+/// refuses those first; this guards the registration against a typo).
+pub fn unknown(spec: &Spec, what: &str, name: &str) -> anyhow::Error {
+    anyhow!("{} has no {what} `{name}`", spec.name)
+}
+
+// ---- Axes ----
 
 /// What values an axis takes.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -38,27 +191,71 @@ pub enum AxisKind {
     Size,
     /// Threads per block: a power of two from 32 to 1024.
     BlockSize,
+    /// A float within [min, max].
+    Float { min: f64, max: f64 },
     /// One of the listed element types.
     Dtype(&'static [DType]),
     /// One of the listed names.
     Choice(&'static [&'static str]),
+    /// A file, named by path or glob (expanded when the manifest is read), with one of these
+    /// extensions.
+    File(&'static [&'static str]),
+}
+
+/// The type an axis's values have in a where-filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueType {
+    Int,
+    Float,
+    Str,
 }
 
 impl AxisKind {
-    pub fn check(self, value: &ParamValue) -> Result<(), String> {
+    pub fn value_type(self) -> ValueType {
+        match self {
+            AxisKind::Size | AxisKind::BlockSize => ValueType::Int,
+            AxisKind::Float { .. } => ValueType::Float,
+            AxisKind::Dtype(_) | AxisKind::Choice(_) | AxisKind::File(_) => ValueType::Str,
+        }
+    }
+
+    /// Checks a value, and returns it as the axis holds it (an integer on a float axis becomes
+    /// a float).
+    pub fn check(self, value: &ParamValue) -> Result<ParamValue, String> {
+        let found = |v: &ParamValue| match v {
+            ParamValue::Int(i) => format!("the integer {i}"),
+            ParamValue::Float(x) => format!("the float {x}"),
+            ParamValue::Str(s) => format!("the string \"{s}\""),
+        };
         match (self, value) {
-            (AxisKind::Size, ParamValue::Int(n)) if *n >= 0 => Ok(()),
+            (AxisKind::Size, ParamValue::Int(n)) if *n >= 0 => Ok(value.clone()),
             (AxisKind::Size, ParamValue::Int(n)) => Err(format!("a size must be >= 0, got {n}")),
             (AxisKind::BlockSize, ParamValue::Int(b))
                 if (32..=1024).contains(b) && (*b as u64).is_power_of_two() =>
             {
-                Ok(())
+                Ok(value.clone())
             }
             (AxisKind::BlockSize, ParamValue::Int(b)) => Err(format!(
                 "a block size must be a power of two from 32 to 1024, got {b}"
             )),
+            (AxisKind::Size | AxisKind::BlockSize, v) => {
+                Err(format!("expected an integer, found {}", found(v)))
+            }
+            (AxisKind::Float { min, max }, ParamValue::Int(_) | ParamValue::Float(_)) => {
+                let x = match value {
+                    ParamValue::Int(i) => *i as f64,
+                    ParamValue::Float(x) => *x,
+                    ParamValue::Str(_) => unreachable!("matched above"),
+                };
+                if x.is_finite() && (min..=max).contains(&x) {
+                    Ok(ParamValue::Float(x))
+                } else {
+                    Err(format!("expected a number from {min} to {max}, got {x}"))
+                }
+            }
+            (AxisKind::Float { .. }, v) => Err(format!("expected a number, found {}", found(v))),
             (AxisKind::Dtype(allowed), ParamValue::Str(s)) => match DType::parse(s) {
-                Some(d) if allowed.contains(&d) => Ok(()),
+                Some(d) if allowed.contains(&d) => Ok(value.clone()),
                 _ => Err(format!(
                     "unknown dtype `{s}`; this algorithm takes {}",
                     allowed
@@ -68,35 +265,31 @@ impl AxisKind {
                         .join(", ")
                 )),
             },
-            (AxisKind::Dtype(_), ParamValue::Int(i)) => Err(format!(
-                "expected a dtype name like \"f32\", found the integer {i}"
+            (AxisKind::Dtype(_), v) => Err(format!(
+                "expected a dtype name like \"f32\", found {}",
+                found(v)
             )),
             (AxisKind::Choice(allowed), ParamValue::Str(s)) if allowed.contains(&s.as_str()) => {
-                Ok(())
+                Ok(value.clone())
             }
-            (AxisKind::Choice(allowed), ParamValue::Str(s)) => Err(format!(
-                "unknown value `{s}`; one of: {}",
-                allowed.join(", ")
+            (AxisKind::Choice(allowed), v) => Err(format!(
+                "expected one of {}, found {}",
+                allowed.join(", "),
+                found(v)
             )),
-            (AxisKind::Choice(allowed), ParamValue::Int(i)) => Err(format!(
-                "expected one of {}, found the integer {i}",
-                allowed.join(", ")
-            )),
-            (_, ParamValue::Str(s)) => {
-                Err(format!("expected an integer, found the string \"{s}\""))
+            (AxisKind::File(_), ParamValue::Str(_)) => Ok(value.clone()),
+            (AxisKind::File(_), v) => {
+                Err(format!("expected a file path or glob, found {}", found(v)))
             }
         }
-    }
-
-    pub fn is_integer(self) -> bool {
-        !matches!(self, AxisKind::Dtype(_) | AxisKind::Choice(_))
     }
 }
 
 /// A value an axis takes when the manifest leaves it out.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum AxisDefault {
     Int(i64),
+    Float(f64),
     Str(&'static str),
 }
 
@@ -104,6 +297,7 @@ impl AxisDefault {
     pub fn to_param(self) -> ParamValue {
         match self {
             AxisDefault::Int(i) => ParamValue::Int(i),
+            AxisDefault::Float(x) => ParamValue::Float(x),
             AxisDefault::Str(s) => ParamValue::Str(s.to_string()),
         }
     }
@@ -121,151 +315,308 @@ pub struct AxisDef {
 }
 
 impl AxisDef {
+    /// A required element count.
+    pub const fn size(name: &'static str, doc: &'static str) -> AxisDef {
+        AxisDef {
+            name,
+            kind: AxisKind::Size,
+            default: None,
+            only_for: None,
+            doc,
+        }
+    }
+
+    /// `dtype`, from `allowed`, defaulting to `default`.
+    pub const fn dtype(allowed: &'static [DType], default: &'static str) -> AxisDef {
+        AxisDef {
+            name: "dtype",
+            kind: AxisKind::Dtype(allowed),
+            default: Some(AxisDefault::Str(default)),
+            only_for: None,
+            doc: "element type",
+        }
+    }
+
+    /// `block`: threads per block of the CUDA kernels, 256 unless given.
+    pub const BLOCK: AxisDef = AxisDef {
+        name: "block",
+        kind: AxisKind::BlockSize,
+        default: Some(AxisDefault::Int(256)),
+        only_for: Some(Backend::Cuda),
+        doc: "threads per block",
+    };
+
+    /// One of `names` (a `choice!` enum's NAMES), defaulting to `default`.
+    pub const fn choice(
+        name: &'static str,
+        names: &'static [&'static str],
+        default: &'static str,
+        doc: &'static str,
+    ) -> AxisDef {
+        AxisDef {
+            name,
+            kind: AxisKind::Choice(names),
+            default: Some(AxisDefault::Str(default)),
+            only_for: None,
+            doc,
+        }
+    }
+
     pub fn applies_to(&self, backend: Backend) -> bool {
         self.only_for.is_none_or(|b| b == backend)
     }
 }
 
-/// One case's data: inputs, the float64 reference its output is checked against, and the least
-/// work the case must do (for GB/s and GFLOP/s).
-pub struct CaseData {
-    pub inputs: Vec<(&'static str, HostData)>,
-    /// Shape and dtype of the output; poisoned before every run.
-    pub output: HostData,
+/// Declares an enum for a choice axis: its variants, their names in manifests, serde, and
+/// `NAMES` for the axis definition, so the names are written once.
+#[macro_export]
+macro_rules! choice {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident {
+        $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)?
+    }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+        $vis enum $name {
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+    };
+}
+
+// ---- A case's data ----
+
+/// Named host buffers: a case's inputs, or the outputs an implementation writes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Buffers(pub Vec<(&'static str, HostData)>);
+
+impl Buffers {
+    pub fn data(&self, name: &str) -> Result<&HostData> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, d)| d)
+            .ok_or_else(|| anyhow!("no buffer `{name}`"))
+    }
+
+    pub fn data_mut(&mut self, name: &str) -> Result<&mut HostData> {
+        self.0
+            .iter_mut()
+            .find(|(n, _)| *n == name)
+            .map(|(_, d)| d)
+            .ok_or_else(|| anyhow!("no buffer `{name}`"))
+    }
+
+    /// The buffer `name` as a slice of `T`.
+    pub fn get<T: Element>(&self, name: &str) -> Result<&[T]> {
+        let data = self.data(name)?;
+        T::slice(data)
+            .ok_or_else(|| anyhow!("buffer `{name}` holds {}, not {}", data.dtype(), T::DTYPE))
+    }
+
+    pub fn get_mut<T: Element>(&mut self, name: &str) -> Result<&mut [T]> {
+        let data = self.data_mut(name)?;
+        let dtype = data.dtype();
+        T::slice_mut(data).ok_or_else(|| anyhow!("buffer `{name}` holds {dtype}, not {}", T::DTYPE))
+    }
+}
+
+/// Where an output's produced length comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Length {
+    /// The whole buffer.
+    Full,
+    /// Element 0 of the named output (a count the implementation writes), at most the capacity.
+    CountIn(&'static str),
+}
+
+/// One output: its buffer's shape, how long it turns out, and what it must hold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputSpec {
+    pub name: &'static str,
+    pub dtype: DType,
+    /// Elements of the buffer an implementation may write.
+    pub capacity: usize,
+    pub length: Length,
+    /// The float64 (or, for integers, exact) reference of the produced elements.
     pub reference: Vec<f64>,
+    /// Before the manifest's overrides; integers are always exact.
+    pub tolerance: Tolerance,
+}
+
+impl OutputSpec {
+    /// An output of fixed length, the reference's.
+    pub fn new(
+        name: &'static str,
+        dtype: DType,
+        reference: Vec<f64>,
+        tolerance: Tolerance,
+    ) -> Self {
+        OutputSpec {
+            name,
+            dtype,
+            capacity: reference.len(),
+            length: Length::Full,
+            reference,
+            tolerance,
+        }
+    }
+}
+
+/// One case's data: named inputs, each output's reference, and the least work the case must do
+/// (for GB/s and GFLOP/s).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CaseData {
+    pub inputs: Buffers,
+    pub outputs: Vec<OutputSpec>,
     pub bytes_moved: u64,
     pub flops: u64,
+    /// Numbers worth recording about the case (levels, colours, repeats found).
+    pub facts: Vec<(&'static str, f64)>,
 }
 
-pub trait Algorithm: Sync + fmt::Debug {
-    fn name(&self) -> &'static str;
-    fn title(&self) -> &'static str;
-    fn axes(&self) -> &'static [AxisDef];
-    fn cpu_impls(&self) -> &'static [&'static str];
-    fn cuda_kernels(&self) -> &'static [&'static str];
-    /// The file in `kernels/` holding this algorithm's CUDA kernels.
-    fn kernel_file(&self) -> &'static str;
-    /// The tolerance a case's output is held to, before the manifest's overrides.
-    fn default_tolerance(&self, params: &Params) -> Tolerance;
-    /// The bytes of a case's inputs and outputs, and of whatever else `implementation` (a CPU
-    /// implementation or a kernel) allocates, computed with checked arithmetic (None: it
-    /// overflows), so a size too big for the machine is refused before anything is allocated.
-    fn footprint_bytes(&self, implementation: &str, params: &Params) -> Option<u64>;
-    /// Seeded inputs and their reference; every variant at one grid point sees the same inputs.
-    fn prepare(&self, params: &Params, seed: u64) -> Result<CaseData>;
-    /// Runs one CPU implementation on the case's data, writing `output`.
-    fn run_cpu(
-        &self,
-        implementation: &str,
-        params: &Params,
-        data: &CaseData,
-        output: &mut HostData,
-    ) -> Result<()>;
-    /// Enqueues one run of a CUDA kernel on `run`'s stream: inputs are on the device, the output
-    /// buffer must be written.
-    fn run_cuda(&self, kernel: &str, params: &Params, run: &mut CudaRun) -> Result<()>;
-
-    fn axis(&self, name: &str) -> Option<&'static AxisDef> {
-        self.axes().iter().find(|a| a.name == name)
-    }
-}
-
-/// A typed host buffer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum HostData {
-    I32(Vec<i32>),
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-}
-
-/// Written into outputs before each run so an element the code never writes cannot pass.
-pub const POISON_I32: i32 = -0x5A5A_5A5B;
-
-impl HostData {
-    pub fn zeros(dtype: DType, len: usize) -> HostData {
-        match dtype {
-            DType::I32 => HostData::I32(vec![0; len]),
-            DType::F32 => HostData::F32(vec![0.0; len]),
-            DType::F64 => HostData::F64(vec![0.0; len]),
-        }
+impl CaseData {
+    /// Output buffers of each output's capacity, poisoned, for an implementation to write.
+    pub fn output_buffers(&self) -> Buffers {
+        Buffers(
+            self.outputs
+                .iter()
+                .map(|o| {
+                    let mut data = HostData::zeros(o.dtype, o.capacity);
+                    data.poison();
+                    (o.name, data)
+                })
+                .collect(),
+        )
     }
 
-    pub fn dtype(&self) -> DType {
-        match self {
-            HostData::I32(_) => DType::I32,
-            HostData::F32(_) => DType::F32,
-            HostData::F64(_) => DType::F64,
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        match self {
-            HostData::I32(v) => v.len(),
-            HostData::F32(v) => v.len(),
-            HostData::F64(v) => v.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// NaN for floats, an unlikely pattern for integers.
-    pub fn poison(&mut self) {
-        match self {
-            HostData::I32(v) => v.fill(POISON_I32),
-            HostData::F32(v) => v.fill(f32::NAN),
-            HostData::F64(v) => v.fill(f64::NAN),
-        }
-    }
-
-    pub fn to_f64(&self) -> Vec<f64> {
-        match self {
-            HostData::I32(v) => v.iter().map(|&x| x as f64).collect(),
-            HostData::F32(v) => v.iter().map(|&x| x as f64).collect(),
-            HostData::F64(v) => v.clone(),
-        }
-    }
-
-    /// Writes the buffer as a NumPy `.npy` file.
-    pub fn write_npy(&self, path: &std::path::Path) -> Result<()> {
-        use npyz::WriterBuilder;
-        let file = std::io::BufWriter::new(std::fs::File::create(path)?);
-        let shape = [self.len() as u64];
-        macro_rules! write {
-            ($v:expr, $t:ty) => {{
-                let mut writer = npyz::WriteOptions::<$t>::new()
-                    .default_dtype()
-                    .shape(&shape)
-                    .writer(file)
-                    .begin_nd()?;
-                writer.extend($v.iter().copied())?;
-                writer.finish()?;
-            }};
-        }
-        match self {
-            HostData::I32(v) => write!(v, i32),
-            HostData::F32(v) => write!(v, f32),
-            HostData::F64(v) => write!(v, f64),
+    /// Cuts each output with a data-dependent length down to what its count says, checking the
+    /// count first: a count outside 0..=capacity is an error, not a reason to read past the end.
+    pub fn trim_outputs(&self, outputs: &mut Buffers) -> Result<()> {
+        for spec in &self.outputs {
+            let Length::CountIn(count_name) = spec.length else {
+                continue;
+            };
+            let count = outputs.data(count_name)?.to_f64().first().copied();
+            let len = match count {
+                Some(c) if c >= 0.0 && c <= spec.capacity as f64 && c.fract() == 0.0 => c as usize,
+                other => bail!(
+                    "output `{count_name}` says {} elements of `{}`, which holds at most {}",
+                    other.map_or("nothing".into(), |c| c.to_string()),
+                    spec.name,
+                    spec.capacity
+                ),
+            };
+            outputs.data_mut(spec.name)?.truncate(len);
         }
         Ok(())
     }
 }
 
-/// The integer value of an axis the planner has already validated.
-pub fn int_param(params: &Params, name: &str) -> Result<i64> {
-    match params.get(name) {
-        Some(ParamValue::Int(i)) => Ok(*i),
-        other => anyhow::bail!("axis `{name}` should be an integer here, found {other:?}"),
-    }
+/// The grid's largest element count that still indexes with 32 bits, for kernels that do.
+pub fn u32_size(n: usize, what: &str) -> Result<u32> {
+    u32::try_from(n)
+        .map_err(|_| anyhow!("{what}: n = {n} does not fit the kernels' 32-bit indices"))
 }
 
-/// The dtype of a case (axis `dtype`).
-pub fn dtype_param(params: &Params) -> Result<DType> {
-    match params.get("dtype") {
-        Some(ParamValue::Str(s)) => {
-            DType::parse(s).ok_or_else(|| anyhow::anyhow!("unknown dtype `{s}`"))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    choice! {
+        enum Shape {
+            Round = "round",
+            Square = "square",
         }
-        other => anyhow::bail!("axis `dtype` should be a dtype name here, found {other:?}"),
+    }
+
+    #[test]
+    fn choice_enums_name_their_values_once() {
+        assert_eq!(Shape::NAMES, &["round", "square"]);
+        assert_eq!(Shape::Square.name(), "square");
+        let parsed: Shape = serde_json::from_str("\"round\"").unwrap();
+        assert_eq!(parsed, Shape::Round);
+        let kind = AxisKind::Choice(Shape::NAMES);
+        assert!(kind.check(&ParamValue::Str("square".into())).is_ok());
+        let err = kind.check(&ParamValue::Str("oval".into())).unwrap_err();
+        assert!(err.contains("round, square"), "{err}");
+        assert!(kind.check(&ParamValue::Int(3)).is_err());
+    }
+
+    #[test]
+    fn float_axes_take_integers_as_floats_within_bounds() {
+        let kind = AxisKind::Float {
+            min: 0.0,
+            max: 10.0,
+        };
+        assert_eq!(
+            kind.check(&ParamValue::Int(2)).unwrap(),
+            ParamValue::Float(2.0)
+        );
+        assert!(kind.check(&ParamValue::Float(10.5)).is_err());
+        assert!(kind.check(&ParamValue::Float(f64::NAN)).is_err());
+        assert!(kind.check(&ParamValue::Str("2".into())).is_err());
+    }
+
+    #[test]
+    fn data_dependent_outputs_are_cut_to_their_count_and_a_bad_count_is_refused() {
+        let data = CaseData {
+            outputs: vec![
+                OutputSpec::new("count", DType::I32, vec![2.0], Tolerance::EXACT),
+                OutputSpec {
+                    name: "indices",
+                    dtype: DType::I32,
+                    capacity: 4,
+                    length: Length::CountIn("count"),
+                    reference: vec![1.0, 3.0],
+                    tolerance: Tolerance::EXACT,
+                },
+            ],
+            ..CaseData::default()
+        };
+        let mut out = data.output_buffers();
+        out.get_mut::<i32>("count").unwrap()[0] = 2;
+        out.get_mut::<i32>("indices").unwrap()[..2].copy_from_slice(&[1, 3]);
+        data.trim_outputs(&mut out).unwrap();
+        assert_eq!(out.get::<i32>("indices").unwrap(), &[1, 3]);
+
+        let mut out = data.output_buffers();
+        out.get_mut::<i32>("count").unwrap()[0] = 5;
+        let err = data.trim_outputs(&mut out).unwrap_err().to_string();
+        assert!(err.contains("at most 4"), "{err}");
+        // Unwritten (poisoned) counts are refused too.
+        let mut out = data.output_buffers();
+        assert!(data.trim_outputs(&mut out).is_err());
+    }
+
+    #[test]
+    fn every_registered_algorithm_declares_consistent_data() {
+        for algorithm in all() {
+            let spec = algorithm.spec();
+            assert!(!spec.cpu_impls.is_empty() || !spec.kernels.is_empty());
+            for axis in spec.axes {
+                if let Some(default) = axis.default {
+                    axis.kind
+                        .check(&default.to_param())
+                        .unwrap_or_else(|e| panic!("{}.{}: {e}", spec.name, axis.name));
+                }
+            }
+            for kernel in spec.kernels {
+                assert!(
+                    spec.kernel_file.source.contains(kernel),
+                    "{} names kernel {kernel}, which {} does not mention",
+                    spec.name,
+                    spec.kernel_file.name
+                );
+            }
+        }
     }
 }

@@ -1,6 +1,4 @@
-//! Reports: the results file (JSON, written as cases finish), the terminal table (also as
-//! markdown and CSV), and plots.
+//! Reports of a results file: the terminal table (also as markdown and CSV), and plots.
 
-pub mod json;
 pub mod plots;
 pub mod table;

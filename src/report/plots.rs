@@ -12,11 +12,9 @@ use anyhow::{anyhow, bail, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::json::ResultsDoc;
 use super::table::{format_seconds, speedup};
-use crate::execute::CaseResult;
-use crate::manifest::Backend;
-use crate::plan::ParamValue;
+use crate::schema::{CaseResult, ResultsDoc};
+use crate::vocab::{Backend, ParamValue};
 
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 static REGISTER_FONT: Once = Once::new();

@@ -8,11 +8,9 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use super::json::ResultsDoc;
-use crate::execute::{CaseResult, CaseStatus};
-use crate::manifest::Backend;
-use crate::plan::ParamValue;
+use crate::schema::{CaseResult, CaseStatus, ResultsDoc};
 use crate::stats;
+use crate::vocab::{Backend, ParamValue};
 
 /// How the table is drawn: box-drawing for terminals, or markdown to paste into a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,10 +75,7 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str], style: TableStyle) -> Strin
                 .map(|a| case.params.get(*a).map_or("-".into(), |v| v.to_string())),
         );
         if show_scope {
-            row.push(
-                case.scope
-                    .map_or("-".into(), |s| format!("{s:?}").to_lowercase()),
-            );
+            row.push(case.scope.map_or("-".into(), |s| s.name().to_string()));
         }
         match &case.summary {
             Some(s) => {
@@ -204,14 +199,13 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
             c.variant.clone(),
             c.backend.to_string(),
             c.implementation.clone(),
-            c.scope
-                .map_or(String::new(), |s| format!("{s:?}").to_lowercase()),
+            c.scope.map_or(String::new(), |s| s.name().to_string()),
         ];
         row.extend(
             axes.iter()
                 .map(|a| c.params.get(*a).map_or(String::new(), |v| v.to_string())),
         );
-        row.push(format!("{:?}", c.status).to_lowercase());
+        row.push(c.status.name().to_string());
         row.push(s.map_or(String::new(), |s| s.samples.to_string()));
         row.extend(
             [
@@ -231,8 +225,8 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
                     .baseline
                     .as_ref()
                     .and_then(|b| speedup(c, b, &doc.cases)),
-                c.accuracy.as_ref().map(|a| a.max_abs_err),
-                c.accuracy.as_ref().map(|a| a.max_rel_err),
+                c.max_abs_err(),
+                c.max_rel_err(),
             ]
             .map(num),
         );
@@ -257,9 +251,9 @@ pub fn speedup(case: &CaseResult, baseline: &str, cases: &[CaseResult]) -> Optio
 }
 
 fn accuracy_cell(case: &CaseResult) -> String {
-    match (case.status, &case.accuracy) {
-        (CaseStatus::Passed, Some(a)) => format!("ok {:.1e}", a.max_rel_err),
-        (CaseStatus::AccuracyFailed, Some(a)) => format!("FAIL {:.1e}", a.max_rel_err),
+    match (case.status, case.max_rel_err()) {
+        (CaseStatus::Passed, Some(e)) => format!("ok {e:.1e}"),
+        (CaseStatus::AccuracyFailed, Some(e)) => format!("FAIL {e:.1e}"),
         (CaseStatus::Error, _) => "ERROR".into(),
         (CaseStatus::TimedOut, _) => "TIMED OUT".into(),
         (CaseStatus::Skipped, _) => "skipped".into(),

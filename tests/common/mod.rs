@@ -3,41 +3,29 @@
 
 use std::path::{Path, PathBuf};
 
-use kbench::backend::cuda::{self, KernelSource};
+use kbench::device::KernelSource;
 use kbench::execute::{self, RunOptions, StudyEnd};
-use kbench::report::json::ResultsFile;
+use kbench::results::ResultsFile;
+use kbench::schema::{CaseResult, CaseStatus};
 
-/// True when a CUDA driver is present; otherwise says the test is skipped, or fails it when
-/// KBENCH_REQUIRE_GPU is set (the GPU machine's runs set it, so a skip cannot pass silently).
-pub fn gpu_or_skip(test: &str) -> bool {
-    present_or_skip(test, cuda::driver_present(), "KBENCH_REQUIRE_GPU", "GPU")
-}
-
-/// True when NVRTC is present (it needs no GPU); otherwise says the test is skipped, or fails it
-/// when KBENCH_REQUIRE_NVRTC is set (CI sets it, having installed NVRTC).
-pub fn nvrtc_or_skip(test: &str) -> bool {
-    present_or_skip(test, cuda::nvrtc_present(), "KBENCH_REQUIRE_NVRTC", "NVRTC")
-}
-
-fn present_or_skip(test: &str, present: Result<(), String>, require_env: &str, what: &str) -> bool {
-    match present {
-        Ok(()) => true,
-        Err(reason) if std::env::var(require_env).is_ok() => {
-            panic!("{test}: {what} required: {reason}")
-        }
-        Err(reason) => {
-            eprintln!("{test}: skipped: {reason}");
-            false
-        }
-    }
-}
-
-/// The kbench executable the cases run in: KBENCH_EXE where the tests travel without the build
-/// tree (the GPU machine), else the one cargo built beside them.
+/// The kbench executable the cases run in: KBENCH_EXE if set; else the one cargo built beside the
+/// tests; else, where the tests travel without the build tree (`scripts/gpu-bundle.sh` puts them
+/// in `.gpu-bundle/tests/`), the `kbench` one folder up from the test binary.
 pub fn kbench_exe() -> PathBuf {
-    std::env::var_os("KBENCH_EXE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_kbench")))
+    if let Some(exe) = std::env::var_os("KBENCH_EXE") {
+        return PathBuf::from(exe);
+    }
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_kbench"));
+    if built.exists() {
+        return built;
+    }
+    let bundled = std::env::current_exe()
+        .ok()
+        .and_then(|t| Some(t.parent()?.parent()?.join("kbench")));
+    match bundled {
+        Some(exe) if exe.exists() => exe,
+        _ => built,
+    }
 }
 
 /// Runs a manifest given as text into a temporary output folder (returned, to keep it alive).
@@ -54,7 +42,8 @@ pub fn run_study(text: &str, kernels: KernelSource) -> (tempfile::TempDir, Resul
 /// As `run_study`, with the given options; the study must run to its end.
 pub fn run_study_with(text: &str, options: &RunOptions) -> (tempfile::TempDir, ResultsFile) {
     let out = tempfile::tempdir().unwrap();
-    let manifest = kbench::manifest::parse(Path::new("test.toml"), text).unwrap();
+    let manifest = kbench::manifest::parse(Path::new("test.toml"), text)
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
     let cases = kbench::plan::expand(&manifest);
     let measure = options.measure_settings(&manifest.measure);
     let mut results = ResultsFile::create(out.path(), &manifest, cases.len(), measure).unwrap();
@@ -62,4 +51,27 @@ pub fn run_study_with(text: &str, options: &RunOptions) -> (tempfile::TempDir, R
     let end = execute::run_study(&manifest, &cases, options, &mut results, &progress).unwrap();
     assert_eq!(end, StudyEnd::Finished);
     (out, results)
+}
+
+/// Settings that take one sample after one warm-up: correctness runs, not measurements.
+pub const QUICK: &str = "[measure]\nwarmup = 1\nmin_samples = 1\nmax_samples = 1\n";
+
+pub fn assert_all_passed(cases: &[CaseResult]) {
+    let bad: Vec<String> = cases
+        .iter()
+        .filter(|c| c.status != CaseStatus::Passed)
+        .map(|c| {
+            format!(
+                "{} {:?}: {:?} {:?}",
+                c.variant, c.params, c.status, c.reason
+            )
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{} of {} cases did not pass:\n{}",
+        bad.len(),
+        cases.len(),
+        bad.join("\n")
+    );
 }

@@ -10,45 +10,13 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::algos::HostData;
-use crate::backend::cuda::DeviceFingerprint;
-use crate::env::Environment;
-use crate::execute::CaseResult;
-use crate::manifest::{CompareDefaults, Manifest, MeasureSettings, Study, Variant};
-
-/// Bumped whenever a field changes meaning or is removed.
-pub const SCHEMA_VERSION: u32 = 1;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ResultsDoc {
-    pub schema_version: u32,
-    pub study: Study,
-    pub manifest: ManifestRecord,
-    pub environment: Environment,
-    pub started_at: String,
-    /// When `kbench run --resume` picked the run up again.
-    #[serde(default)]
-    pub resumed_at: Vec<String>,
-    pub finished_at: Option<String>,
-    /// False until every planned case has a result.
-    pub complete: bool,
-    pub planned_cases: usize,
-    pub cases: Vec<CaseResult>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ManifestRecord {
-    pub path: String,
-    /// The manifest's text, exactly as read.
-    pub toml: String,
-    pub variants: Vec<Variant>,
-    pub measure: MeasureSettings,
-    pub baseline: Option<String>,
-    #[serde(default)]
-    pub compare: CompareDefaults,
-}
+use crate::manifest::Manifest;
+use crate::schema::{
+    CaseResult, DeviceFingerprint, ManifestRecord, MeasureSettings, ResultsDoc, SCHEMA_VERSION,
+};
+use crate::vocab::HostData;
 
 pub struct ResultsFile {
     pub path: PathBuf,
@@ -83,7 +51,7 @@ impl ResultsFile {
                     baseline: manifest.report.baseline.clone(),
                     compare: manifest.compare,
                 },
-                environment: Environment::detect(),
+                environment: crate::env::detect(),
                 started_at: now.to_rfc3339(),
                 resumed_at: Vec::new(),
                 finished_at: None,
@@ -135,7 +103,7 @@ pub fn save_arrays(
     results_path: &Path,
     index: usize,
     variant: &str,
-    arrays: &[(&str, &HostData)],
+    arrays: &[(String, &HostData)],
 ) -> Result<Vec<String>> {
     let folder = results_path.parent().unwrap_or(Path::new("."));
     let stem = results_path

@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The peers kbench's studies are measured against: what a user would pick instead (CUB through
+CuPy, PyTorch, SciPy on the host), timed on the GPU machine in the same command as kbench, so that
+ratios compare like with like.
+
+    python3 scripts/peers.py [--only reduce,durbin] [--json FILE] [--quick]
+
+How each figure is taken, as kbench takes its own: CUDA events around one call, the L2 cache
+flushed (a write over twice its size) before each call and outside the events, 3 warm-up calls,
+the median of 20 timed calls (5 for long ones). Host peers: the median of 5 wall-clock calls after
+one warm-up. Bandwidth counts the fewest bytes an operation must move (each input read once, each
+output written once), as kbench's studies count them.
+
+A study adds its peers with one function decorated by @peer("study").
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+PEERS = {}
+
+
+def peer(study):
+    """Registers a function that measures the peers of `study`."""
+    def register(fn):
+        PEERS.setdefault(study, []).append(fn)
+        return fn
+    return register
+
+
+class Gpu:
+    """Event timing with a cold L2 before every call."""
+
+    def __init__(self):
+        import torch
+        self.torch = torch
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        self.flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+        self.name = torch.cuda.get_device_name(0)
+
+    def median_ms(self, fn, reps=20, warmup=3):
+        torch = self.torch
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(reps):
+            self.flush.zero_()
+            start = torch.cuda.Event(enable_timing=True)
+            stop = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        return statistics.median(times)
+
+
+def host_median_ms(fn, reps=5, warmup=1):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+class Table:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, study, what, n, ms, nbytes=None, flops=None):
+        r = {"study": study, "peer": what, "n": n, "median_ms": ms}
+        line = f"{study:8s} {what:48s} n={n:<11} {ms:11.5f} ms"
+        if nbytes:
+            r["gbytes_per_s"] = nbytes / ms / 1e6
+            line += f" {r['gbytes_per_s']:9.1f} GB/s"
+        if flops:
+            r["gflops_per_s"] = flops / ms / 1e6
+            line += f" {r['gflops_per_s']:9.1f} GFLOP/s"
+        self.rows.append(r)
+        print(line, flush=True)
+
+
+@peer("device")
+def device_copy(gpu, table, quick):
+    torch = gpu.torch
+    n = 1 << (24 if quick else 28)
+    x = torch.rand(n, device="cuda", dtype=torch.float32)
+    y = torch.empty_like(x)
+    table.add("device", "copy f32 (torch copy_), bytes read + written", n,
+              gpu.median_ms(lambda: y.copy_(x)), 8 * n)
+
+
+@peer("reduce")
+def reduce_peers(gpu, table, quick):
+    import cupy as cp
+    torch = gpu.torch
+    n = 1 << (24 if quick else 28)
+    x = torch.rand(n, device="cuda", dtype=torch.float32)
+    cx = cp.asarray(x)
+    table.add("reduce", "cupy.sum f32 (CUB)", n, gpu.median_ms(lambda: cx.sum()), 4 * n)
+    table.add("reduce", "torch.sum f32", n, gpu.median_ms(lambda: x.sum()), 4 * n)
+    xd = torch.rand(n // 2, device="cuda", dtype=torch.float64)
+    table.add("reduce", "torch.sum f64", n // 2, gpu.median_ms(lambda: xd.sum()), 8 * (n // 2))
+
+
+@peer("durbin")
+def durbin_peers(gpu, table, quick):
+    import numpy as np
+    import scipy.linalg as sl
+    for n in ([100, 1000] if quick else [100, 1000, 10000]):
+        r = 0.9 ** np.arange(1, n + 1)
+        c = np.concatenate([[1.0], r[:-1]])
+        table.add("durbin", "scipy.linalg.solve_toeplitz f64 (host CPU)", n,
+                  host_median_ms(lambda: sl.solve_toeplitz(c, -r)), 16 * n, 2.0 * n * n)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="", help="comma-separated studies (default: all)")
+    ap.add_argument("--json", help="also write the rows to this file")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes")
+    a = ap.parse_args()
+    only = {s for s in a.only.split(",") if s}
+    unknown = only - set(PEERS)
+    if unknown:
+        ap.error(f"unknown studies {sorted(unknown)}; known: {sorted(PEERS)}")
+    try:
+        gpu = Gpu()
+        print("device:", gpu.name, flush=True)
+    except Exception as e:  # no torch or no GPU: host peers only
+        print("no GPU peers:", e, flush=True)
+        gpu = None
+    table = Table()
+    # The device copy is every bandwidth ratio's denominator: always measured.
+    studies = ["device"] + [s for s in PEERS if s != "device" and (not only or s in only)]
+    for study in studies:
+        for fn in PEERS[study]:
+            if gpu is None and study != "durbin":
+                continue
+            fn(gpu, table, a.quick)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": gpu.name if gpu else None, "peers": table.rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The work of scripts/timer-check.sh (see there): kbench's median per CUDA kernel-scope case,
+beside Nsight Compute's median gpu__time_duration of the same kernels, run one case at a time."""
+import argparse
+import csv
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tomllib
+
+HOLD_KERNEL = "kbench_hold_stream"
+
+
+def toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(v)
+
+
+def one_case_manifest(manifest, case, samples):
+    """The study reduced to one variant at one grid point, with a fixed number of samples."""
+    variant = next(v for v in manifest["variant"] if v["name"] == case["variant"])
+    variant = {k: x for k, x in variant.items() if k != "params"}
+    lines = ["[study]"]
+    study = dict(manifest["study"], name=manifest["study"]["name"] + "_ncu")
+    lines += [f"{k} = {toml_value(x)}" for k, x in study.items()]
+    lines.append("[grid]")
+    lines += [f"{k} = {toml_value(x)}" for k, x in case["params"].items()]
+    lines.append("[[variant]]")
+    lines += [f"{k} = {toml_value(x)}" for k, x in variant.items()]
+    measure = dict(manifest.get("measure", {}), warmup=1, min_samples=samples,
+                   max_samples=samples, max_time_s=600.0, timeout_s=600.0)
+    lines.append("[measure]")
+    lines += [f"{k} = {toml_value(x)}" for k, x in measure.items()]
+    return "\n".join(lines) + "\n"
+
+
+def ncu_durations_s(kbench, manifest_path, out_dir):
+    """Every kernel launch's gpu__time_duration under ncu, in launch order, as (name, seconds)."""
+    cmd = ["ncu", "--target-processes", "all", "--cache-control", "all", "--clock-control", "none",
+           "--metrics", "gpu__time_duration.sum", "--csv",
+           "-k", f"regex:^(?!{HOLD_KERNEL})",
+           kbench, "run", manifest_path, "--out-dir", out_dir]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    text = done.stdout
+    start = text.find('"ID"')
+    if start < 0:
+        raise RuntimeError(f"ncu printed no metrics (exit {done.returncode}):\n{text[-2000:]}\n{done.stderr[-2000:]}")
+    rows = []
+    for r in csv.DictReader(io.StringIO(text[start:])):
+        if r.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        unit = r["Metric Unit"]
+        scale = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}[unit]
+        value = float(r["Metric Value"].replace(",", ""))
+        rows.append((r["Kernel Name"], value * scale))
+    return rows
+
+
+def fmt_s(s):
+    return f"{s * 1e6:10.2f} µs" if s < 1e-3 else f"{s * 1e3:10.3f} ms"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kbench", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("manifests", nargs="+")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    report = []
+    for path in a.manifests:
+        with open(path, "rb") as f:
+            manifest = tomllib.load(f)
+        study = manifest["study"]["name"]
+        subprocess.run([a.kbench, "run", path, "--out-dir", a.out, "--json"],
+                       check=False, stdout=subprocess.DEVNULL)
+        runs = sorted(os.listdir(os.path.join(a.out, study)))
+        with open(os.path.join(a.out, study, runs[-1])) as f:
+            doc = json.load(f)
+        for case in doc["cases"]:
+            if case["backend"] != "cuda" or case["scope"] != "kernel" or not case.get("summary"):
+                continue
+            one = os.path.join(a.out, f"{study}-case{case['index']}.toml")
+            with open(one, "w") as f:
+                f.write(one_case_manifest(manifest, case, a.samples))
+            launches = ncu_durations_s(a.kbench, one, os.path.join(a.out, "ncu-runs"))
+            by_kernel = {}
+            for name, s in launches:
+                by_kernel.setdefault(name, []).append(s)
+            # One run of the case launches each of its kernels equally often (warm-up and samples
+            # alike), so per kernel the median is its time in a run; their sum is the run's.
+            ncu_s = sum(statistics.median(v) for v in by_kernel.values())
+            timer = case["measurement"].get("gpu_timer") or {}
+            cupti = timer.get("cupti_samples_s") or []
+            row = {
+                "study": study,
+                "case": case["index"],
+                "variant": case["variant"],
+                "params": case["params"],
+                "kernels": sorted(by_kernel),
+                "kbench_median_s": case["summary"]["median_s"],
+                "ncu_median_s": ncu_s,
+                "cupti_median_s": statistics.median(cupti) if cupti else None,
+                "timer_method": timer.get("method"),
+            }
+            row["ratio"] = row["kbench_median_s"] / ncu_s
+            diff = abs(row["kbench_median_s"] - ncu_s)
+            row["within_target"] = diff <= max(0.02 * ncu_s, 0.5e-6)
+            report.append(row)
+    print(f"{'case':44s} {'kbench':>13s} {'ncu':>13s} {'ratio':>7s} {'CUPTI':>13s}  within max(2%, 0.5 µs)")
+    for r in report:
+        label = f"{r['study']} #{r['case']} {' '.join(f'{k}={v}' for k, v in r['params'].items())}"
+        cupti = fmt_s(r["cupti_median_s"]) if r["cupti_median_s"] else "         -   "
+        print(f"{label[:44]:44s} {fmt_s(r['kbench_median_s'])} {fmt_s(r['ncu_median_s'])} "
+              f"{r['ratio']:7.3f} {cupti}  {'yes' if r['within_target'] else 'NO'}")
+    with open(os.path.join(a.out, "timer-check.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    return 0 if all(r["within_target"] for r in report) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,559 @@
+//! One case, run in this process (inside a `kbench worker`): check that it fits, prepare its
+//! data, resolve its CPU implementation or CUDA launcher, time it under the stopping rule, check
+//! every output against its reference, and summarize. Errors and panics become the case's status
+//! and reason; nothing here aborts a study.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use anyhow::{anyhow, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::algos::{BoundCase, Buffers, CaseData};
+use crate::device::timer::{batch_runs, SamplePlan};
+use crate::device::{Device, DeviceIo, KernelSource, Launcher};
+use crate::manifest::Manifest;
+use crate::measure::{self, Deadline, Measured, Taken};
+use crate::plan::Case;
+use crate::schema::{
+    CaseResult, CaseStatus, ClockRecord, GpuTimer, MeasureSettings, OutputCheck, StopReason,
+    TimerMethod,
+};
+use crate::stats;
+use crate::verify;
+use crate::vocab::{describe_params, Backend, CacheMode, HostData, Scope, TimingMode};
+
+/// When `--save-outputs` writes a case's inputs and outputs as `.npy` files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+pub enum SaveOutputs {
+    Failed,
+    All,
+}
+
+/// What a case needs from the study beyond its manifest.
+pub struct CaseSettings<'a> {
+    pub measure: &'a MeasureSettings,
+    pub save_outputs: Option<SaveOutputs>,
+    /// Where `--save-outputs` puts its files: beside this results file.
+    pub results_path: &'a std::path::Path,
+}
+
+/// Where a case is, for the worker's parent: the time limit starts at `Measuring`; after
+/// `Measured` only checking the answer and saving it remain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CaseStage {
+    Measuring,
+    Measured,
+}
+
+/// A worker's GPU, opened the first time a CUDA case needs it.
+pub enum GpuState {
+    NotOpened(KernelSource),
+    Open(Box<Device>),
+    Unavailable(String),
+}
+
+impl GpuState {
+    fn get(&mut self) -> Result<&mut Device, String> {
+        if let GpuState::NotOpened(kernels) = self {
+            *self = match Device::open(kernels.clone()) {
+                Ok(device) => GpuState::Open(Box::new(device)),
+                Err(reason) => GpuState::Unavailable(reason),
+            };
+        }
+        match self {
+            GpuState::Open(device) => Ok(device),
+            GpuState::Unavailable(reason) => Err(reason.clone()),
+            GpuState::NotOpened(_) => unreachable!("opened above"),
+        }
+    }
+}
+
+/// A case's record before it has run.
+pub fn new_result(manifest: &Manifest, case: &Case) -> CaseResult {
+    let variant = &manifest.variants[case.variant];
+    CaseResult {
+        index: case.index,
+        variant: variant.name.clone(),
+        backend: variant.backend,
+        implementation: variant.implementation.clone(),
+        scope: (variant.backend == Backend::Cuda).then_some(variant.scope),
+        params: case.params.clone(),
+        status: CaseStatus::Error,
+        reason: None,
+        bytes_moved: 0,
+        flops: 0,
+        summary: None,
+        gbytes_per_s: None,
+        gflops_per_s: None,
+        measurement: None,
+        outputs: Vec::new(),
+        facts: Default::default(),
+        saved_files: Vec::new(),
+        wall_s: 0.0,
+    }
+}
+
+/// Runs one case in this process. `on_stage` hears of each stage the case reaches.
+pub fn run_case(
+    manifest: &Manifest,
+    case: &Case,
+    gpu: &mut GpuState,
+    settings: &CaseSettings,
+    on_stage: &mut dyn FnMut(CaseStage),
+) -> CaseResult {
+    let mut result = new_result(manifest, case);
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        measure_case(manifest, case, gpu, settings, on_stage, &mut result)
+    }));
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            result.status = CaseStatus::Error;
+            result.reason = Some(format!("{e:#}"));
+        }
+        Err(panic) => {
+            let text = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            result.status = CaseStatus::Error;
+            result.reason = Some(format!("kbench bug: the case panicked: {text}"));
+        }
+    }
+    result
+}
+
+fn measure_case(
+    manifest: &Manifest,
+    case: &Case,
+    gpu: &mut GpuState,
+    settings: &CaseSettings,
+    on_stage: &mut dyn FnMut(CaseStage),
+    result: &mut CaseResult,
+) -> Result<()> {
+    let variant = &manifest.variants[case.variant];
+    let bound = manifest.algorithm.bind(&case.params)?;
+    let measure_settings = settings.measure;
+
+    let device = match variant.backend {
+        Backend::Cpu => None,
+        Backend::Cuda => match gpu.get() {
+            Ok(device) => Some(device),
+            Err(reason) => {
+                result.status = CaseStatus::Skipped;
+                result.reason = Some(reason);
+                return Ok(());
+            }
+        },
+    };
+
+    on_stage(CaseStage::Measuring);
+    let deadline = Deadline::after(measure_settings.timeout_s);
+    let footprint = bound
+        .footprint_bytes(&variant.implementation)
+        .ok_or_else(|| {
+            anyhow!(
+                "the case's size overflows 64-bit arithmetic: {}",
+                describe_params(&case.params)
+            )
+        })?;
+    if let Some(device) = &device {
+        if let Err(reason) = device.check_memory(footprint) {
+            result.status = CaseStatus::Skipped;
+            result.reason = Some(reason);
+            return Ok(());
+        }
+    }
+    check_host_memory(footprint)?;
+
+    let mut data = bound.prepare(manifest.study.seed)?;
+    for output in &mut data.outputs {
+        output.tolerance = output
+            .tolerance
+            .with_overrides(output.dtype, &manifest.accuracy);
+    }
+    result.bytes_moved = data.bytes_moved;
+    result.flops = data.flops;
+    result.facts = data
+        .facts
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+
+    let (measured, mut outputs, gpu_timer) = match device {
+        None => {
+            let mut run = bound.cpu(&variant.implementation)?;
+            let mut outputs = data.output_buffers();
+            let measured = measure::measure(measure_settings, deadline, || {
+                outputs.0.iter_mut().for_each(|(_, o)| o.poison());
+                let start = Instant::now();
+                run(&data.inputs, &mut outputs)?;
+                Ok(Taken::clean(start.elapsed().as_secs_f64()))
+            })?;
+            (measured, outputs, None)
+        }
+        Some(device) => {
+            let module = device.module(&manifest.algorithm.spec().kernel_file)?;
+            let device: &Device = device;
+            let timing = CudaTiming {
+                device,
+                gpu: device.gpu(&module),
+                bound: &*bound,
+                kernel: &variant.implementation,
+                data: &data,
+                settings: measure_settings,
+                deadline,
+            };
+            let (measured, outputs, timer) = timing.run(variant.scope)?;
+            (measured, outputs, Some(timer))
+        }
+    };
+    on_stage(CaseStage::Measured);
+    let Measured {
+        mut measurement,
+        second_timer_s,
+    } = measured;
+    if let Some(mut timer) = gpu_timer {
+        finish_timer_record(
+            &mut timer,
+            &measurement.samples_s,
+            second_timer_s,
+            measure_settings,
+        );
+        measurement.gpu_timer = Some(timer);
+    }
+
+    if measurement.stop_reason == StopReason::TimedOut {
+        result.status = CaseStatus::TimedOut;
+        result.reason = Some(format!(
+            "still running at its time limit of {} s; {} samples kept",
+            measure_settings.timeout_s,
+            measurement.samples_s.len()
+        ));
+        if measurement.samples_s.is_empty() {
+            result.measurement = Some(measurement);
+            return Ok(());
+        }
+    }
+    let summary = stats::summarize(&measurement.samples_s);
+    result.gbytes_per_s = Some(data.bytes_moved as f64 / summary.median_s / 1e9);
+    result.gflops_per_s = Some(data.flops as f64 / summary.median_s / 1e9);
+    result.summary = Some(summary);
+    result.measurement = Some(measurement);
+
+    // An output whose length depends on the data is cut to its count; a count that cannot be
+    // right fails the case, as a wrong answer.
+    let trimmed = data.trim_outputs(&mut outputs);
+    result.outputs = data
+        .outputs
+        .iter()
+        .map(|spec| {
+            let got = outputs
+                .data(spec.name)
+                .map(HostData::to_f64)
+                .unwrap_or_default();
+            OutputCheck {
+                name: spec.name.to_string(),
+                length: got.len(),
+                accuracy: verify::compare(&got, &spec.reference, spec.tolerance),
+            }
+        })
+        .collect();
+    let wrong: Vec<String> = result
+        .outputs
+        .iter()
+        .filter(|o| !o.accuracy.passed)
+        .map(|o| {
+            let a = &o.accuracy;
+            format!(
+                "`{}`: {} of {} elements outside tolerance (max rel err {:.3e}, rel tol {:.1e})",
+                o.name, a.wrong_elements, a.elements, a.max_rel_err, a.tolerance.rel
+            )
+        })
+        .collect();
+    let passed = wrong.is_empty() && trimmed.is_ok();
+    // A wrong answer outranks a time limit; a right one does not clear it.
+    if !passed {
+        result.status = CaseStatus::AccuracyFailed;
+        result.reason = Some(match trimmed {
+            Err(e) => format!("wrong answer: {e:#}"),
+            Ok(()) => format!("wrong answer: {}", wrong.join("; ")),
+        });
+    } else if result.status != CaseStatus::TimedOut {
+        result.status = CaseStatus::Passed;
+    }
+    let save = match settings.save_outputs {
+        Some(SaveOutputs::All) => true,
+        Some(SaveOutputs::Failed) => !passed,
+        None => false,
+    };
+    if save {
+        let references: Vec<(String, HostData)> = data
+            .outputs
+            .iter()
+            .map(|o| {
+                (
+                    format!("{}.reference", o.name),
+                    HostData::F64(o.reference.clone()),
+                )
+            })
+            .collect();
+        let mut arrays: Vec<(String, &HostData)> = data
+            .inputs
+            .0
+            .iter()
+            .map(|(name, h)| (format!("input.{name}"), h))
+            .collect();
+        arrays.extend(
+            outputs
+                .0
+                .iter()
+                .map(|(name, h)| (format!("output.{name}"), h)),
+        );
+        arrays.extend(references.iter().map(|(name, h)| (name.clone(), h)));
+        result.saved_files =
+            crate::results::save_arrays(settings.results_path, case.index, &variant.name, &arrays)?;
+    }
+    Ok(())
+}
+
+/// Timing one CUDA case.
+struct CudaTiming<'a> {
+    device: &'a Device,
+    gpu: crate::device::Gpu<'a>,
+    bound: &'a dyn BoundCase,
+    kernel: &'a str,
+    data: &'a CaseData,
+    settings: &'a MeasureSettings,
+    deadline: Deadline,
+}
+
+impl CudaTiming<'_> {
+    /// Times the case in `scope`; returns the measurement, the outputs of the last sample, and the
+    /// timer's record (completed by `finish_timer_record`).
+    fn run(&self, scope: Scope) -> Result<(Measured, Buffers, GpuTimer)> {
+        let cold_l2 = self.settings.cache == CacheMode::Cold;
+        let mut timer = GpuTimer {
+            method: TimerMethod::Events,
+            unblocked_reason: None,
+            runs_per_sample: 1,
+            cold_l2,
+            cupti_samples_s: Vec::new(),
+            cupti_vs_events: None,
+            timers_disagree: false,
+            clocks: None,
+        };
+        let mut clocks: Vec<crate::device::nvml::ClockReading> = Vec::new();
+        let mut outputs = self.data.output_buffers();
+        let measured = match scope {
+            Scope::Kernel => {
+                let io = self.upload()?;
+                let mut launcher = self.bound.cuda(self.kernel, self.gpu, &io)?;
+                let plan = self.plan(&io, &mut *launcher, &mut timer)?;
+                let measured = measure::measure(self.settings, self.deadline, || {
+                    let sample = self.device.sample_kernel(&io, &mut *launcher, &plan)?;
+                    clocks.extend(sample.clocks);
+                    Ok(taken(&sample))
+                })?;
+                download(&io, &mut outputs)?;
+                measured
+            }
+            Scope::Transfers => {
+                // The inputs' device buffers and the launcher persist; each sample copies the
+                // inputs over, runs, and copies the outputs back.
+                let io = self.upload()?;
+                let mut launcher = self.bound.cuda(self.kernel, self.gpu, &io)?;
+                measure::measure(self.settings, self.deadline, || {
+                    io.poison_outputs()?;
+                    let sample = self.device.sample_region(cold_l2, &mut |_| {
+                        for (name, host) in &self.data.inputs.0 {
+                            io.input(name)?.copy_from_host(host)?;
+                        }
+                        launcher.launch()?;
+                        download(&io, &mut outputs)
+                    })?;
+                    clocks.extend(sample.clocks);
+                    Ok(taken(&sample))
+                })?
+            }
+            Scope::Program => measure::measure(self.settings, self.deadline, || {
+                let sample = self.device.sample_region(cold_l2, &mut |_| {
+                    // Allocation, copies, the launcher's own setup, kernels, copy back and
+                    // free: the seed's whole program.
+                    let io = self.upload()?;
+                    let mut launcher = self.bound.cuda(self.kernel, self.gpu, &io)?;
+                    launcher.launch()?;
+                    download(&io, &mut outputs)?;
+                    // Freed inside the timed region, as the seed's whole program did.
+                    drop(launcher);
+                    drop(io);
+                    Ok(())
+                })?;
+                clocks.extend(sample.clocks);
+                Ok(taken(&sample))
+            })?,
+        };
+        if !clocks.is_empty() {
+            let mut reasons: Vec<String> = clocks.iter().flat_map(|c| c.reason_names()).collect();
+            reasons.sort();
+            reasons.dedup();
+            timer.clocks = Some(ClockRecord {
+                sm_clock_min_mhz: clocks.iter().map(|c| c.sm_clock_mhz).min().unwrap_or(0),
+                sm_clock_max_mhz: clocks.iter().map(|c| c.sm_clock_mhz).max().unwrap_or(0),
+                throttle_reasons: reasons,
+            });
+        }
+        Ok((measured, outputs, timer))
+    }
+
+    /// The inputs on the device, and output buffers of each output's capacity.
+    fn upload(&self) -> Result<DeviceIo> {
+        let inputs = self
+            .data
+            .inputs
+            .0
+            .iter()
+            .map(|(name, host)| Ok((*name, self.device.upload(host)?)))
+            .collect::<Result<_>>()?;
+        let outputs = self
+            .data
+            .outputs
+            .iter()
+            .map(|o| Ok((o.name, self.device.alloc(o.dtype, o.capacity)?)))
+            .collect::<Result<_>>()?;
+        Ok(DeviceIo { inputs, outputs })
+    }
+
+    /// How kernel-scope samples are taken: single (held, flushed if cold) or a batch of runs
+    /// sized from a few single runs.
+    fn plan(
+        &self,
+        io: &DeviceIo,
+        launcher: &mut dyn Launcher,
+        timer: &mut GpuTimer,
+    ) -> Result<SamplePlan> {
+        let launches = launcher.launches_per_run();
+        let (plan, unheld) = match self.settings.mode {
+            TimingMode::Single => SamplePlan::single(timer.cold_l2, launches),
+            TimingMode::Batch => {
+                let (one, _) = SamplePlan::single(false, launches);
+                let mut fastest = f64::INFINITY;
+                for _ in 0..3 {
+                    fastest = fastest.min(
+                        self.device
+                            .sample_kernel(io, launcher, &one)?
+                            .seconds_per_run,
+                    );
+                }
+                let runs = batch_runs(self.settings.batch_min_window_s, fastest, launches);
+                timer.cold_l2 = false;
+                SamplePlan::batch(runs, launches)
+            }
+        };
+        timer.method = match (self.settings.mode, plan.hold) {
+            (TimingMode::Batch, _) => TimerMethod::BatchEvents,
+            (TimingMode::Single, true) => TimerMethod::BlockedEvents,
+            (TimingMode::Single, false) => TimerMethod::Events,
+        };
+        timer.unblocked_reason = unheld;
+        timer.runs_per_sample = plan.runs;
+        Ok(plan)
+    }
+}
+
+fn taken(sample: &crate::device::timer::Sample) -> Taken {
+    Taken {
+        seconds: sample.seconds_per_run,
+        throttled: sample.clocks.is_some_and(|c| c.throttled()),
+        second_timer_s: sample.cupti_seconds_per_run,
+    }
+}
+
+/// Copies every output buffer back into `outputs`.
+fn download(io: &DeviceIo, outputs: &mut Buffers) -> Result<()> {
+    for (name, host) in &mut outputs.0 {
+        io.output(name)?.copy_to_host(host)?;
+    }
+    Ok(())
+}
+
+/// Adds CUPTI's samples and its verdict on the event timer to the record.
+fn finish_timer_record(
+    timer: &mut GpuTimer,
+    samples_s: &[f64],
+    cupti_s: Vec<f64>,
+    settings: &MeasureSettings,
+) {
+    if !cupti_s.is_empty() && !samples_s.is_empty() {
+        let events = stats::summarize(samples_s).median_s;
+        let cupti = stats::summarize(&cupti_s).median_s;
+        let difference = cupti / events - 1.0;
+        timer.cupti_vs_events = Some(difference);
+        timer.timers_disagree = difference.abs() > settings.timer_tolerance;
+    }
+    timer.cupti_samples_s = cupti_s;
+}
+
+/// Refuses a case whose data would not fit in the memory the machine has free, before allocating
+/// it (an allocation failure would abort the worker).
+fn check_host_memory(bytes: u64) -> Result<()> {
+    let Some(available) = host_memory_available_bytes() else {
+        return Ok(());
+    };
+    if bytes > available {
+        anyhow::bail!(
+            "needs {:.2} GiB of host memory for its data, only {:.2} GiB is available",
+            bytes as f64 / GIB,
+            available as f64 / GIB
+        );
+    }
+    Ok(())
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// MemAvailable from /proc/meminfo; None where that is not known.
+fn host_memory_available_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timers_that_disagree_past_the_tolerance_are_flagged() {
+        let settings = MeasureSettings::default();
+        let mut timer = GpuTimer {
+            method: TimerMethod::BlockedEvents,
+            unblocked_reason: None,
+            runs_per_sample: 1,
+            cold_l2: true,
+            cupti_samples_s: Vec::new(),
+            cupti_vs_events: None,
+            timers_disagree: false,
+            clocks: None,
+        };
+        finish_timer_record(&mut timer, &[10e-6; 5], vec![9.9e-6; 5], &settings);
+        assert!(!timer.timers_disagree);
+        assert!((timer.cupti_vs_events.unwrap() + 0.01).abs() < 1e-9);
+        finish_timer_record(&mut timer, &[10e-6; 5], vec![9.0e-6; 5], &settings);
+        assert!(timer.timers_disagree);
+        // No CUPTI: nothing to compare, nothing flagged.
+        let mut timer = GpuTimer {
+            timers_disagree: false,
+            cupti_vs_events: None,
+            ..timer
+        };
+        finish_timer_record(&mut timer, &[10e-6; 5], Vec::new(), &settings);
+        assert_eq!(
+            (timer.cupti_vs_events, timer.timers_disagree),
+            (None, false)
+        );
+    }
+}

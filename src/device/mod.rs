@@ -1,0 +1,698 @@
+//! kbench's safe device layer over cudarc (which loads libcuda and libnvrtc at run time): opening
+//! a GPU and fingerprinting it, compiling each algorithm's kernel file once, device buffers that
+//! know their dtype, kernels launched with plain arguments, CUDA graphs, and the primitives the
+//! timer queues around a sample (the stream hold, the L2 flush, events).
+//!
+//! Algorithms see `Gpu`, `Kernel`, `DeviceBuf`, `DeviceIo` and `Graph`; `cudarc::driver::sys` and
+//! raw pointers stay in this module. Without a driver nothing here is called: `Device::open`
+//! checks for the libraries first, because cudarc panics (rather than erring) when they are
+//! missing.
+
+pub mod cupti;
+pub mod nvml;
+pub mod nvrtc;
+pub mod timer;
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use cudarc::driver::sys::{self, CUdevice_attribute as Attr, CUevent_flags};
+use cudarc::driver::{
+    result as driver_result, CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule,
+    CudaSlice, CudaStream, DevicePtr, DriverError,
+};
+
+pub use nvrtc::{KernelFile, KernelSource};
+pub use timer::Launcher;
+
+use crate::schema::DeviceFingerprint;
+use crate::vocab::{DType, HostData, POISON_I32};
+
+/// Whether the driver library can be loaded; `Err` holds the reason to show for skipped cases.
+pub fn driver_present() -> Result<(), String> {
+    // SAFETY: only tries to dlopen the library by its usual names.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err("no CUDA driver: libcuda.so could not be loaded (no NVIDIA GPU or driver on this machine)".into())
+    }
+}
+
+/// Driver errors as text with the CUDA error name (`CUDA_ERROR_OUT_OF_MEMORY: out of memory`).
+pub fn driver_error(e: DriverError) -> anyhow::Error {
+    let name = e
+        .error_name()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", e.0));
+    let text = e
+        .error_string()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    anyhow!("{name}: {text}")
+}
+
+/// An open GPU: context, the one stream all work goes to, compiled modules, and what the timer
+/// needs (the L2 flush buffer, the stream hold, two events).
+pub struct Device {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    pub fingerprint: DeviceFingerprint,
+    arch: String,
+    kernels: KernelSource,
+    /// Compiled modules by kernel file; a failed compile is kept so every case using it fails fast.
+    modules: HashMap<&'static str, Result<Module, String>>,
+    /// Written before each cold sample: twice the L2 size, so nothing a case left there survives.
+    l2_flush: DeviceBuf,
+    hold: StreamHold,
+    start: CudaEvent,
+    stop: CudaEvent,
+    shared_optin_bytes: u32,
+    /// The second timer, when CUPTI is there.
+    tracer: Option<cupti::KernelTracer>,
+    /// Clocks and throttling, when NVML is there.
+    clocks: Option<nvml::Clocks>,
+}
+
+impl Device {
+    /// Opens device 0, or says why not.
+    pub fn open(kernels: KernelSource) -> Result<Device, String> {
+        driver_present()?;
+        nvrtc::nvrtc_present()?;
+        Device::open_checked(kernels).map_err(|e| format!("CUDA device unusable: {e:#}"))
+    }
+
+    fn open_checked(kernels: KernelSource) -> Result<Device> {
+        // CUPTI records kernels launched after it starts; starting it first costs nothing.
+        let tracer = cupti::KernelTracer::start();
+        let ctx = CudaContext::new(0).map_err(driver_error)?;
+        // Everything runs in order on one explicit stream, so cudarc's per-buffer event tracking
+        // (an event record and wait around every use of a buffer) is pure overhead; and unlike the
+        // legacy default stream, an explicit one can be captured into a CUDA graph.
+        // SAFETY: called before any buffer exists; all work goes to the one stream below.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(driver_error)?;
+        let attr = |a: Attr| ctx.attribute(a).map_err(driver_error);
+        let (major, minor) = ctx.compute_capability().map_err(driver_error)?;
+        let mut driver = 0i32;
+        // SAFETY: writes one int; the driver was loaded by CudaContext::new.
+        unsafe { sys::cuDriverGetVersion(&mut driver) }
+            .result()
+            .map_err(driver_error)?;
+        let (nvrtc_major, nvrtc_minor) = nvrtc::nvrtc_version()?;
+        let memory_clock_mhz = attr(Attr::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)? as f64 / 1e3;
+        let memory_bus_width_bits = attr(Attr::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)? as u32;
+        let l2_cache_bytes = attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64;
+        let l2_flush = DeviceBuf::zeroed(
+            &stream,
+            DType::I32,
+            (l2_cache_bytes / 2).max(1 << 18) as usize,
+        )?;
+        let arch = format!("sm_{major}{minor}");
+        let hold_module = {
+            let file = timer::HOLD_KERNEL_FILE;
+            let ptx = nvrtc::compile(&kernels.describe(&file), &kernels.read(&file)?, &arch)?;
+            Module(ctx.load_module(ptx).map_err(driver_error)?)
+        };
+        let hold = StreamHold::new(&stream, &hold_module)?;
+        let event = || {
+            ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(driver_error)
+        };
+        let pci_bus_id = pci_bus_id(&ctx)?;
+        let clocks = nvml::Clocks::open(&pci_bus_id);
+        let mut device = Device {
+            fingerprint: DeviceFingerprint {
+                name: ctx.name().map_err(driver_error)?,
+                pci_bus_id,
+                compute_capability: format!("{major}.{minor}"),
+                sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+                total_memory_bytes: ctx.total_mem().map_err(driver_error)? as u64,
+                l2_cache_bytes,
+                sm_clock_mhz: attr(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? as f64 / 1e3,
+                memory_clock_mhz,
+                memory_bus_width_bits,
+                theoretical_memory_gbytes_per_s: 2.0
+                    * memory_clock_mhz
+                    * 1e6
+                    * memory_bus_width_bits as f64
+                    / 8.0
+                    / 1e9,
+                driver_version: format!("{}.{}", driver / 1000, (driver % 1000) / 10),
+                nvrtc_version: format!("{nvrtc_major}.{nvrtc_minor}"),
+                measured_copy_gbytes_per_s: 0.0,
+                cupti_unavailable: tracer.as_ref().err().cloned(),
+                nvml_unavailable: clocks.as_ref().err().cloned(),
+            },
+            shared_optin_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+                as u32,
+            arch,
+            kernels,
+            modules: HashMap::new(),
+            l2_flush,
+            hold,
+            start: event()?,
+            stop: event()?,
+            tracer: tracer.ok(),
+            clocks: clocks.ok(),
+            ctx,
+            stream,
+        };
+        device.fingerprint.measured_copy_gbytes_per_s = device.measure_copy_bandwidth()?;
+        Ok(device)
+    }
+
+    /// Median of 20 device-to-device copies of 1 GiB (or an eighth of the memory, if smaller),
+    /// counting bytes read plus bytes written, as peers.py counts its copy.
+    fn measure_copy_bandwidth(&self) -> Result<f64> {
+        let bytes = (1usize << 30).min(self.fingerprint.total_memory_bytes as usize / 8);
+        let src = self.stream.alloc_zeros::<u8>(bytes).map_err(driver_error)?;
+        let mut dst = self.stream.alloc_zeros::<u8>(bytes).map_err(driver_error)?;
+        let mut times_s = Vec::new();
+        for i in 0..23 {
+            self.record_start()?;
+            self.stream
+                .memcpy_dtod(&src, &mut dst)
+                .map_err(driver_error)?;
+            self.record_stop()?;
+            let seconds = self.elapsed_s()?;
+            if i >= 3 {
+                times_s.push(seconds);
+            }
+        }
+        times_s.sort_by(f64::total_cmp);
+        Ok(2.0 * bytes as f64 / times_s[times_s.len() / 2] / 1e9)
+    }
+
+    /// After a kernel fault (illegal address, trap, launch failure) the context is unusable for
+    /// good: every later call returns the same error. True when that has happened.
+    pub fn is_broken(&self) -> bool {
+        self.stream.synchronize().is_err() || self.ctx.check_err().is_err()
+    }
+
+    /// Refuses, with the numbers, a case whose data would not fit in the device's free memory
+    /// (with the scratch a case may need on top, a quarter more).
+    pub fn check_memory(&self, data_bytes: u64) -> Result<(), String> {
+        let (free, _total) = self
+            .ctx
+            .mem_get_info()
+            .map_err(|e| format!("{:#}", driver_error(e)))?;
+        let needed = data_bytes.saturating_add(data_bytes / 4);
+        if needed > free as u64 {
+            return Err(format!(
+                "too big for the device: needs about {:.2} GiB, {:.2} GiB of {} is free",
+                needed as f64 / (1u64 << 30) as f64,
+                free as f64 / (1u64 << 30) as f64,
+                self.fingerprint.name
+            ));
+        }
+        Ok(())
+    }
+
+    /// The module compiled from `file`, compiling it on first use.
+    pub fn module(&mut self, file: &KernelFile) -> Result<Module> {
+        if !self.modules.contains_key(file.name) {
+            let built = self
+                .kernels
+                .read(file)
+                .and_then(|src| nvrtc::compile(&self.kernels.describe(file), &src, &self.arch))
+                .and_then(|ptx| self.ctx.load_module(ptx).map_err(driver_error))
+                .map(Module)
+                .map_err(|e| format!("{e:#}"));
+            self.modules.insert(file.name, built);
+        }
+        self.modules[file.name].clone().map_err(|e| anyhow!(e))
+    }
+
+    /// What an algorithm's launcher sees of the device, with its module.
+    pub fn gpu<'a>(&'a self, module: &'a Module) -> Gpu<'a> {
+        Gpu {
+            device: self,
+            module,
+        }
+    }
+
+    /// A zeroed buffer of `len` elements (one, if `len` is 0: the driver refuses empty
+    /// allocations, and kernels of empty cases still get a valid pointer).
+    pub fn alloc(&self, dtype: DType, len: usize) -> Result<DeviceBuf> {
+        DeviceBuf::zeroed(&self.stream, dtype, len)
+    }
+
+    /// A buffer holding a copy of `host`.
+    pub fn upload(&self, host: &HostData) -> Result<DeviceBuf> {
+        let buf = self.alloc(host.dtype(), host.len())?;
+        buf.copy_from_host(host)?;
+        Ok(buf)
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(driver_error)
+    }
+
+    // ---- What the timer queues around a sample (see `timer`). ----
+
+    /// Writes over the L2 flush buffer, evicting whatever the last sample left in L2.
+    pub(crate) fn flush_l2(&self) -> Result<()> {
+        self.l2_flush.fill_bytes(0)
+    }
+
+    pub(crate) fn record_start(&self) -> Result<()> {
+        self.start.record(&self.stream).map_err(driver_error)
+    }
+
+    pub(crate) fn record_stop(&self) -> Result<()> {
+        self.stop.record(&self.stream).map_err(driver_error)
+    }
+
+    /// Waits for the stop event and returns the time between the two events.
+    pub(crate) fn elapsed_s(&self) -> Result<f64> {
+        self.stop.synchronize().map_err(driver_error)?;
+        let ms = self.start.elapsed_ms(&self.stop).map_err(driver_error)?;
+        Ok(ms as f64 / 1e3)
+    }
+
+    /// Queues the spin kernel that holds the stream until `release_stream`.
+    pub(crate) fn hold_stream(&self) -> Result<()> {
+        self.hold.hold()
+    }
+
+    /// Lets the held stream go. Returns false if the hold had already given up waiting (its
+    /// time limit passed while the host was still queueing: the sample is not valid).
+    pub(crate) fn release_stream(&self) -> Result<bool> {
+        self.hold.release();
+        self.stop.synchronize().map_err(driver_error)?;
+        Ok(!self.hold.timed_out())
+    }
+}
+
+/// A compiled kernel file.
+#[derive(Clone)]
+pub struct Module(Arc<CudaModule>);
+
+/// The PCI bus id the driver gives the context's device, as NVML and nvidia-smi print it.
+fn pci_bus_id(ctx: &CudaContext) -> Result<String> {
+    let mut text = [0 as std::ffi::c_char; 32];
+    // SAFETY: writes a NUL-terminated string of at most 32 bytes into `text`.
+    unsafe { sys::cuDeviceGetPCIBusId(text.as_mut_ptr(), text.len() as i32, ctx.cu_device()) }
+        .result()
+        .map_err(driver_error)?;
+    // SAFETY: the driver wrote a NUL-terminated string within the buffer.
+    let id = unsafe { std::ffi::CStr::from_ptr(text.as_ptr()) };
+    Ok(id.to_string_lossy().into_owned())
+}
+
+/// A one-thread kernel that spins on a flag in host-mapped memory, so that the work queued behind
+/// it (flush, events, the case's kernels) starts only when the host says, back to back, however
+/// long the host took to queue it (NVBench's blocking kernel). It gives up after a time limit,
+/// so a host that blocks while queueing (a full launch queue) cannot deadlock: the sample is then
+/// refused.
+struct StreamHold {
+    /// Two words of host-mapped memory: [0] the release flag, [1] set by the kernel if it gave up.
+    host: *mut u32,
+    device_ptr: u64,
+    kernel: Kernel,
+}
+
+impl StreamHold {
+    fn new(stream: &Arc<CudaStream>, module: &Module) -> Result<Self> {
+        // SAFETY: allocates 8 bytes of pinned, device-mapped host memory, freed in Drop.
+        let host = unsafe { driver_result::malloc_host(8, sys::CU_MEMHOSTALLOC_DEVICEMAP) }
+            .map_err(driver_error)? as *mut u32;
+        let mut device_ptr: sys::CUdeviceptr = 0;
+        // SAFETY: `host` is a live device-mapped allocation; the call writes one device pointer.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, host as *mut c_void, 0) }
+            .result()
+            .map_err(driver_error)?;
+        let function = module
+            .0
+            .load_function(timer::HOLD_KERNEL)
+            .map_err(driver_error)?;
+        Ok(StreamHold {
+            host,
+            device_ptr,
+            kernel: Kernel {
+                function,
+                stream: stream.clone(),
+                name: timer::HOLD_KERNEL.to_string(),
+            },
+        })
+    }
+
+    fn hold(&self) -> Result<()> {
+        // SAFETY: `host` points to two live u32 words; the previous hold kernel has finished
+        // (each sample waits for its stop event), so nothing reads them concurrently.
+        unsafe {
+            std::ptr::write_volatile(self.host, 0);
+            std::ptr::write_volatile(self.host.add(1), 0);
+        }
+        let timeout_ns: u64 = timer::HOLD_LIMIT_NS;
+        // SAFETY: the hold kernel's signature is (volatile unsigned int* flag, unsigned long long
+        // timeout_ns); `flag` is the device address of the two mapped words; one thread.
+        unsafe {
+            self.kernel.launch(
+                Dims::linear(1, 1, 0),
+                &[Arg::Ptr(self.device_ptr), Arg::U64(timeout_ns)],
+            )
+        }
+    }
+
+    fn release(&self) {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        // SAFETY: `host` points to a live mapped word the kernel only reads.
+        unsafe { std::ptr::write_volatile(self.host, 1) };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn timed_out(&self) -> bool {
+        // SAFETY: `host` points to two live words; the kernel has finished (stop event waited).
+        unsafe { std::ptr::read_volatile(self.host.add(1)) != 0 }
+    }
+}
+
+impl Drop for StreamHold {
+    fn drop(&mut self) {
+        // SAFETY: allocated by malloc_host in `new`; no kernel uses it once the device is dropped
+        // (its stream is synchronized by cudarc before the context goes).
+        unsafe {
+            let _ = self.kernel.stream.synchronize();
+            let _ = driver_result::free_host(self.host as *mut c_void);
+        }
+    }
+}
+
+/// What an algorithm's launcher sees of the device: its module's kernels, allocation, a few
+/// properties, and graph capture.
+#[derive(Clone, Copy)]
+pub struct Gpu<'a> {
+    device: &'a Device,
+    module: &'a Module,
+}
+
+impl<'a> Gpu<'a> {
+    /// The kernel `name` of the algorithm's module.
+    pub fn kernel(&self, name: &str) -> Result<Kernel> {
+        let function = self.module.0.load_function(name).map_err(|e| {
+            anyhow!(
+                "kernel `{name}` not found in the module: {}",
+                driver_error(e)
+            )
+        })?;
+        Ok(Kernel {
+            function,
+            stream: self.device.stream.clone(),
+            name: name.to_string(),
+        })
+    }
+
+    /// A zeroed buffer (see `Device::alloc`).
+    pub fn alloc(&self, dtype: DType, len: usize) -> Result<DeviceBuf> {
+        self.device.alloc(dtype, len)
+    }
+
+    pub fn sm_count(&self) -> u32 {
+        self.device.fingerprint.sm_count
+    }
+
+    /// The most shared memory one block may use, once its kernel allows it.
+    pub fn shared_optin_bytes(&self) -> u32 {
+        self.device.shared_optin_bytes
+    }
+
+    /// Captures what `enqueue` launches into a CUDA graph, to be replayed with `Graph::launch`.
+    pub fn capture(&self, enqueue: impl FnOnce() -> Result<()>) -> Result<Graph> {
+        let stream = &self.device.stream;
+        stream
+            .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(driver_error)?;
+        let captured = enqueue();
+        // End the capture whatever happened, or the stream stays in capture mode.
+        let ended = stream.end_capture(sys::CUgraphInstantiate_flags(0));
+        captured.context("capturing launches into a CUDA graph")?;
+        let graph = ended
+            .map_err(driver_error)?
+            .ok_or_else(|| anyhow!("the CUDA graph capture recorded nothing"))?;
+        Ok(Graph(graph))
+    }
+}
+
+/// A captured sequence of launches.
+pub struct Graph(CudaGraph);
+
+impl Graph {
+    /// Replays the graph on the stream it was captured from.
+    pub fn launch(&self) -> Result<()> {
+        self.0.launch().map_err(driver_error)
+    }
+}
+
+/// Grid and block shape and dynamic shared memory of a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dims {
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+    pub shared_bytes: u32,
+}
+
+impl Dims {
+    pub fn linear(grid: u32, block: u32, shared_bytes: u32) -> Dims {
+        Dims {
+            grid: (grid, 1, 1),
+            block: (block, 1, 1),
+            shared_bytes,
+        }
+    }
+}
+
+/// A kernel argument: a device address or a scalar.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arg {
+    Ptr(u64),
+    I32(i32),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+}
+
+/// The most arguments a kernel takes here.
+const MAX_ARGS: usize = 16;
+
+/// A kernel of a loaded module, bound to the device's stream.
+pub struct Kernel {
+    function: CudaFunction,
+    stream: Arc<CudaStream>,
+    name: String,
+}
+
+impl Kernel {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The kernel's static shared memory.
+    pub fn static_shared_bytes(&self) -> Result<u32> {
+        Ok(self.function.shared_size_bytes().map_err(driver_error)? as u32)
+    }
+
+    /// Raises the kernel's dynamic shared memory limit to `bytes` (needed above 48 KiB).
+    pub fn allow_dynamic_shared(&self, bytes: u32) -> Result<()> {
+        self.function
+            .set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+            .map_err(driver_error)
+    }
+
+    /// Queues one launch on the device's stream.
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameters in number, order and type (`Ptr` for any
+    /// pointer, the scalar variants for scalars of that exact width), and every buffer the kernel
+    /// touches for these `dims` must be large enough and live until the launch has run.
+    pub unsafe fn launch(&self, dims: Dims, args: &[Arg]) -> Result<()> {
+        if args.len() > MAX_ARGS {
+            bail!("kernel `{}`: more than {MAX_ARGS} arguments", self.name);
+        }
+        let mut params = [std::ptr::null_mut::<c_void>(); MAX_ARGS];
+        for (param, arg) in params.iter_mut().zip(args) {
+            *param = match arg {
+                Arg::Ptr(v) | Arg::U64(v) => v as *const u64 as *mut c_void,
+                Arg::I32(v) => v as *const i32 as *mut c_void,
+                Arg::U32(v) => v as *const u32 as *mut c_void,
+                Arg::F32(v) => v as *const f32 as *mut c_void,
+                Arg::F64(v) => v as *const f64 as *mut c_void,
+            };
+        }
+        // SAFETY: the caller vouches for the arguments (see above); each pointer in `params`
+        // points into `args`, which outlives the call (the driver copies the values at launch).
+        unsafe {
+            driver_result::launch_kernel(
+                self.function.cu_function(),
+                dims.grid,
+                dims.block,
+                dims.shared_bytes,
+                self.stream.cu_stream(),
+                &mut params[..args.len()],
+            )
+        }
+        .map_err(driver_error)
+        .with_context(|| format!("launching `{}`", self.name))
+    }
+}
+
+/// A device buffer that knows its element type and length. Kernels take it as a pointer.
+pub struct DeviceBuf {
+    bytes: CudaSlice<u8>,
+    ptr: u64,
+    dtype: DType,
+    len: usize,
+    stream: Arc<CudaStream>,
+}
+
+impl DeviceBuf {
+    /// A zeroed buffer of `len` elements (one, if `len` is 0: the driver refuses empty
+    /// allocations, and kernels of empty cases still get a valid pointer).
+    fn zeroed(stream: &Arc<CudaStream>, dtype: DType, len: usize) -> Result<DeviceBuf> {
+        let bytes = len
+            .max(1)
+            .checked_mul(dtype.size_bytes() as usize)
+            .ok_or_else(|| anyhow!("{len} elements of {dtype} overflow the address space"))?;
+        let slice = stream.alloc_zeros::<u8>(bytes).map_err(driver_error)?;
+        let ptr = slice.device_ptr(stream).0;
+        Ok(DeviceBuf {
+            ptr,
+            bytes: slice,
+            dtype,
+            len,
+            stream: stream.clone(),
+        })
+    }
+
+    /// The buffer as a kernel argument.
+    pub fn arg(&self) -> Arg {
+        Arg::Ptr(self.ptr)
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Queues a copy of `host` into the buffer's first elements. (Like a kernel, a copy writes
+    /// device memory through the buffer's address: it needs no exclusive borrow.)
+    pub fn copy_from_host(&self, host: &HostData) -> Result<()> {
+        if host.dtype() != self.dtype || host.len() > self.len {
+            bail!(
+                "cannot copy {} {} elements into a device buffer of {} {}",
+                host.len(),
+                host.dtype(),
+                self.len,
+                self.dtype
+            );
+        }
+        if host.is_empty() {
+            return Ok(());
+        }
+        let src = host.as_bytes();
+        // SAFETY: `src` is a live host slice of src.len() bytes and the buffer holds at least as
+        // many (checked above). From pageable memory the driver stages the copy and returns only
+        // once `src` may be reused.
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                self.ptr,
+                src.as_ptr() as *const c_void,
+                src.len(),
+                self.stream.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver_error)
+    }
+
+    /// Copies the buffer's first `host.len()` elements into `host` (waits for the copy).
+    pub fn copy_to_host(&self, host: &mut HostData) -> Result<()> {
+        if host.dtype() != self.dtype || host.len() > self.len {
+            bail!(
+                "cannot copy a device buffer of {} {} into {} {} elements",
+                self.len,
+                self.dtype,
+                host.len(),
+                host.dtype()
+            );
+        }
+        if host.is_empty() {
+            return Ok(());
+        }
+        let dst = host.as_bytes_mut();
+        let src = self.bytes.slice(0..dst.len());
+        self.stream.memcpy_dtoh(&src, dst).map_err(driver_error)?;
+        self.stream.synchronize().map_err(driver_error)
+    }
+
+    /// Sets every byte of the buffer to `byte`.
+    fn fill_bytes(&self, byte: u8) -> Result<()> {
+        // SAFETY: the address and size come from this live allocation.
+        unsafe {
+            driver_result::memset_d8_async(
+                self.ptr,
+                byte,
+                self.bytes.len(),
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(driver_error)
+    }
+
+    /// Fills the buffer with NaN (floats) or an unlikely pattern (integers).
+    pub fn poison(&self) -> Result<()> {
+        let stream = self.stream.cu_stream();
+        // SAFETY (both): the address and size come from this live allocation.
+        match self.dtype {
+            DType::I32 | DType::F32 => {
+                let word = match self.dtype {
+                    DType::I32 => POISON_I32 as u32,
+                    _ => f32::NAN.to_bits(),
+                };
+                unsafe {
+                    sys::cuMemsetD32Async(self.ptr, word, self.bytes.len() / 4, stream).result()
+                }
+            }
+            // All-ones bytes are a NaN in float64.
+            DType::F64 => return self.fill_bytes(0xFF),
+        }
+        .map_err(driver_error)
+    }
+}
+
+/// A case's named inputs and outputs on the device.
+pub struct DeviceIo {
+    pub inputs: Vec<(&'static str, DeviceBuf)>,
+    pub outputs: Vec<(&'static str, DeviceBuf)>,
+}
+
+impl DeviceIo {
+    pub fn input(&self, name: &str) -> Result<&DeviceBuf> {
+        find(&self.inputs, name).ok_or_else(|| anyhow!("the case has no input `{name}`"))
+    }
+
+    pub fn output(&self, name: &str) -> Result<&DeviceBuf> {
+        find(&self.outputs, name).ok_or_else(|| anyhow!("the case has no output `{name}`"))
+    }
+
+    pub fn poison_outputs(&self) -> Result<()> {
+        self.outputs.iter().try_for_each(|(_, b)| b.poison())
+    }
+}
+
+fn find<'a>(buffers: &'a [(&'static str, DeviceBuf)], name: &str) -> Option<&'a DeviceBuf> {
+    buffers.iter().find(|(n, _)| *n == name).map(|(_, b)| b)
+}

@@ -1,0 +1,259 @@
+//! Kernel sources and their compilation: every algorithm's `.cu` file (embedded in the binary by
+//! its registration, or read from `--kernels-dir`), with `kernels/common.cuh` spliced in where the
+//! file includes it, compiled to PTX by NVRTC (no GPU needed); and ptxas's resource report.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use cudarc::nvrtc::{self, CompileError, CompileOptions, Ptx};
+use serde::{Deserialize, Serialize};
+
+/// The header every kernel file shares (warp and block reductions, grid-stride helpers).
+pub const COMMON_HEADER: &str = include_str!("../../kernels/common.cuh");
+const COMMON_HEADER_NAME: &str = "common.cuh";
+
+/// Where kernel sources come from: the copies built into kbench, or a directory the user named.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelSource {
+    pub dir: Option<PathBuf>,
+}
+
+/// One kernel file as an algorithm registers it: its name in `kernels/` and its embedded text.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelFile {
+    pub name: &'static str,
+    pub source: &'static str,
+}
+
+impl KernelSource {
+    /// The file's text, ready for NVRTC: `#include "common.cuh"` replaced by the header.
+    pub fn read(&self, file: &KernelFile) -> Result<String> {
+        let (text, header) = match &self.dir {
+            Some(dir) => {
+                let path = dir.join(file.name);
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read kernel source {}", path.display()))?;
+                let header_path = dir.join(COMMON_HEADER_NAME);
+                let header = if header_path.exists() {
+                    std::fs::read_to_string(&header_path).with_context(|| {
+                        format!("cannot read kernel header {}", header_path.display())
+                    })?
+                } else {
+                    COMMON_HEADER.to_string()
+                };
+                (text, header)
+            }
+            None => (file.source.to_string(), COMMON_HEADER.to_string()),
+        };
+        Ok(splice_header(&text, &header, file.name))
+    }
+
+    pub fn describe(&self, file: &KernelFile) -> String {
+        match &self.dir {
+            Some(dir) => dir.join(file.name).display().to_string(),
+            None => format!("kernels/{} (embedded)", file.name),
+        }
+    }
+}
+
+/// Replaces the line `#include "common.cuh"` with the header, with `#line` directives so that
+/// NVRTC's messages name the right file and line.
+fn splice_header(text: &str, header: &str, file_name: &str) -> String {
+    let mut out = String::with_capacity(text.len() + header.len() + 128);
+    for (index, line) in text.lines().enumerate() {
+        if line.trim() == format!("#include \"{COMMON_HEADER_NAME}\"") {
+            out.push_str(&format!("#line 1 \"{COMMON_HEADER_NAME}\"\n"));
+            out.push_str(header);
+            if !header.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&format!("#line {} \"{file_name}\"\n", index + 2));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Whether NVRTC can be loaded; `Err` holds the reason to show.
+pub fn nvrtc_present() -> Result<(), String> {
+    // SAFETY: only tries to dlopen the library by its usual names.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err("NVRTC not found: libnvrtc.so.13 could not be loaded (install the CUDA toolkit, or `pip install nvidia-cuda-nvrtc` and add its lib directory to LD_LIBRARY_PATH)".into())
+    }
+}
+
+pub fn nvrtc_version() -> Result<(i32, i32)> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two ints; the library was checked present by the caller.
+    unsafe { nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| anyhow!("nvrtcVersion: {e:?}"))?;
+    Ok((major, minor))
+}
+
+/// Compiles one kernel file to PTX for `arch` (e.g. "sm_90"). The error carries NVRTC's log.
+pub fn compile(file_label: &str, source: &str, arch: &str) -> Result<Ptx> {
+    let options = CompileOptions {
+        name: Some(file_label.to_string()),
+        options: vec![
+            format!("--gpu-architecture={arch}"),
+            "--std=c++17".into(),
+            "-lineinfo".into(),
+        ],
+        ..Default::default()
+    };
+    nvrtc::compile_ptx_with_opts(source, options).map_err(|e| match e {
+        CompileError::CompileError { log, .. } => {
+            anyhow!(
+                "NVRTC failed to compile {file_label} for {arch}:\n{}",
+                log.to_string_lossy().trim_end()
+            )
+        }
+        other => anyhow!("NVRTC failed on {file_label} for {arch}: {other:?}"),
+    })
+}
+
+/// One kernel file compiled for one architecture.
+pub struct CompiledFile {
+    pub file: &'static str,
+    pub arch: String,
+    pub ptx: String,
+}
+
+/// Compiles `files` for each architecture without a GPU: the CI check.
+pub fn compile_all(
+    kernels: &KernelSource,
+    files: &[KernelFile],
+    archs: &[String],
+) -> Result<Vec<CompiledFile>> {
+    nvrtc_present().map_err(|e| anyhow!(e))?;
+    let mut out = Vec::new();
+    for file in files {
+        let src = kernels.read(file)?;
+        for arch in archs {
+            let ptx = compile(&kernels.describe(file), &src, arch)?;
+            out.push(CompiledFile {
+                file: file.name,
+                arch: arch.clone(),
+                ptx: ptx.to_src(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// One kernel's resources as ptxas reports them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PtxasReport {
+    pub kernel: String,
+    pub arch: String,
+    pub registers: u32,
+    pub spill_store_bytes: u32,
+    pub spill_load_bytes: u32,
+    pub stack_bytes: u32,
+    pub shared_bytes: u32,
+}
+
+/// Assembles PTX with `ptxas -v` and parses its per-kernel report (ptxas writes it to stderr).
+pub fn ptxas_report(ptxas: &Path, ptx_path: &Path, arch: &str) -> Result<Vec<PtxasReport>> {
+    let out = std::process::Command::new(ptxas)
+        .args([&format!("-arch={arch}"), "-v"])
+        .arg(ptx_path)
+        .args(["-o", "/dev/null"])
+        .output()
+        .with_context(|| format!("cannot run {}", ptxas.display()))?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("ptxas failed on {}:\n{text}", ptx_path.display());
+    }
+    Ok(parse_ptxas(&text, arch))
+}
+
+pub fn parse_ptxas(text: &str, arch: &str) -> Vec<PtxasReport> {
+    let number_before = |line: &str, word: &str| -> u32 {
+        line.split(',')
+            .find(|part| part.contains(word))
+            .and_then(|part| part.split_whitespace().find_map(|w| w.parse().ok()))
+            .unwrap_or(0)
+    };
+    let mut reports: Vec<PtxasReport> = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.split("Compiling entry function '").nth(1) {
+            let kernel = rest.split('\'').next().unwrap_or_default().to_string();
+            reports.push(PtxasReport {
+                kernel,
+                arch: arch.to_string(),
+                registers: 0,
+                spill_store_bytes: 0,
+                spill_load_bytes: 0,
+                stack_bytes: 0,
+                shared_bytes: 0,
+            });
+        } else if let Some(r) = reports.last_mut() {
+            if line.contains("bytes stack frame") {
+                r.stack_bytes = number_before(line, "stack frame");
+                r.spill_store_bytes = number_before(line, "spill stores");
+                r.spill_load_bytes = number_before(line, "spill loads");
+            } else if line.contains("Used") && line.contains("registers") {
+                r.registers = line
+                    .split("Used ")
+                    .nth(1)
+                    .and_then(|s| s.split_whitespace().next())
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                r.shared_bytes = number_before(line, "bytes smem");
+            }
+        }
+    }
+    reports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_ptxas_verbose_output() {
+        let text = "ptxas info    : 0 bytes gmem\n\
+ptxas info    : Compiling entry function 'block_sum' for 'sm_90'\n\
+ptxas info    : Function properties for block_sum\n\
+    256 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n\
+ptxas info    : Used 32 registers, used 1 barriers, 256 bytes cumulative stack size, 2048 bytes smem\n\
+ptxas info    : Compiling entry function 'saxpy' for 'sm_90'\n\
+ptxas info    : Function properties for saxpy\n\
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n\
+ptxas info    : Used 10 registers, used 0 barriers\n";
+        let r = parse_ptxas(text, "sm_90");
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            r[0],
+            PtxasReport {
+                kernel: "block_sum".into(),
+                arch: "sm_90".into(),
+                registers: 32,
+                spill_store_bytes: 8,
+                spill_load_bytes: 4,
+                stack_bytes: 256,
+                shared_bytes: 2048
+            }
+        );
+        assert_eq!(
+            (r[1].kernel.as_str(), r[1].registers, r[1].shared_bytes),
+            ("saxpy", 10, 0)
+        );
+    }
+
+    #[test]
+    fn the_common_header_is_spliced_in_with_line_directives() {
+        let text = "// a\n#include \"common.cuh\"\nint x;\n";
+        let out = splice_header(text, "int h;\n", "k.cu");
+        assert_eq!(
+            out,
+            "// a\n#line 1 \"common.cuh\"\nint h;\n#line 3 \"k.cu\"\nint x;\n"
+        );
+    }
+}

@@ -1,0 +1,401 @@
+//! The results schema: everything a results file holds (the study and its settings, the
+//! environment, every case with its samples, statistics and accuracy), in one place, so that the
+//! stages that write it and the tools that read it agree. Versioned by `SCHEMA_VERSION`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::vocab::{Backend, CacheMode, Params, Scope, TimingMode, Tolerance};
+
+/// Bumped whenever a field changes meaning or is removed. 2: per-output accuracy, the GPU timer's
+/// record, float parameters, case facts.
+pub const SCHEMA_VERSION: u32 = 2;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResultsDoc {
+    pub schema_version: u32,
+    pub study: Study,
+    pub manifest: ManifestRecord,
+    pub environment: Environment,
+    pub started_at: String,
+    /// When `kbench run --resume` picked the run up again.
+    #[serde(default)]
+    pub resumed_at: Vec<String>,
+    pub finished_at: Option<String>,
+    /// False until every planned case has a result.
+    pub complete: bool,
+    pub planned_cases: usize,
+    pub cases: Vec<CaseResult>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Study {
+    pub name: String,
+    pub title: String,
+    pub algorithm: String,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ManifestRecord {
+    pub path: String,
+    /// The manifest's text, exactly as read.
+    pub toml: String,
+    pub variants: Vec<Variant>,
+    pub measure: MeasureSettings,
+    pub baseline: Option<String>,
+    #[serde(default)]
+    pub compare: CompareDefaults,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Variant {
+    pub name: String,
+    pub backend: Backend,
+    /// The CPU implementation or the CUDA kernel this variant runs.
+    pub implementation: String,
+    /// Axis values that replace the grid's for this variant.
+    pub params: BTreeMap<String, Vec<crate::vocab::ParamValue>>,
+    pub scope: Scope,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasureSettings {
+    pub warmup: u32,
+    pub min_samples: u32,
+    pub max_samples: u32,
+    pub max_time_s: f64,
+    pub target_rel_ci: f64,
+    pub scope: Scope,
+    pub cache: CacheMode,
+    /// `single`: one run per sample, the stream held until it is queued; `batch`: several runs
+    /// back to back per sample (hot caches), for kernels too short for one event pair.
+    pub mode: TimingMode,
+    /// In batch mode, the least GPU time one sample spans; the batch grows until it does.
+    pub batch_min_window_s: f64,
+    /// A case still running after this long (warm-up and samples) is recorded as timed out.
+    pub timeout_s: f64,
+    /// The most two timers (events and CUPTI) may disagree before a case is flagged.
+    pub timer_tolerance: f64,
+}
+
+impl Default for MeasureSettings {
+    fn default() -> Self {
+        MeasureSettings {
+            warmup: 3,
+            min_samples: 10,
+            max_samples: 200,
+            max_time_s: 2.0,
+            target_rel_ci: 0.01,
+            scope: Scope::Kernel,
+            cache: CacheMode::Cold,
+            mode: TimingMode::Single,
+            batch_min_window_s: 100e-6,
+            timeout_s: 120.0,
+            timer_tolerance: 0.02,
+        }
+    }
+}
+
+/// What `kbench compare` uses for this study unless the command line says otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CompareDefaults {
+    /// Smallest relative change of a median that counts as slower or faster (0.03 = 3%).
+    pub min_effect: f64,
+    /// False-discovery rate controlled across the study's cases.
+    pub fdr: f64,
+}
+
+impl Default for CompareDefaults {
+    fn default() -> Self {
+        CompareDefaults {
+            min_effect: 0.03,
+            fdr: 0.05,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Environment {
+    pub host: String,
+    pub os: String,
+    pub arch: String,
+    pub cpu_model: String,
+    pub cpu_threads: usize,
+    pub kbench_version: String,
+    pub git_revision: String,
+    pub command_line: Vec<String>,
+    /// The GPU, when a CUDA case opened one.
+    pub device: Option<DeviceFingerprint>,
+    /// Why CUDA cases were skipped, when they were.
+    pub gpu_unavailable: Option<String>,
+}
+
+/// What the results record about the device.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceFingerprint {
+    pub name: String,
+    /// `0000:18:00.0`: which GPU of the host.
+    #[serde(default)]
+    pub pci_bus_id: String,
+    pub compute_capability: String,
+    pub sm_count: u32,
+    pub total_memory_bytes: u64,
+    pub l2_cache_bytes: u64,
+    pub sm_clock_mhz: f64,
+    pub memory_clock_mhz: f64,
+    pub memory_bus_width_bits: u32,
+    /// From the memory clock and bus width: 2 transfers per clock.
+    pub theoretical_memory_gbytes_per_s: f64,
+    pub driver_version: String,
+    pub nvrtc_version: String,
+    /// A large device-to-device copy measured at the start of the run (bytes read + written).
+    pub measured_copy_gbytes_per_s: f64,
+    /// The second timer: None when CUPTI is there, else why not.
+    #[serde(default)]
+    pub cupti_unavailable: Option<String>,
+    /// Clocks and throttling: None when NVML is there, else why not.
+    #[serde(default)]
+    pub nvml_unavailable: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaseStatus {
+    Passed,
+    AccuracyFailed,
+    Error,
+    /// Still running at the case's time limit; the samples taken are kept.
+    TimedOut,
+    Skipped,
+}
+
+impl CaseStatus {
+    /// As the JSON writes it: `accuracy_failed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaseStatus::Passed => "passed",
+            CaseStatus::AccuracyFailed => "accuracy_failed",
+            CaseStatus::Error => "error",
+            CaseStatus::TimedOut => "timed_out",
+            CaseStatus::Skipped => "skipped",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseResult {
+    pub index: usize,
+    pub variant: String,
+    pub backend: Backend,
+    pub implementation: String,
+    /// The timed region; CPU cases time the computation alone.
+    pub scope: Option<Scope>,
+    pub params: Params,
+    pub status: CaseStatus,
+    /// Why a case was skipped or failed.
+    pub reason: Option<String>,
+    pub bytes_moved: u64,
+    pub flops: u64,
+    pub summary: Option<Summary>,
+    /// From the median time and the fewest bytes the case must move.
+    pub gbytes_per_s: Option<f64>,
+    pub gflops_per_s: Option<f64>,
+    pub measurement: Option<Measurement>,
+    /// Each output checked against its reference.
+    pub outputs: Vec<OutputCheck>,
+    /// Numbers an algorithm reports about a case (levels, colours, iterations).
+    #[serde(default)]
+    pub facts: BTreeMap<String, f64>,
+    /// `.npy` files written for `--save-outputs`, relative to the results file's folder.
+    pub saved_files: Vec<String>,
+    pub wall_s: f64,
+}
+
+impl CaseResult {
+    pub fn failed(&self) -> bool {
+        matches!(
+            self.status,
+            CaseStatus::AccuracyFailed | CaseStatus::Error | CaseStatus::TimedOut
+        )
+    }
+
+    pub fn median_s(&self) -> Option<f64> {
+        self.summary.as_ref().map(|s| s.median_s)
+    }
+
+    /// The largest norm-wise relative error over the outputs (NaN if any output has NaN).
+    pub fn max_rel_err(&self) -> Option<f64> {
+        self.outputs
+            .iter()
+            .map(|o| o.accuracy.max_rel_err)
+            .reduce(|a, b| {
+                if a.is_nan() || b.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(b)
+                }
+            })
+    }
+
+    pub fn max_abs_err(&self) -> Option<f64> {
+        self.outputs
+            .iter()
+            .map(|o| o.accuracy.max_abs_err)
+            .reduce(|a, b| {
+                if a.is_nan() || b.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(b)
+                }
+            })
+    }
+
+    /// The share of output elements within tolerance, over every output.
+    pub fn share_within_tolerance(&self) -> Option<f64> {
+        let elements: usize = self.outputs.iter().map(|o| o.accuracy.elements).sum();
+        let wrong: usize = self.outputs.iter().map(|o| o.accuracy.wrong_elements).sum();
+        (!self.outputs.is_empty())
+            .then(|| 1.0 - wrong.min(elements) as f64 / elements.max(1) as f64)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The median's CI reached the target width.
+    Converged,
+    MaxSamples,
+    /// The time budget ran out first.
+    Budget,
+    /// The case's time limit (`timeout_s`) passed: the case is recorded as timed out.
+    TimedOut,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Measurement {
+    /// One per sample: seconds per run (a batch's time divided by its runs).
+    pub samples_s: Vec<f64>,
+    pub warmup_runs: u32,
+    pub stop_reason: StopReason,
+    /// Samples taken while the GPU throttled (thermal or power slowdown, or a low SM clock),
+    /// discarded and re-taken.
+    #[serde(default)]
+    pub throttled_discarded: u32,
+    /// How the GPU samples were timed; None for CPU cases.
+    #[serde(default)]
+    pub gpu_timer: Option<GpuTimer>,
+}
+
+/// How a CUDA case's samples were taken, and what the second timer and the clocks said.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuTimer {
+    /// `blocked_events`: the stream held by a spin kernel while the flush, events and kernels
+    /// were queued, so host launch work falls outside the window; `events`: events around work
+    /// queued from the host as it goes (transfers, program scope, or too many launches to hold).
+    pub method: TimerMethod,
+    /// Why the stream was not held, when it was not.
+    pub unblocked_reason: Option<String>,
+    /// Runs per sample: 1 in single mode.
+    pub runs_per_sample: u32,
+    /// Whether the L2 was flushed before each sample (never in batch mode).
+    pub cold_l2: bool,
+    /// CUPTI's own GPU duration of each sample's kernels, per run, paired with `samples_s`.
+    pub cupti_samples_s: Vec<f64>,
+    /// CUPTI's median over the event median, minus 1; flagged past the tolerance.
+    pub cupti_vs_events: Option<f64>,
+    pub timers_disagree: bool,
+    pub clocks: Option<ClockRecord>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimerMethod {
+    BlockedEvents,
+    Events,
+    BatchEvents,
+}
+
+/// SM clocks and throttle reasons seen around a case's samples (NVML).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClockRecord {
+    pub sm_clock_min_mhz: u32,
+    pub sm_clock_max_mhz: u32,
+    /// Throttle reasons seen at any sample, by name.
+    pub throttle_reasons: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub samples: usize,
+    pub median_s: f64,
+    pub mean_s: f64,
+    pub std_dev_s: f64,
+    /// Coefficient of variation: std_dev / mean.
+    pub cv: f64,
+    pub min_s: f64,
+    pub max_s: f64,
+    pub q1_s: f64,
+    pub q3_s: f64,
+    /// 95% confidence interval of the median.
+    pub median_ci95_s: (f64, f64),
+    /// 95% confidence interval of the mean.
+    pub mean_ci95_s: (f64, f64),
+    pub outliers: Outliers,
+}
+
+/// Counts of samples beyond Tukey's fences: mild past 1.5 IQR, severe past 3 IQR.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outliers {
+    pub low_severe: usize,
+    pub low_mild: usize,
+    pub high_mild: usize,
+    pub high_severe: usize,
+    /// Positions (in sample order) of every flagged sample.
+    pub indices: Vec<usize>,
+}
+
+/// One output of a case against its reference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputCheck {
+    pub name: String,
+    /// Elements the case produced (for an output whose length depends on the data, what its
+    /// count said).
+    pub length: usize,
+    pub accuracy: AccuracyReport,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AccuracyReport {
+    pub passed: bool,
+    pub tolerance: Tolerance,
+    /// NaN when some output is NaN (written as null in JSON).
+    #[serde(deserialize_with = "null_as_nan")]
+    pub max_abs_err: f64,
+    /// Norm-wise relative error, max |got - expected| / max |expected|: unlike an element-wise
+    /// ratio it stays meaningful where some expected elements are (nearly) zero.
+    #[serde(deserialize_with = "null_as_nan")]
+    pub max_rel_err: f64,
+    /// Elements of the reference.
+    pub elements: usize,
+    /// Elements outside tolerance, plus those missing or extra.
+    pub wrong_elements: usize,
+    pub nan_elements: usize,
+    /// The first few failing elements.
+    pub first_wrong: Vec<WrongElement>,
+}
+
+/// One element that failed, for the report and the JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WrongElement {
+    pub index: usize,
+    #[serde(deserialize_with = "null_as_nan")]
+    pub got: f64,
+    pub expected: f64,
+}
+
+/// JSON has no NaN: serde_json writes it as null, and this reads null back as NaN.
+fn null_as_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}

@@ -11,7 +11,8 @@ import subprocess
 import sys
 import tomllib
 
-HOLD_KERNEL = "kbench_hold_stream"
+# kbench's own kernels (the stream hold, the L2 flush): not part of any case.
+TIMER_KERNELS = ("kbench_hold_stream", "kbench_flush_l2")
 
 
 def toml_value(v):
@@ -50,9 +51,8 @@ def ncu_durations_s(kbench, manifest_path, out_dir):
     """Every kernel launch's gpu__time_duration under ncu, in launch order, as (name, seconds)."""
     cmd = ["ncu", "--target-processes", "all", "--cache-control", "all", "--clock-control", "none",
            "--metrics", "gpu__time_duration.sum", "--csv",
-           "-k", f"regex:^(?!{HOLD_KERNEL})",
            kbench, "run", manifest_path, "--out-dir", out_dir]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     text = done.stdout
     start = text.find('"ID"')
     if start < 0:
@@ -62,9 +62,12 @@ def ncu_durations_s(kbench, manifest_path, out_dir):
         if r.get("Metric Name") != "gpu__time_duration.sum":
             continue
         unit = r["Metric Unit"]
-        scale = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}[unit]
+        scale = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3,
+                 "ms": 1e-3, "second": 1.0, "s": 1.0}[unit]
         value = float(r["Metric Value"].replace(",", ""))
-        rows.append((r["Kernel Name"], value * scale))
+        name = r["Kernel Name"].split("(")[0]
+        if name not in TIMER_KERNELS:
+            rows.append((name, value * scale))
     return rows
 
 
@@ -86,7 +89,7 @@ def main():
             manifest = tomllib.load(f)
         study = manifest["study"]["name"]
         subprocess.run([a.kbench, "run", path, "--out-dir", a.out, "--json"],
-                       check=False, stdout=subprocess.DEVNULL)
+                       check=False, stdout=subprocess.DEVNULL, timeout=600)
         runs = sorted(os.listdir(os.path.join(a.out, study)))
         with open(os.path.join(a.out, study, runs[-1])) as f:
             doc = json.load(f)
@@ -102,7 +105,8 @@ def main():
                 by_kernel.setdefault(name, []).append(s)
             # One run of the case launches each of its kernels equally often (warm-up and samples
             # alike), so per kernel the median is its time in a run; their sum is the run's.
-            ncu_s = sum(statistics.median(v) for v in by_kernel.values())
+            per_kernel = {k: statistics.median(v) for k, v in by_kernel.items()}
+            ncu_s = sum(per_kernel.values())
             timer = case["measurement"].get("gpu_timer") or {}
             cupti = timer.get("cupti_samples_s") or []
             row = {
@@ -110,11 +114,12 @@ def main():
                 "case": case["index"],
                 "variant": case["variant"],
                 "params": case["params"],
-                "kernels": sorted(by_kernel),
+                "ncu_per_kernel_median_s": per_kernel,
                 "kbench_median_s": case["summary"]["median_s"],
                 "ncu_median_s": ncu_s,
                 "cupti_median_s": statistics.median(cupti) if cupti else None,
                 "timer_method": timer.get("method"),
+                "event_overhead_s": timer.get("event_overhead_s"),
             }
             row["ratio"] = row["kbench_median_s"] / ncu_s
             diff = abs(row["kbench_median_s"] - ncu_s)

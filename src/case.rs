@@ -342,6 +342,7 @@ impl CudaTiming<'_> {
             cold_l2,
             cupti_samples_s: Vec::new(),
             cupti_vs_events: None,
+            cupti_minus_events_s: None,
             timers_disagree: false,
             clocks: None,
         };
@@ -435,10 +436,11 @@ impl CudaTiming<'_> {
         timer: &mut GpuTimer,
     ) -> Result<SamplePlan> {
         let launches = launcher.launches_per_run();
+        let refused = self.device.hold_refused();
         let (plan, unheld) = match self.settings.mode {
-            TimingMode::Single => SamplePlan::single(timer.cold_l2, launches),
+            TimingMode::Single => SamplePlan::single(timer.cold_l2, launches, refused),
             TimingMode::Batch => {
-                let (one, _) = SamplePlan::single(false, launches);
+                let (one, _) = SamplePlan::single(false, launches, refused);
                 let mut fastest = f64::INFINITY;
                 for _ in 0..3 {
                     fastest = fastest.min(
@@ -449,7 +451,7 @@ impl CudaTiming<'_> {
                 }
                 let runs = batch_runs(self.settings.batch_min_window_s, fastest, launches);
                 timer.cold_l2 = false;
-                SamplePlan::batch(runs, launches)
+                SamplePlan::batch(runs, launches, refused)
             }
         };
         timer.method = match (self.settings.mode, plan.hold) {
@@ -489,9 +491,10 @@ fn finish_timer_record(
     if !cupti_s.is_empty() && !samples_s.is_empty() {
         let events = stats::summarize(samples_s).median_s;
         let cupti = stats::summarize(&cupti_s).median_s;
-        let difference = cupti / events - 1.0;
-        timer.cupti_vs_events = Some(difference);
-        timer.timers_disagree = difference.abs() > settings.timer_tolerance;
+        timer.cupti_vs_events = Some(cupti / events - 1.0);
+        timer.cupti_minus_events_s = Some(cupti - events);
+        let allowed = (settings.timer_tolerance * events).max(settings.timer_tolerance_s);
+        timer.timers_disagree = (cupti - events).abs() > allowed;
     }
     timer.cupti_samples_s = cupti_s;
 }
@@ -536,13 +539,21 @@ mod tests {
             cold_l2: true,
             cupti_samples_s: Vec::new(),
             cupti_vs_events: None,
+            cupti_minus_events_s: None,
             timers_disagree: false,
             clocks: None,
         };
-        finish_timer_record(&mut timer, &[10e-6; 5], vec![9.9e-6; 5], &settings);
-        assert!(!timer.timers_disagree);
-        assert!((timer.cupti_vs_events.unwrap() + 0.01).abs() < 1e-9);
+        // 1 µs apart on a 10 µs kernel: within the 1.5 µs allowed for the launch.
         finish_timer_record(&mut timer, &[10e-6; 5], vec![9.0e-6; 5], &settings);
+        assert!(!timer.timers_disagree);
+        assert!((timer.cupti_vs_events.unwrap() + 0.1).abs() < 1e-9);
+        // 2 µs apart: flagged.
+        finish_timer_record(&mut timer, &[10e-6; 5], vec![8.0e-6; 5], &settings);
+        assert!(timer.timers_disagree);
+        // On a 1 ms kernel 2% is the larger allowance: 15 µs passes, 25 µs does not.
+        finish_timer_record(&mut timer, &[1e-3; 5], vec![0.985e-3; 5], &settings);
+        assert!(!timer.timers_disagree);
+        finish_timer_record(&mut timer, &[1e-3; 5], vec![0.975e-3; 5], &settings);
         assert!(timer.timers_disagree);
         // No CUPTI: nothing to compare, nothing flagged.
         let mut timer = GpuTimer {

@@ -189,6 +189,7 @@ struct RawMeasure {
     batch_min_window_s: Option<Spanned<f64>>,
     timeout_s: Option<Spanned<f64>>,
     timer_tolerance: Option<Spanned<f64>>,
+    timer_tolerance_s: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -586,6 +587,11 @@ impl Validator<'_> {
             }
             s => s.as_ref().map_or(d.timer_tolerance, |s| *s.get_ref()),
         };
+        let timer_tolerance_s = positive_seconds(
+            &raw.timer_tolerance_s,
+            "measure.timer_tolerance_s",
+            d.timer_tolerance_s,
+        )?;
         let target_rel_ci = match &raw.target_rel_ci {
             Some(s) if !(*s.get_ref() > 0.0 && *s.get_ref() < 1.0) => {
                 return Err(self.error(
@@ -608,6 +614,7 @@ impl Validator<'_> {
             batch_min_window_s,
             timeout_s,
             timer_tolerance,
+            timer_tolerance_s,
         })
     }
 

@@ -76,8 +76,13 @@ pub struct MeasureSettings {
     pub batch_min_window_s: f64,
     /// A case still running after this long (warm-up and samples) is recorded as timed out.
     pub timeout_s: f64,
-    /// The most two timers (events and CUPTI) may disagree before a case is flagged.
+    /// The most the two timers (events and CUPTI) may disagree, relative to the events' median,
+    /// before a case is flagged ...
     pub timer_tolerance: f64,
+    /// ... or in seconds, whichever is larger: CUPTI times a kernel from its first block's start
+    /// to its last block's end, while events (and Nsight Compute) also see about a microsecond
+    /// of the GPU's own launch processing.
+    pub timer_tolerance_s: f64,
 }
 
 impl Default for MeasureSettings {
@@ -94,6 +99,7 @@ impl Default for MeasureSettings {
             batch_min_window_s: 100e-6,
             timeout_s: 120.0,
             timer_tolerance: 0.02,
+            timer_tolerance_s: 1.5e-6,
         }
     }
 }
@@ -152,6 +158,11 @@ pub struct DeviceFingerprint {
     pub nvrtc_version: String,
     /// A large device-to-device copy measured at the start of the run (bytes read + written).
     pub measured_copy_gbytes_per_s: f64,
+    /// The GPU time between two events with nothing between them (queued behind a held
+    /// stream), measured when the device opened: the events' own cost, taken off every event
+    /// timing.
+    #[serde(default)]
+    pub event_overhead_s: f64,
     /// The second timer: None when CUPTI is there, else why not.
     #[serde(default)]
     pub cupti_unavailable: Option<String>,
@@ -305,6 +316,9 @@ pub struct GpuTimer {
     pub cupti_samples_s: Vec<f64>,
     /// CUPTI's median over the event median, minus 1; flagged past the tolerance.
     pub cupti_vs_events: Option<f64>,
+    /// CUPTI's median less the events' median, in seconds.
+    #[serde(default)]
+    pub cupti_minus_events_s: Option<f64>,
     pub timers_disagree: bool,
     pub clocks: Option<ClockRecord>,
 }

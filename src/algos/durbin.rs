@@ -710,7 +710,7 @@ impl Launcher for Steps<'_> {
 struct GraphReplay<'a> {
     graph: Option<Graph>,
     /// Owns the buffers the graph's launches use.
-    _steps: Steps<'a>,
+    steps: Steps<'a>,
 }
 
 impl<'a> GraphReplay<'a> {
@@ -720,10 +720,7 @@ impl<'a> GraphReplay<'a> {
         } else {
             Some(gpu.capture(|| steps.launch())?)
         };
-        Ok(GraphReplay {
-            graph,
-            _steps: steps,
-        })
+        Ok(GraphReplay { graph, steps })
     }
 }
 
@@ -733,6 +730,11 @@ impl Launcher for GraphReplay<'_> {
             Some(graph) => graph.launch(),
             None => Ok(()),
         }
+    }
+
+    /// One submission, but each of its n kernels takes a place in the launch queue.
+    fn launches_per_run(&self) -> usize {
+        self.steps.launches_per_run()
     }
 }
 

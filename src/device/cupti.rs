@@ -123,9 +123,9 @@ impl KernelTracer {
     }
 
     /// The GPU time from the first start to the last end of the kernels recorded since the last
-    /// call, leaving out `exclude` (the stream hold); None if none ran. Call after the sample's
-    /// work has completed (its stop event waited on).
-    pub fn take_span(&self, exclude: &str) -> Result<Option<f64>, String> {
+    /// call, leaving out those named in `exclude` (the timer's own); None if none ran. Call after
+    /// the sample's work has completed (its stop event waited on).
+    pub fn take_span(&self, exclude: &[&str]) -> Result<Option<f64>, String> {
         activity::flush_all(0).map_err(|e| format!("cuptiActivityFlushAll: {:?}", e.0))?;
         let records = std::mem::take(&mut *RECORDS.lock().unwrap_or_else(|e| e.into_inner()));
         Ok(kernel_span_s(&records, exclude))
@@ -141,11 +141,11 @@ impl Drop for KernelTracer {
     }
 }
 
-/// From the first start to the last end of the complete records not named `exclude`.
-fn kernel_span_s(records: &[KernelRecord], exclude: &str) -> Option<f64> {
-    let timed = records
-        .iter()
-        .filter(|r| r.name != exclude && r.end_ns >= r.start_ns && r.start_ns > 0);
+/// From the first start to the last end of the complete records not named in `exclude`.
+fn kernel_span_s(records: &[KernelRecord], exclude: &[&str]) -> Option<f64> {
+    let timed = records.iter().filter(|r| {
+        !exclude.contains(&r.name.as_str()) && r.end_ns >= r.start_ns && r.start_ns > 0
+    });
     let start = timed.clone().map(|r| r.start_ns).min()?;
     let end = timed.map(|r| r.end_ns).max()?;
     Some((end - start) as f64 * 1e-9)
@@ -204,16 +204,18 @@ mod tests {
     }
 
     #[test]
-    fn the_span_runs_from_the_first_kernel_to_the_last_leaving_out_the_hold() {
+    fn the_span_runs_from_the_first_kernel_to_the_last_leaving_out_the_timers_own() {
         let records = [
             record("kbench_hold_stream", 100, 5_000),
+            record("kbench_flush_l2", 5_000, 5_900),
             record("pass1", 6_000, 9_000),
             record("pass2", 9_500, 10_000),
             // An incomplete record (end before start) is not counted.
             record("pass3", 20_000, 0),
         ];
-        let span = kernel_span_s(&records, "kbench_hold_stream").unwrap();
+        let timer = ["kbench_hold_stream", "kbench_flush_l2"];
+        let span = kernel_span_s(&records, &timer).unwrap();
         assert!((span - 4e-6).abs() < 1e-15, "{span}");
-        assert_eq!(kernel_span_s(&records[..1], "kbench_hold_stream"), None);
+        assert_eq!(kernel_span_s(&records[..2], &timer), None);
     }
 }

@@ -63,12 +63,16 @@ pub struct Device {
     kernels: KernelSource,
     /// Compiled modules by kernel file; a failed compile is kept so every case using it fails fast.
     modules: HashMap<&'static str, Result<Module, String>>,
-    /// Written before each cold sample: twice the L2 size, so nothing a case left there survives.
+    /// Read before each cold sample: four times the L2 size, so nothing a case left there
+    /// survives (L2 replacement is not strictly least-recently-used).
     l2_flush: DeviceBuf,
+    flush_kernel: Kernel,
     hold: StreamHold,
     start: CudaEvent,
     stop: CudaEvent,
     shared_optin_bytes: u32,
+    /// Why the stream cannot be held here, if it cannot (see `probe_hold`).
+    hold_refused: Option<String>,
     /// The second timer, when CUPTI is there.
     tracer: Option<cupti::KernelTracer>,
     /// Clocks and throttling, when NVML is there.
@@ -110,12 +114,23 @@ impl Device {
             (l2_cache_bytes / 2).max(1 << 18) as usize,
         )?;
         let arch = format!("sm_{major}{minor}");
-        let hold_module = {
+        // The timer's own kernels always come from the copy built into kbench, whatever
+        // `--kernels-dir` says: they are part of the instrument, not of a study.
+        let timer_module = {
             let file = timer::HOLD_KERNEL_FILE;
-            let ptx = nvrtc::compile(&kernels.describe(&file), &kernels.read(&file)?, &arch)?;
+            let embedded = KernelSource::default();
+            let ptx = nvrtc::compile(&embedded.describe(&file), &embedded.read(&file)?, &arch)?;
             Module(ctx.load_module(ptx).map_err(driver_error)?)
         };
-        let hold = StreamHold::new(&stream, &hold_module)?;
+        let hold = StreamHold::new(&stream, &timer_module)?;
+        let flush_kernel = Kernel {
+            function: timer_module
+                .0
+                .load_function(timer::FLUSH_KERNEL)
+                .map_err(driver_error)?,
+            stream: stream.clone(),
+            name: timer::FLUSH_KERNEL.to_string(),
+        };
         let event = || {
             ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(driver_error)
@@ -142,6 +157,7 @@ impl Device {
                 driver_version: format!("{}.{}", driver / 1000, (driver % 1000) / 10),
                 nvrtc_version: format!("{nvrtc_major}.{nvrtc_minor}"),
                 measured_copy_gbytes_per_s: 0.0,
+                event_overhead_s: 0.0,
                 cupti_unavailable: tracer.as_ref().err().cloned(),
                 nvml_unavailable: clocks.as_ref().err().cloned(),
             },
@@ -151,16 +167,59 @@ impl Device {
             kernels,
             modules: HashMap::new(),
             l2_flush,
+            flush_kernel,
             hold,
             start: event()?,
             stop: event()?,
+            hold_refused: None,
             tracer: tracer.ok(),
             clocks: clocks.ok(),
             ctx,
             stream,
         };
         device.fingerprint.measured_copy_gbytes_per_s = device.measure_copy_bandwidth()?;
+        device.hold_refused = device.probe_hold()?;
+        device.fingerprint.event_overhead_s = device.measure_event_overhead()?;
         Ok(device)
+    }
+
+    /// Holds the stream once, briefly, and checks the host could queue behind it. Under a tool
+    /// that runs each launch to completion before the call returns (Nsight Compute,
+    /// compute-sanitizer), queueing the hold itself blocks until the hold gives up: then the
+    /// device never holds, and says why.
+    fn probe_hold(&self) -> Result<Option<String>> {
+        self.hold.hold(timer::HOLD_PROBE_LIMIT_NS)?;
+        self.record_start()?;
+        self.record_stop()?;
+        Ok((!self.release_stream()?).then(|| {
+            "queueing behind a held stream blocks here (a profiler or sanitizer runs each launch to completion): samples are timed unheld".to_string()
+        }))
+    }
+
+    /// Why this device cannot hold its stream, if it cannot.
+    pub fn hold_refused(&self) -> Option<&str> {
+        self.hold_refused.as_deref()
+    }
+
+    /// The median GPU time between a start and a stop event queued back to back behind a held
+    /// stream (about 1.2 µs on an H100): what a pair of events costs by itself.
+    fn measure_event_overhead(&self) -> Result<f64> {
+        let mut times_s = Vec::new();
+        for _ in 0..55 {
+            let held = self.hold_refused.is_none();
+            if held {
+                self.hold_stream()?;
+            }
+            self.record_start()?;
+            self.record_stop()?;
+            if held {
+                self.release_stream()?;
+            }
+            times_s.push(self.elapsed_raw_s()?);
+        }
+        times_s.drain(..5);
+        times_s.sort_by(f64::total_cmp);
+        Ok(times_s[times_s.len() / 2])
     }
 
     /// Median of 20 device-to-device copies of 1 GiB (or an eighth of the memory, if smaller),
@@ -176,7 +235,7 @@ impl Device {
                 .memcpy_dtod(&src, &mut dst)
                 .map_err(driver_error)?;
             self.record_stop()?;
-            let seconds = self.elapsed_s()?;
+            let seconds = self.elapsed_raw_s()?;
             if i >= 3 {
                 times_s.push(seconds);
             }
@@ -252,9 +311,20 @@ impl Device {
 
     // ---- What the timer queues around a sample (see `timer`). ----
 
-    /// Writes over the L2 flush buffer, evicting whatever the last sample left in L2.
+    /// Reads the L2 flush buffer through L2, evicting whatever the last sample left there and
+    /// leaving only clean lines (see `kbench_flush_l2` in kernels/timer.cu).
     pub(crate) fn flush_l2(&self) -> Result<()> {
-        self.l2_flush.fill_bytes(0)
+        let vectors = self.l2_flush.bytes.len() as u64 / 16;
+        let grid = self.fingerprint.sm_count * 8;
+        // SAFETY: signature (const int4* buffer, unsigned long long n16, int* sink); the buffer
+        // holds `vectors` 16-byte vectors (cudaMalloc aligns to 256) and is zeroed, so `sink`
+        // (its own first word) is never written.
+        unsafe {
+            self.flush_kernel.launch(
+                Dims::linear(grid, 256, 0),
+                &[self.l2_flush.arg(), Arg::U64(vectors), self.l2_flush.arg()],
+            )
+        }
     }
 
     pub(crate) fn record_start(&self) -> Result<()> {
@@ -265,8 +335,14 @@ impl Device {
         self.stop.record(&self.stream).map_err(driver_error)
     }
 
-    /// Waits for the stop event and returns the time between the two events.
+    /// Waits for the stop event and returns the time between the two events, less what the
+    /// events cost by themselves (`event_overhead_s`).
     pub(crate) fn elapsed_s(&self) -> Result<f64> {
+        Ok((self.elapsed_raw_s()? - self.fingerprint.event_overhead_s).max(0.0))
+    }
+
+    /// Waits for the stop event and returns the time between the two events.
+    fn elapsed_raw_s(&self) -> Result<f64> {
         self.stop.synchronize().map_err(driver_error)?;
         let ms = self.start.elapsed_ms(&self.stop).map_err(driver_error)?;
         Ok(ms as f64 / 1e3)
@@ -274,7 +350,7 @@ impl Device {
 
     /// Queues the spin kernel that holds the stream until `release_stream`.
     pub(crate) fn hold_stream(&self) -> Result<()> {
-        self.hold.hold()
+        self.hold.hold(timer::HOLD_LIMIT_NS)
     }
 
     /// Lets the held stream go. Returns false if the hold had already given up waiting (its
@@ -339,14 +415,13 @@ impl StreamHold {
         })
     }
 
-    fn hold(&self) -> Result<()> {
+    fn hold(&self, timeout_ns: u64) -> Result<()> {
         // SAFETY: `host` points to two live u32 words; the previous hold kernel has finished
         // (each sample waits for its stop event), so nothing reads them concurrently.
         unsafe {
             std::ptr::write_volatile(self.host, 0);
             std::ptr::write_volatile(self.host.add(1), 0);
         }
-        let timeout_ns: u64 = timer::HOLD_LIMIT_NS;
         // SAFETY: the hold kernel's signature is (volatile unsigned int* flag, unsigned long long
         // timeout_ns); `flag` is the device address of the two mapped words; one thread.
         unsafe {

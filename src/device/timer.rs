@@ -28,6 +28,8 @@ pub const HOLD_KERNEL_FILE: KernelFile = KernelFile {
     source: include_str!("../../kernels/timer.cu"),
 };
 pub const HOLD_KERNEL: &str = "kbench_hold_stream";
+/// The cold-L2 flush (a read of twice the L2's size), also in `kernels/timer.cu`.
+pub const FLUSH_KERNEL: &str = "kbench_flush_l2";
 /// How long the hold waits for the host before it gives up (and the sample is refused).
 pub const HOLD_LIMIT_NS: u64 = 2_000_000_000;
 /// The most launches queued behind a held stream: well below the driver's launch queue, which
@@ -59,19 +61,18 @@ pub struct SamplePlan {
     pub runs: u32,
 }
 
-/// Why the stream may not be held at all here: a CUDA tool (Nsight Compute, compute-sanitizer)
-/// is injected into the process. Such tools run each launch to completion before the next call
-/// returns, so the host could never let a held stream go.
-pub fn hold_forbidden() -> Option<String> {
-    std::env::var_os("CUDA_INJECTION64_PATH").map(|_| {
-        "a CUDA tool (profiler or sanitizer) is attached: launches run one by one, so the stream cannot be held".to_string()
-    })
-}
+/// How long the hold waits when the device opens and checks that holding works at all.
+pub const HOLD_PROBE_LIMIT_NS: u64 = 100_000_000;
 
 impl SamplePlan {
-    /// One run per sample; returns why the stream is not held, when it is not.
-    pub fn single(cold_l2: bool, launches_per_run: usize) -> (SamplePlan, Option<String>) {
-        let reason = hold_forbidden().or_else(|| {
+    /// One run per sample; returns why the stream is not held, when it is not. `hold_refused`
+    /// says why this device cannot hold its stream at all (see `Device::hold_refused`).
+    pub fn single(
+        cold_l2: bool,
+        launches_per_run: usize,
+        hold_refused: Option<&str>,
+    ) -> (SamplePlan, Option<String>) {
+        let reason = hold_refused.map(str::to_string).or_else(|| {
             (launches_per_run > HOLD_LAUNCH_LIMIT).then(|| {
                 format!("a run queues {launches_per_run} launches, more than the {HOLD_LAUNCH_LIMIT} that may wait behind a held stream: host launch time is inside the window")
             })
@@ -85,8 +86,13 @@ impl SamplePlan {
     }
 
     /// `runs` back to back per sample, hot, held when they fit behind the hold.
-    pub fn batch(runs: u32, launches_per_run: usize) -> (SamplePlan, Option<String>) {
-        let (mut plan, reason) = SamplePlan::single(false, launches_per_run * runs as usize);
+    pub fn batch(
+        runs: u32,
+        launches_per_run: usize,
+        hold_refused: Option<&str>,
+    ) -> (SamplePlan, Option<String>) {
+        let (mut plan, reason) =
+            SamplePlan::single(false, launches_per_run * runs as usize, hold_refused);
         plan.runs = runs;
         (plan, reason)
     }
@@ -232,7 +238,7 @@ impl Device {
     fn after_sample(&self, seconds_per_run: f64, runs: f64) -> Result<Sample> {
         let cupti_seconds_per_run = match &self.tracer {
             Some(tracer) => tracer
-                .take_span(HOLD_KERNEL)
+                .take_span(&[HOLD_KERNEL, FLUSH_KERNEL])
                 .map_err(anyhow::Error::msg)?
                 .map(|s| s / runs),
             None => None,
@@ -299,7 +305,7 @@ mod tests {
     #[test]
     fn a_cold_single_sample_holds_then_flushes_outside_the_events_then_releases() {
         let mut r = Recorder::default();
-        let (plan, unheld) = SamplePlan::single(true, 1);
+        let (plan, unheld) = SamplePlan::single(true, 1, None);
         assert_eq!(unheld, None);
         let s = take_sample(&mut r, &plan).unwrap();
         assert_eq!(s, 8e-6);
@@ -312,7 +318,7 @@ mod tests {
     #[test]
     fn a_batch_sample_runs_back_to_back_hot_and_divides_by_the_runs() {
         let mut r = Recorder::default();
-        let (plan, _) = SamplePlan::batch(4, 1);
+        let (plan, _) = SamplePlan::batch(4, 1, None);
         let s = take_sample(&mut r, &plan).unwrap();
         assert_eq!(s, 2e-6);
         assert_eq!(
@@ -324,7 +330,7 @@ mod tests {
     #[test]
     fn too_many_launches_are_timed_unheld_and_say_why() {
         let mut r = Recorder::default();
-        let (plan, unheld) = SamplePlan::single(true, HOLD_LAUNCH_LIMIT + 1);
+        let (plan, unheld) = SamplePlan::single(true, HOLD_LAUNCH_LIMIT + 1, None);
         assert!(!plan.hold);
         assert!(unheld.unwrap().contains("host launch time is inside"));
         take_sample(&mut r, &plan).unwrap();
@@ -335,12 +341,22 @@ mod tests {
     }
 
     #[test]
+    fn a_device_that_cannot_hold_times_every_sample_unheld() {
+        let why = "a profiler serializes launches";
+        let (plan, unheld) = SamplePlan::single(true, 1, Some(why));
+        assert!(!plan.hold);
+        assert_eq!(unheld.as_deref(), Some(why));
+        let (plan, _) = SamplePlan::batch(8, 1, Some(why));
+        assert!(!plan.hold && plan.runs == 8);
+    }
+
+    #[test]
     fn a_failed_launch_still_releases_the_stream() {
         let mut r = Recorder {
             fail_run: true,
             ..Recorder::default()
         };
-        let (plan, _) = SamplePlan::single(false, 1);
+        let (plan, _) = SamplePlan::single(false, 1, None);
         let err = take_sample(&mut r, &plan).unwrap_err();
         assert!(err.to_string().contains("launch failed"));
         assert_eq!(r.steps, ["hold", "poison", "start", "run", "release"]);
@@ -352,7 +368,7 @@ mod tests {
             hold_gave_up: true,
             ..Recorder::default()
         };
-        let (plan, _) = SamplePlan::single(true, 1);
+        let (plan, _) = SamplePlan::single(true, 1, None);
         let err = take_sample(&mut r, &plan).unwrap_err();
         assert!(err.to_string().contains("gave up"), "{err}");
     }

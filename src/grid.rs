@@ -436,36 +436,28 @@ impl Parser<'_> {
 
     /// Returns the operand and whether it is a string.
     fn sum(&mut self) -> ParseResult<(Operand, bool)> {
-        let mut left = self.product()?;
-        while let Some(Token::Op(op)) = self.peek() {
-            let op = op.chars().next().unwrap_or(' ');
-            if op != '+' && op != '-' {
-                break;
-            }
-            let at = self.offset();
-            self.pos += 1;
-            let right = self.product()?;
-            if left.1 || right.1 {
-                return Err((at, "arithmetic on a string".into()));
-            }
-            left = (
-                Operand::Arith(Box::new(left.0), op, Box::new(right.0)),
-                false,
-            );
-        }
-        Ok(left)
+        self.arithmetic("+-", Self::product)
     }
 
     fn product(&mut self) -> ParseResult<(Operand, bool)> {
-        let mut left = self.atom()?;
+        self.arithmetic("*/%", Self::atom)
+    }
+
+    /// A left-associative chain of `operand`s joined by any of the operators in `ops`.
+    fn arithmetic(
+        &mut self,
+        ops: &str,
+        operand: fn(&mut Self) -> ParseResult<(Operand, bool)>,
+    ) -> ParseResult<(Operand, bool)> {
+        let mut left = operand(self)?;
         while let Some(Token::Op(op)) = self.peek() {
             let op = op.chars().next().unwrap_or(' ');
-            if !"*/%".contains(op) {
+            if !ops.contains(op) {
                 break;
             }
             let at = self.offset();
             self.pos += 1;
-            let right = self.atom()?;
+            let right = operand(self)?;
             if left.1 || right.1 {
                 return Err((at, "arithmetic on a string".into()));
             }

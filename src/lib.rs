@@ -3,8 +3,8 @@
 //! The pipeline, one module per stage, each depending only on those before it:
 //! `manifest` (parse, validate) -> `plan` (grid x variants into cases) -> `execute` (each study's
 //! cases in a `worker` process, where `case` runs one: `measure`, `verify`, `stats`) ->
-//! `results` (the results file) -> `report` (table, markdown, CSV, plots); `compare` judges
-//! results files for the regression gate.
+//! `results` (the results file) -> `compare` (the regression gate) and `claims` (a report's
+//! conclusions, judged) -> `report` (tables, markdown, CSV, plots).
 //!
 //! Below the stages: `vocab` (shared types), `schema` (the results format), `numerics`,
 //! `device` (kbench's safe layer over CUDA, and the GPU timer), `algos` (the algorithms and the
@@ -12,6 +12,7 @@
 
 pub mod algos;
 pub mod case;
+pub mod claims;
 pub mod compare;
 pub mod device;
 pub mod env;

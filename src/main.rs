@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 every case passed (skipped cases included); 1 some case failed (wrong answer,
 //! runtime error, time limit); 2 bad input (manifest, arguments) or an output that cannot be
-//! written; 130 interrupted (the results file holds every finished case: `run --resume` it).
+//! written; 3 a claim was refuted (only with `--check-claims`, and only when no case failed);
+//! 130 interrupted (the results file holds every finished case: `run --resume` it).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -19,8 +20,9 @@ use kbench::device::{nvrtc, KernelSource};
 use kbench::execute::{self, RunOptions, StudyEnd};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
-use kbench::report::table;
+use kbench::report::{table, tables};
 use kbench::results::{self, ResultsFile};
+use kbench::schema::{ClaimStatus, ResultsDoc};
 use kbench::vocab::describe_params;
 
 #[derive(Parser)]
@@ -91,6 +93,16 @@ struct ReportArgs {
     /// Also draw the charts (SVG and PNG) into this folder.
     #[arg(long)]
     plots: Option<PathBuf>,
+    /// Print only the tables the manifest declares (and its claims), not every case.
+    #[arg(long)]
+    tables: bool,
+    /// Exit 3 if a claim of the manifest is refuted by these results.
+    #[arg(long)]
+    check_claims: bool,
+    /// Take the tables and claims from this manifest (of the same study) instead of the one
+    /// recorded in the results: to judge a saved run against claims written since.
+    #[arg(long)]
+    manifest: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -140,6 +152,9 @@ struct RunArgs {
     /// for `kbench compare --baseline NAME`.
     #[arg(long, value_name = "NAME", value_parser = parse_baseline_name)]
     save_baseline: Option<String>,
+    /// Exit 3 if a claim of a manifest is refuted (when no case failed: failures exit 1).
+    #[arg(long)]
+    check_claims: bool,
 }
 
 /// As in the manifests: a finite number of seconds above zero.
@@ -284,6 +299,7 @@ fn run(args: RunArgs) -> ExitCode {
     }
     let interactive = std::io::stdout().is_terminal();
     let mut any_failed = false;
+    let mut any_refuted = false;
     for (manifest, cases, mut results) in studies {
         let manifest = &manifest;
         if !args.json {
@@ -325,6 +341,12 @@ fn run(args: RunArgs) -> ExitCode {
             }
         }
         any_failed |= results.doc.cases.iter().any(|c| c.failed());
+        let verdicts = kbench::claims::judge_all(manifest, &results.doc);
+        any_refuted |= verdicts.iter().any(|v| v.status == ClaimStatus::Refuted);
+        if let Err(e) = results.set_claims(verdicts) {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
         if let Some(name) = &args.save_baseline {
             let dir = results::baseline_dir(&args.out_dir, &manifest.study.name, name);
             let path = dir.join(results.path.file_name().expect("results files have a name"));
@@ -356,14 +378,31 @@ fn run(args: RunArgs) -> ExitCode {
                 "{}",
                 table::render(&results.doc, &axes, table::TableStyle::Terminal)
             );
+            print!(
+                "{}",
+                declared_tables(manifest, &results.doc, table::TableStyle::Terminal)
+            );
             println!("results: {}\n", results.path.display());
         }
     }
     if any_failed {
         ExitCode::from(1)
+    } else if any_refuted && args.check_claims {
+        ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The manifest's declared tables and its claims' verdicts, as `doc` has them.
+fn declared_tables(manifest: &Manifest, doc: &ResultsDoc, style: table::TableStyle) -> String {
+    let mut out = String::new();
+    for t in &manifest.tables {
+        out.push_str(&tables::render(t, doc, style));
+        out.push('\n');
+    }
+    out.push_str(&tables::render_claims(&doc.claims, style));
+    out
 }
 
 /// Set on the first Ctrl-C or SIGTERM, so the case in progress is abandoned (its worker killed)
@@ -556,33 +595,65 @@ fn compare_table(result: &compare::Comparison) -> String {
 }
 
 fn report(args: ReportArgs) -> ExitCode {
-    let doc = match results::load_results(&args.results) {
+    let mut doc = match results::load_results(&args.results) {
         Ok(d) => d,
         Err(e) => return bad_input(e),
     };
-    let axes: Vec<&str> = match kbench::algos::find(&doc.study.algorithm) {
-        Some(a) => a.spec().axes.iter().map(|a| a.name).collect(),
-        None => {
+    // The manifest recorded in the results says which tables to draw and which claims to judge;
+    // the claims are judged again, so a run saved by an older kbench gets today's verdicts.
+    let parsed = match &args.manifest {
+        Some(path) => manifest::load(path).map_err(|e| anyhow::anyhow!("{e}")),
+        None => manifest::parse(std::path::Path::new(&doc.manifest.path), &doc.manifest.toml)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "the manifest recorded in {} no longer parses:\n{e}",
+                    args.results.display()
+                )
+            }),
+    };
+    let manifest = match parsed {
+        Ok(m) if m.study.name == doc.study.name => m,
+        Ok(m) => {
             return bad_input(anyhow::anyhow!(
-                "unknown algorithm `{}` in {}",
-                doc.study.algorithm,
-                args.results.display()
+                "{} is study `{}`, the results are study `{}`",
+                m.path.display(),
+                m.study.name,
+                doc.study.name
             ))
         }
+        Err(e) => return bad_input(e),
     };
-    match args.format {
-        ReportFormat::Table => println!(
-            "{}",
-            table::render(&doc, &axes, table::TableStyle::Terminal)
-        ),
-        ReportFormat::Markdown => println!(
-            "{}",
-            table::render(&doc, &axes, table::TableStyle::Markdown)
-        ),
-        ReportFormat::Csv => match table::render_csv(&doc, &axes) {
+    doc.claims = kbench::claims::judge_all(&manifest, &doc);
+    let axes: Vec<&str> = manifest
+        .algorithm
+        .spec()
+        .axes
+        .iter()
+        .map(|a| a.name)
+        .collect();
+    let style = match args.format {
+        ReportFormat::Table => Some(table::TableStyle::Terminal),
+        ReportFormat::Markdown => Some(table::TableStyle::Markdown),
+        ReportFormat::Csv => None,
+    };
+    match (style, args.tables) {
+        (Some(style), false) => {
+            println!("{}", table::render(&doc, &axes, style));
+            print!("{}", declared_tables(&manifest, &doc, style));
+        }
+        (Some(style), true) => print!("{}", declared_tables(&manifest, &doc, style)),
+        (None, false) => match table::render_csv(&doc, &axes) {
             Ok(csv) => print!("{csv}"),
             Err(e) => return bad_input(e),
         },
+        (None, true) => {
+            for t in &manifest.tables {
+                match tables::render_csv(t, &doc) {
+                    Ok(csv) => print!("{csv}"),
+                    Err(e) => return bad_input(e),
+                }
+            }
+        }
     }
     if let Some(dir) = &args.plots {
         match kbench::report::plots::write_plots(&doc, &axes, dir) {
@@ -592,7 +663,12 @@ fn report(args: ReportArgs) -> ExitCode {
             Err(e) => return bad_input(e),
         }
     }
-    ExitCode::SUCCESS
+    let refuted = doc.claims.iter().any(|v| v.status == ClaimStatus::Refuted);
+    if refuted && args.check_claims {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// The results files saved under one baseline name, oldest first.

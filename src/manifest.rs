@@ -13,6 +13,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+mod findings;
+
+pub use findings::{
+    selected, Check, ClaimSpec, Dimension, Quantity, ReferenceRow, Select, TableSpec, Unit,
+};
+
 use crate::algos::{self, AxisKind, DynAlgorithm, Spec};
 use crate::grid::{AxisValues, WhereExpr};
 use crate::schema::{CompareDefaults, MeasureSettings, Study, Variant};
@@ -119,6 +125,10 @@ pub struct Manifest {
     pub accuracy: ToleranceOverrides,
     pub report: ReportSettings,
     pub compare: CompareDefaults,
+    /// Tables to print after a run (`[[table]]`).
+    pub tables: Vec<TableSpec>,
+    /// Conclusions to check against the results (`[[claim]]`).
+    pub claims: Vec<ClaimSpec>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -144,6 +154,10 @@ struct RawManifest {
     report: RawReport,
     #[serde(default)]
     compare: RawCompare,
+    #[serde(rename = "table", default)]
+    tables: Vec<Spanned<findings::RawTable>>,
+    #[serde(rename = "claim", default)]
+    claims: Vec<Spanned<findings::RawClaim>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -349,6 +363,14 @@ impl Validator<'_> {
             fdr: fraction(raw.compare.fdr, "compare.fdr", defaults.fdr)?,
         };
 
+        let shape = findings::StudyShape {
+            spec,
+            axes: &axes,
+            variants: &variants,
+        };
+        let tables = self.validate_tables(&shape, raw.tables)?;
+        let claims = self.validate_claims(&shape, raw.claims)?;
+
         Ok(Manifest {
             path: self.path.to_path_buf(),
             source: self.source.to_string(),
@@ -362,6 +384,8 @@ impl Validator<'_> {
             accuracy,
             report: ReportSettings { baseline },
             compare,
+            tables,
+            claims,
         })
     }
 

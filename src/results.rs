@@ -58,6 +58,7 @@ impl ResultsFile {
                 complete: planned_cases == 0,
                 planned_cases,
                 cases: Vec::new(),
+                claims: Vec::new(),
             },
         };
         if let Err(e) = file.write() {
@@ -90,6 +91,12 @@ impl ResultsFile {
 
     pub fn set_gpu_unavailable(&mut self, reason: &str) {
         self.doc.environment.gpu_unavailable = Some(reason.to_string());
+    }
+
+    /// Records the claims' verdicts and writes the file.
+    pub fn set_claims(&mut self, claims: Vec<crate::schema::ClaimVerdict>) -> Result<()> {
+        self.doc.claims = claims;
+        self.write()
     }
 
     fn write(&self) -> Result<()> {

@@ -27,6 +27,59 @@ pub struct ResultsDoc {
     pub complete: bool,
     pub planned_cases: usize,
     pub cases: Vec<CaseResult>,
+    /// The manifest's claims, judged when the study finished (`kbench report` judges again).
+    #[serde(default)]
+    pub claims: Vec<ClaimVerdict>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimStatus {
+    Holds,
+    Refuted,
+    Inconclusive,
+}
+
+impl ClaimStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            ClaimStatus::Holds => "holds",
+            ClaimStatus::Refuted => "refuted",
+            ClaimStatus::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// A claim of the manifest, judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimVerdict {
+    /// The report's sentence.
+    pub text: String,
+    pub source: String,
+    /// faster, reaches_peak, passes, rises or falls.
+    pub kind: String,
+    pub status: ClaimStatus,
+    /// Every case it rests on was skipped (no GPU): inconclusive, not refuted.
+    pub skipped: bool,
+    /// The counts, and the case that decided the verdict.
+    pub evidence: String,
+    pub cases: Vec<ClaimCase>,
+}
+
+/// One grid point (or pair of points) of a claim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimCase {
+    pub point: String,
+    pub status: ClaimStatus,
+    pub skipped: bool,
+    /// The ratio or share the claim is about.
+    pub estimate: Option<f64>,
+    pub ci95: Option<(f64, f64)>,
+    pub evidence: String,
+    /// How far the case is on the claim's side of its bound (above 1: holds): which case came
+    /// closest to deciding the other way.
+    #[serde(default)]
+    pub margin: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -275,3 +275,64 @@ fn an_unwritable_output_folder_is_reported_before_measuring() {
         .code(2)
         .stderr(predicates::str::contains("cannot create the output folder"));
 }
+
+#[test]
+fn a_refuted_claim_exits_3_with_check_claims_and_report_judges_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // The pairwise sum is no hundred times faster than the loop: refuted. The GPU claim is
+    // skipped here (no GPU) or holds there: never refuted for want of a GPU.
+    let claims = "[[claim]]\ntext = \"pairwise is 100x faster\"\nsource = \"t\"\nkind = \"faster\"\na = \"tree\"\nb = \"seq\"\nby = 100.0\nselect = { n = 100_003 }\n\
+                  [[claim]]\ntext = \"the GPU sum is right\"\nsource = \"t\"\nkind = \"passes\"\na = \"gpu\"\n\
+                  [[table]]\ntitle = \"Medians\"\nrows = \"variant\"\ncolumns = \"n\"\nvalue = \"median\"\nselect = { dtype = \"f32\" }\n";
+    let manifest = write(dir.path(), "c.toml", &study("claimed", claims));
+    let run = |check: bool| {
+        let mut cmd = kbench();
+        cmd.args(["run", &manifest, "--out-dir"]).arg(&out);
+        if check {
+            cmd.arg("--check-claims");
+        }
+        cmd.assert()
+    };
+    let plain = run(false);
+    assert_eq!(plain.get_output().status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&plain.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("REFUTED      \"pairwise is 100x faster\""),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Medians (median time; dtype = f32)"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("REFUTED      \"the GPU sum is right\""),
+        "{stdout}"
+    );
+    assert_eq!(run(true).get_output().status.code(), Some(3));
+
+    // The verdicts are kept in the JSON, and `report` judges the saved run again.
+    let file = std::fs::read_dir(out.join("claimed"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(doc["claims"][0]["status"], "refuted");
+    let report = kbench()
+        .args([
+            "report",
+            file.to_str().unwrap(),
+            "--tables",
+            "--check-claims",
+        ])
+        .assert();
+    assert_eq!(report.get_output().status.code(), Some(3));
+    let text = String::from_utf8_lossy(&report.get_output().stdout).to_string();
+    assert!(text.contains("pairwise is 100x faster"), "{text}");
+    assert!(
+        !text.contains("│ seq "),
+        "--tables leaves out the table of every case: {text}"
+    );
+}

@@ -27,6 +27,14 @@ fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
     results.doc.cases
 }
 
+fn gpu_timer(case: &CaseResult) -> &kbench::schema::GpuTimer {
+    let measurement = case.measurement.as_ref().expect("a measured case");
+    measurement
+        .gpu_timer
+        .as_ref()
+        .expect("a CUDA case's timer record")
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_kernel_of_every_algorithm_passes_on_its_gpu_test_grid() {
@@ -79,13 +87,7 @@ fn transfers_and_program_scopes_produce_checked_results() {
     assert!(median("fast_program") > median("fast_kernel"));
     assert!(median("fast_transfers") > median("fast_kernel"));
     for case in &cases {
-        let timer = case
-            .measurement
-            .as_ref()
-            .unwrap()
-            .gpu_timer
-            .as_ref()
-            .unwrap();
+        let timer = gpu_timer(case);
         let want = match case.variant.as_str() {
             "fast_kernel" => TimerMethod::BlockedEvents,
             _ => TimerMethod::Events,
@@ -110,13 +112,7 @@ fn the_timer_holds_the_stream_batches_short_kernels_and_cross_checks_with_cupti(
     assert_all_passed(&single);
     assert_all_passed(&batched);
     for case in &single {
-        let timer = case
-            .measurement
-            .as_ref()
-            .unwrap()
-            .gpu_timer
-            .as_ref()
-            .unwrap();
+        let timer = gpu_timer(case);
         assert_eq!(timer.method, TimerMethod::BlockedEvents);
         assert!(timer.cold_l2);
         assert_eq!(timer.runs_per_sample, 1);
@@ -132,13 +128,7 @@ fn the_timer_holds_the_stream_batches_short_kernels_and_cross_checks_with_cupti(
         }
     }
     for case in &batched {
-        let timer = case
-            .measurement
-            .as_ref()
-            .unwrap()
-            .gpu_timer
-            .as_ref()
-            .unwrap();
+        let timer = gpu_timer(case);
         assert_eq!(timer.method, TimerMethod::BatchEvents);
         assert!(!timer.cold_l2);
         if case.params["n"] == ParamValue::Int(1000) {
@@ -231,13 +221,7 @@ fn durbin_persistent_falls_back_to_global_memory_and_other_scopes_check_out() {
     assert_all_passed(&cases);
     // 1999 launches per run cannot wait behind a held stream: timed unheld, and said so.
     let atomic = cases.iter().find(|c| c.variant == "atomic").unwrap();
-    let timer = atomic
-        .measurement
-        .as_ref()
-        .unwrap()
-        .gpu_timer
-        .as_ref()
-        .unwrap();
+    let timer = gpu_timer(atomic);
     assert_eq!(timer.method, TimerMethod::Events);
     assert!(timer
         .unblocked_reason

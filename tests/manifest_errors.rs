@@ -136,3 +136,46 @@ fn more_malformed_manifests_are_refused_with_their_location() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// A study with a CPU and a CUDA variant over two sizes, for the tables' and claims' errors.
+const TWO: &str =
+    "[study]\nname = \"s\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\nn = [1000, 2000]\n\
+[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n";
+const CLAIM: &str = "[[claim]]\ntext = \"t\"\nsource = \"s\"\n";
+const TABLE: &str = "[[table]]\ntitle = \"t\"\n";
+
+#[test]
+fn tables_and_claims_that_name_what_the_study_lacks_are_refused_at_their_line() {
+    let cases: Vec<Case> = vec![
+        ("claim naming no variant", format!("{TWO}{CLAIM}kind = \"faster\"\na = \"c\"\nb = \"gpu\"\n"), 20, 5, Some("claim[0].b"), "`gpu` is not a variant"),
+        ("claim of an unknown kind", format!("{TWO}{CLAIM}kind = \"quicker\"\na = \"c\"\n"), 18, 8, Some("claim[0].kind"), "unknown kind `quicker`"),
+        ("claim missing its second variant", format!("{TWO}{CLAIM}kind = \"faster\"\na = \"c\"\n"), 15, 1, Some("claim[0].b"), "needs `b`"),
+        ("claim selecting an unknown axis", format!("{TWO}{CLAIM}kind = \"faster\"\na = \"c\"\nb = \"g\"\nselect = {{ size = 1000 }}\n"), 21, 10, Some("claim[0].select.size"), "not an axis"),
+        ("claim selecting a value never run", format!("{TWO}{CLAIM}kind = \"faster\"\na = \"c\"\nb = \"g\"\nselect = {{ n = 3000 }}\n"), 21, 10, Some("claim[0].select.n"), "never runs n = 3000"),
+        ("claim selecting a dtype never run", format!("{TWO}{CLAIM}kind = \"passes\"\na = \"c\"\nselect = {{ dtype = \"f64\" }}\n"), 20, 10, Some("claim[0].select.dtype"), "never runs dtype = f64"),
+        ("trend along no axis", format!("{TWO}{CLAIM}kind = \"rises\"\na = \"g\"\nquantity = \"gbytes_per_s\"\nalong = \"size\"\n"), 21, 9, Some("claim[0].along"), "neither `variant` nor an axis"),
+        ("trend of an unknown quantity", format!("{TWO}{CLAIM}kind = \"falls\"\na = \"g\"\nquantity = \"speed\"\nalong = \"n\"\n"), 20, 12, Some("claim[0].quantity"), "unknown quantity `speed`"),
+        ("peak of a CPU variant", format!("{TWO}{CLAIM}kind = \"reaches_peak\"\na = \"c\"\nshare = 0.9\n"), 15, 1, Some("claim[0].a"), "names a CUDA variant"),
+        ("negative factor", format!("{TWO}{CLAIM}kind = \"faster\"\na = \"c\"\nb = \"g\"\nby = -2.0\n"), 21, 6, Some("claim[0].by"), "positive number"),
+        ("table over no axis", format!("{TWO}{TABLE}rows = \"variant\"\ncolumns = \"size\"\nvalue = \"median\"\n"), 18, 11, Some("table[0].columns"), "neither `variant` nor an axis"),
+        ("table of an unknown value", format!("{TWO}{TABLE}rows = \"variant\"\ncolumns = \"n\"\nvalue = \"speed\"\n"), 19, 9, Some("table[0].value"), "unknown value `speed`"),
+        ("speedup table without a baseline", format!("{TWO}{TABLE}rows = \"variant\"\ncolumns = \"n\"\nvalue = \"speedup\"\n"), 19, 9, Some("table[0].value"), "needs `baseline"),
+        ("table whose cells hold several cases", format!("{TWO}{TABLE}rows = \"variant\"\ncolumns = \"dtype\"\nvalue = \"median\"\n"), 15, 1, Some("table[0].select"), "axis `n` takes several values"),
+        ("reference in the wrong unit", format!("{TWO}{TABLE}rows = \"variant\"\ncolumns = \"n\"\nvalue = \"median\"\n[[table.reference]]\nlabel = \"seed\"\nsource = \"p\"\nunit = \"GB/s\"\nvalues = {{ 1000 = 1.0 }}\n"), 23, 8, Some("table[0].reference[0].unit"), "given in \"s\" or \"ms\""),
+        ("reference for a column the table lacks", format!("{TWO}{TABLE}rows = \"variant\"\ncolumns = \"n\"\nvalue = \"median\"\n[[table.reference]]\nlabel = \"seed\"\nsource = \"p\"\nunit = \"ms\"\nvalues = {{ 5000 = 1.0 }}\n"), 24, 10, Some("table[0].reference[0].values"), "`5000` is not a column"),
+        ("table listing no such variant", format!("{TWO}{TABLE}rows = \"variant\"\ncolumns = \"n\"\nvalue = \"median\"\nvariants = [\"c\", \"h\"]\n"), 20, 12, Some("table[0].variants"), "`h` is not a variant"),
+    ];
+    let mut failures = Vec::new();
+    for (what, text, line, column, key, words) in cases {
+        let e = error(&text);
+        let ok = e.line == line
+            && e.column == column
+            && key.is_none_or(|k| e.key.as_deref() == Some(k))
+            && e.message.contains(words);
+        if !ok {
+            failures.push(format!("{what}: expected {line}:{column} key {key:?} containing {words:?}, got\n{e}\n  key={:?}", e.key));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

@@ -1,4 +1,6 @@
-//! Reports of a results file: the terminal table (also as markdown and CSV), and plots.
+//! Reports of a results file: the terminal table of every case (also as markdown and CSV), the
+//! tables and claims a manifest declares, and plots.
 
 pub mod plots;
 pub mod table;
+pub mod tables;

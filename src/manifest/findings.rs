@@ -1,0 +1,693 @@
+//! A manifest's `[[table]]` and `[[claim]]` sections: the published tables a study reproduces
+//! (kbench's figures beside the report's) and the report's conclusions as checkable claims.
+//! Parsed and validated here, against the study's variants and axes; judged in `claims` and
+//! drawn in `report::tables`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{ManifestError, Validator};
+use crate::algos::Spec;
+use crate::grid::{param_from_toml, AxisValues};
+use crate::schema::Variant;
+use crate::vocab::{Backend, ParamValue, Params};
+
+/// What a table's rows or columns run over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dimension {
+    Variant,
+    Axis(String),
+}
+
+impl Dimension {
+    /// The case's value along this dimension, as text (a variant's name, or an axis value).
+    pub fn of(&self, variant: &str, params: &Params) -> Option<String> {
+        match self {
+            Dimension::Variant => Some(variant.to_string()),
+            Dimension::Axis(axis) => params.get(axis).map(|v| v.to_string()),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Dimension::Variant => "variant",
+            Dimension::Axis(axis) => axis,
+        }
+    }
+}
+
+/// A number a table shows or a trend claim follows, for each case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quantity {
+    Median,
+    Mean,
+    Min,
+    GbytesPerS,
+    GflopsPerS,
+    PercentOfPeak,
+    Speedup,
+    ShareWithinTolerance,
+    MaxRelErr,
+}
+
+impl Quantity {
+    pub const NAMES: &'static [&'static str] = &[
+        "median",
+        "mean",
+        "min",
+        "gbytes_per_s",
+        "gflops_per_s",
+        "percent_of_peak",
+        "speedup",
+        "share_within_tolerance",
+        "max_rel_err",
+    ];
+    const ALL: [Quantity; 9] = [
+        Quantity::Median,
+        Quantity::Mean,
+        Quantity::Min,
+        Quantity::GbytesPerS,
+        Quantity::GflopsPerS,
+        Quantity::PercentOfPeak,
+        Quantity::Speedup,
+        Quantity::ShareWithinTolerance,
+        Quantity::MaxRelErr,
+    ];
+
+    pub fn parse(name: &str) -> Option<Quantity> {
+        Quantity::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| Quantity::ALL[i])
+    }
+
+    pub fn name(self) -> &'static str {
+        Quantity::NAMES[Quantity::ALL
+            .iter()
+            .position(|q| *q == self)
+            .expect("listed")]
+    }
+
+    /// Whether larger is better (throughput, speedup) rather than smaller (time, error).
+    pub fn larger_is_better(self) -> bool {
+        matches!(
+            self,
+            Quantity::GbytesPerS
+                | Quantity::GflopsPerS
+                | Quantity::PercentOfPeak
+                | Quantity::Speedup
+                | Quantity::ShareWithinTolerance
+        )
+    }
+
+    /// The units a published figure of this quantity may be given in.
+    fn units(self) -> &'static [Unit] {
+        match self {
+            Quantity::Median | Quantity::Mean | Quantity::Min => {
+                &[Unit::S, Unit::Ms, Unit::Us, Unit::Ns]
+            }
+            Quantity::GbytesPerS => &[Unit::GbPerS],
+            Quantity::GflopsPerS => &[Unit::GflopPerS],
+            Quantity::PercentOfPeak | Quantity::ShareWithinTolerance => &[Unit::Percent],
+            Quantity::Speedup => &[Unit::Times],
+            Quantity::MaxRelErr => &[Unit::Plain],
+        }
+    }
+}
+
+/// The unit of a published figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    S,
+    Ms,
+    Us,
+    Ns,
+    GbPerS,
+    GflopPerS,
+    Percent,
+    Times,
+    Plain,
+}
+
+impl Unit {
+    const ALL: [(Unit, &'static str); 9] = [
+        (Unit::S, "s"),
+        (Unit::Ms, "ms"),
+        (Unit::Us, "us"),
+        (Unit::Ns, "ns"),
+        (Unit::GbPerS, "GB/s"),
+        (Unit::GflopPerS, "GFLOP/s"),
+        (Unit::Percent, "%"),
+        (Unit::Times, "x"),
+        (Unit::Plain, "1"),
+    ];
+
+    fn parse(text: &str) -> Option<Unit> {
+        Unit::ALL.iter().find(|(_, n)| *n == text).map(|(u, _)| *u)
+    }
+
+    /// A figure in this unit, in the unit kbench computes the quantity in (seconds, GB/s, ...).
+    pub fn to_base(self, value: f64) -> f64 {
+        match self {
+            Unit::Ms => value * 1e-3,
+            Unit::Us => value * 1e-6,
+            Unit::Ns => value * 1e-9,
+            _ => value,
+        }
+    }
+}
+
+impl fmt::Display for Unit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = Unit::ALL.iter().find(|(u, _)| u == self).expect("listed").1;
+        f.write_str(name)
+    }
+}
+
+/// Which cases a table or claim looks at: for each named axis, the values kept. A case without
+/// the axis (a CPU variant has no `block`) is not filtered by it.
+pub type Select = BTreeMap<String, Vec<ParamValue>>;
+
+pub fn selected(select: &Select, params: &Params) -> bool {
+    select
+        .iter()
+        .all(|(axis, values)| params.get(axis).is_none_or(|v| values.contains(v)))
+}
+
+/// A table to print after a run: kbench's figures, and the published ones beside them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableSpec {
+    pub title: String,
+    pub rows: Dimension,
+    pub columns: Dimension,
+    pub value: Quantity,
+    /// The variants shown, in this order (all, in the manifest's order, if not given).
+    pub variants: Vec<String>,
+    pub select: Select,
+    /// For `speedup`: the variant whose median is divided by each case's.
+    pub baseline: Option<String>,
+    pub references: Vec<ReferenceRow>,
+}
+
+/// One row of published figures, keyed by the table's column values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReferenceRow {
+    pub label: String,
+    pub source: String,
+    pub unit: Unit,
+    pub values: BTreeMap<String, f64>,
+}
+
+/// A conclusion of a report, and how to check it against a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimSpec {
+    /// The report's sentence, quoted.
+    pub text: String,
+    pub source: String,
+    pub check: Check,
+    pub select: Select,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Check {
+    /// `a` is at least `by` times faster than `b` at every selected grid point.
+    Faster { a: String, b: String, by: f64 },
+    /// `a` moves its bytes at `share` of the measured copy peak or more.
+    ReachesPeak { a: String, share: f64 },
+    /// Every selected case of these variants passes its accuracy check.
+    Passes { variants: Vec<String> },
+    /// `quantity` of `a` rises (or falls) from each value of `along` to the next.
+    Trend {
+        a: String,
+        quantity: Quantity,
+        along: String,
+        rising: bool,
+    },
+}
+
+impl Check {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Check::Faster { .. } => "faster",
+            Check::ReachesPeak { .. } => "reaches_peak",
+            Check::Passes { .. } => "passes",
+            Check::Trend { rising: true, .. } => "rises",
+            Check::Trend { rising: false, .. } => "falls",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTable {
+    title: String,
+    rows: Spanned<String>,
+    columns: Spanned<String>,
+    value: Spanned<String>,
+    variants: Option<Spanned<Vec<String>>>,
+    select: Option<Spanned<BTreeMap<String, toml::Value>>>,
+    baseline: Option<Spanned<String>>,
+    #[serde(rename = "reference", default)]
+    references: Vec<Spanned<RawReference>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReference {
+    label: String,
+    source: String,
+    unit: Spanned<String>,
+    values: Spanned<BTreeMap<String, f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawClaim {
+    text: String,
+    source: String,
+    kind: Spanned<String>,
+    a: Option<Spanned<String>>,
+    b: Option<Spanned<String>>,
+    variants: Option<Spanned<Vec<String>>>,
+    by: Option<Spanned<f64>>,
+    share: Option<Spanned<f64>>,
+    quantity: Option<Spanned<String>>,
+    along: Option<Spanned<String>>,
+    select: Option<Spanned<BTreeMap<String, toml::Value>>>,
+}
+
+const CLAIM_KINDS: &[&str] = &["faster", "reaches_peak", "passes", "rises", "falls"];
+
+/// What the study has, for checking that tables and claims name only that.
+pub(super) struct StudyShape<'a> {
+    pub spec: &'static Spec,
+    pub axes: &'a [(String, AxisValues)],
+    pub variants: &'a [Variant],
+}
+
+impl StudyShape<'_> {
+    fn variant(
+        &self,
+        name: &Spanned<String>,
+        key: &str,
+        v: &Validator,
+    ) -> Result<(), ManifestError> {
+        if self.variants.iter().any(|x| &x.name == name.get_ref()) {
+            return Ok(());
+        }
+        Err(v.error(
+            name.span(),
+            key,
+            format!(
+                "`{}` is not a variant of this study; its variants: {}",
+                name.get_ref(),
+                self.variant_names()
+            ),
+        ))
+    }
+
+    fn variant_names(&self) -> String {
+        self.variants
+            .iter()
+            .map(|x| x.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Every value the axis takes anywhere in the study (grid and variant overrides).
+    fn axis_values(&self, axis: &str) -> Option<Vec<ParamValue>> {
+        let (_, grid) = self.axes.iter().find(|(a, _)| a == axis)?;
+        let mut values = grid.0.clone();
+        for variant in self.variants {
+            values.extend(variant.params.get(axis).into_iter().flatten().cloned());
+        }
+        values.sort();
+        values.dedup();
+        Some(values)
+    }
+
+    fn dimension(
+        &self,
+        name: &Spanned<String>,
+        key: &str,
+        v: &Validator,
+    ) -> Result<Dimension, ManifestError> {
+        if name.get_ref() == "variant" {
+            return Ok(Dimension::Variant);
+        }
+        self.axis_name(name, key, v)?;
+        Ok(Dimension::Axis(name.get_ref().clone()))
+    }
+
+    fn axis_name(
+        &self,
+        name: &Spanned<String>,
+        key: &str,
+        v: &Validator,
+    ) -> Result<(), ManifestError> {
+        if self.spec.axis(name.get_ref()).is_some() {
+            return Ok(());
+        }
+        Err(v.error(
+            name.span(),
+            key,
+            format!(
+                "`{}` is neither `variant` nor an axis of `{}`; its axes: {}",
+                name.get_ref(),
+                self.spec.name,
+                self.spec
+                    .axes
+                    .iter()
+                    .map(|a| a.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
+    }
+
+    fn select(
+        &self,
+        raw: Option<Spanned<BTreeMap<String, toml::Value>>>,
+        key: &str,
+        v: &Validator,
+    ) -> Result<Select, ManifestError> {
+        let Some(raw) = raw else {
+            return Ok(Select::new());
+        };
+        let span = raw.span();
+        let mut select = Select::new();
+        for (axis, value) in raw.into_inner() {
+            let key = format!("{key}.{axis}");
+            let Some(def) = self.spec.axis(&axis) else {
+                return Err(v.error(
+                    span,
+                    key,
+                    format!("`{axis}` is not an axis of `{}`", self.spec.name),
+                ));
+            };
+            let listed = match &value {
+                toml::Value::Array(items) => items.clone(),
+                scalar => vec![scalar.clone()],
+            };
+            let have = self.axis_values(&axis).unwrap_or_default();
+            let mut values = Vec::new();
+            for item in &listed {
+                let value = param_from_toml(item)
+                    .and_then(|p| def.kind.check(&p))
+                    .map_err(|m| v.error(span.clone(), key.clone(), m))?;
+                if !have.contains(&value) {
+                    return Err(v.error(
+                        span.clone(),
+                        key.clone(),
+                        format!(
+                            "the study never runs {axis} = {value}; it runs {}",
+                            have.iter()
+                                .map(|x| x.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    ));
+                }
+                values.push(value);
+            }
+            select.insert(axis, values);
+        }
+        Ok(select)
+    }
+}
+
+impl Validator<'_> {
+    pub(super) fn validate_tables(
+        &self,
+        study: &StudyShape,
+        raw: Vec<Spanned<RawTable>>,
+    ) -> Result<Vec<TableSpec>, ManifestError> {
+        let mut tables = Vec::new();
+        for (i, spanned) in raw.into_iter().enumerate() {
+            let table_span = spanned.span();
+            let raw = spanned.into_inner();
+            let key = |k: &str| format!("table[{i}].{k}");
+            let rows = study.dimension(&raw.rows, &key("rows"), self)?;
+            let columns = study.dimension(&raw.columns, &key("columns"), self)?;
+            if rows == columns {
+                return Err(self.error(
+                    raw.columns.span(),
+                    key("columns"),
+                    "rows and columns must run over different things".into(),
+                ));
+            }
+            let value = Quantity::parse(raw.value.get_ref()).ok_or_else(|| {
+                self.error(
+                    raw.value.span(),
+                    key("value"),
+                    format!(
+                        "unknown value `{}`; one of: {}",
+                        raw.value.get_ref(),
+                        Quantity::NAMES.join(", ")
+                    ),
+                )
+            })?;
+            let variants = match &raw.variants {
+                None => study.variants.iter().map(|v| v.name.clone()).collect(),
+                Some(list) => {
+                    for name in list.get_ref() {
+                        let spanned = Spanned::new(list.span(), name.clone());
+                        study.variant(&spanned, &key("variants"), self)?;
+                    }
+                    list.get_ref().clone()
+                }
+            };
+            let baseline = match raw.baseline {
+                Some(b) => {
+                    study.variant(&b, &key("baseline"), self)?;
+                    Some(b.into_inner())
+                }
+                None => None,
+            };
+            if value == Quantity::Speedup && baseline.is_none() {
+                return Err(self.error(
+                    raw.value.span(),
+                    key("value"),
+                    "a speedup table needs `baseline = \"<variant>\"`".into(),
+                ));
+            }
+            let select = study.select(raw.select, &key("select"), self)?;
+            // Every axis that varies must be the rows, the columns or selected, or a cell would
+            // hold several cases.
+            for (axis, values) in study.axes {
+                let varies =
+                    values.0.len() > 1 || study.axis_values(axis).is_some_and(|v| v.len() > 1);
+                let placed = rows == Dimension::Axis(axis.clone())
+                    || columns == Dimension::Axis(axis.clone())
+                    || select.get(axis).is_some_and(|v| v.len() == 1);
+                if varies && !placed {
+                    return Err(self.error(
+                        table_span.clone(),
+                        key("select"),
+                        format!("axis `{axis}` takes several values, so a cell would hold several cases: make it the rows or the columns, or select one value (select = {{ {axis} = ... }})"),
+                    ));
+                }
+            }
+            let column_values: Vec<String> = match &columns {
+                Dimension::Variant => variants.clone(),
+                Dimension::Axis(axis) => study
+                    .axis_values(axis)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect(),
+            };
+            let mut references = Vec::new();
+            for (j, reference) in raw.references.into_iter().enumerate() {
+                let reference = reference.into_inner();
+                let key = |k: &str| format!("table[{i}].reference[{j}].{k}");
+                let unit = Unit::parse(reference.unit.get_ref())
+                    .filter(|u| value.units().contains(u))
+                    .ok_or_else(|| {
+                        self.error(
+                            reference.unit.span(),
+                            key("unit"),
+                            format!(
+                                "a {} figure is given in {}",
+                                value.name(),
+                                value
+                                    .units()
+                                    .iter()
+                                    .map(|u| format!("\"{u}\""))
+                                    .collect::<Vec<_>>()
+                                    .join(" or ")
+                            ),
+                        )
+                    })?;
+                for column in reference.values.get_ref().keys() {
+                    if !column_values.contains(column) {
+                        return Err(self.error(
+                            reference.values.span(),
+                            key("values"),
+                            format!(
+                                "`{column}` is not a column of this table ({}); its columns: {}",
+                                columns.name(),
+                                column_values.join(", ")
+                            ),
+                        ));
+                    }
+                }
+                references.push(ReferenceRow {
+                    label: reference.label,
+                    source: reference.source,
+                    unit,
+                    values: reference.values.into_inner(),
+                });
+            }
+            tables.push(TableSpec {
+                title: raw.title,
+                rows,
+                columns,
+                value,
+                variants,
+                select,
+                baseline,
+                references,
+            });
+        }
+        Ok(tables)
+    }
+
+    pub(super) fn validate_claims(
+        &self,
+        study: &StudyShape,
+        raw: Vec<Spanned<RawClaim>>,
+    ) -> Result<Vec<ClaimSpec>, ManifestError> {
+        let mut claims = Vec::new();
+        for (i, spanned) in raw.into_iter().enumerate() {
+            let claim_span = spanned.span();
+            let raw = spanned.into_inner();
+            let key = |k: &str| format!("claim[{i}].{k}");
+            let kind = raw.kind.get_ref().as_str();
+            if !CLAIM_KINDS.contains(&kind) {
+                return Err(self.error(
+                    raw.kind.span(),
+                    key("kind"),
+                    format!("unknown kind `{kind}`; one of: {}", CLAIM_KINDS.join(", ")),
+                ));
+            }
+            let need = |field: Option<Spanned<String>>, name: &str| {
+                field.ok_or_else(|| {
+                    self.error(
+                        claim_span.clone(),
+                        key(name),
+                        format!("a `{kind}` claim needs `{name}`"),
+                    )
+                })
+            };
+            let variant =
+                |field: Option<Spanned<String>>, name: &str| -> Result<String, ManifestError> {
+                    let field = need(field, name)?;
+                    study.variant(&field, &key(name), self)?;
+                    Ok(field.into_inner())
+                };
+            let fraction =
+                |field: Option<Spanned<f64>>, name: &str, default: Option<f64>| match field {
+                    Some(s) if !(*s.get_ref() > 0.0 && s.get_ref().is_finite()) => Err(self.error(
+                        s.span(),
+                        key(name),
+                        format!("`{name}` must be a positive number"),
+                    )),
+                    Some(s) => Ok(s.into_inner()),
+                    None => default.ok_or_else(|| {
+                        self.error(
+                            claim_span.clone(),
+                            key(name),
+                            format!("a `{kind}` claim needs `{name}`"),
+                        )
+                    }),
+                };
+            let check = match kind {
+                "faster" => Check::Faster {
+                    a: variant(raw.a, "a")?,
+                    b: variant(raw.b, "b")?,
+                    by: fraction(raw.by, "by", Some(1.0))?,
+                },
+                "reaches_peak" => {
+                    let a = variant(raw.a, "a")?;
+                    if study
+                        .variants
+                        .iter()
+                        .any(|v| v.name == a && v.backend != Backend::Cuda)
+                    {
+                        return Err(self.error(
+                            claim_span,
+                            key("a"),
+                            "the copy peak is the GPU's: a `reaches_peak` claim names a CUDA variant".into(),
+                        ));
+                    }
+                    Check::ReachesPeak {
+                        a,
+                        share: fraction(raw.share, "share", None)?,
+                    }
+                }
+                "passes" => {
+                    let variants =
+                        match (raw.a, raw.variants) {
+                            (Some(a), None) => {
+                                study.variant(&a, &key("a"), self)?;
+                                vec![a.into_inner()]
+                            }
+                            (None, Some(list)) => {
+                                for name in list.get_ref() {
+                                    let spanned = Spanned::new(list.span(), name.clone());
+                                    study.variant(&spanned, &key("variants"), self)?;
+                                }
+                                list.into_inner()
+                            }
+                            _ => return Err(self.error(
+                                claim_span,
+                                key("a"),
+                                "a `passes` claim names one variant (`a`) or several (`variants`)"
+                                    .into(),
+                            )),
+                        };
+                    Check::Passes { variants }
+                }
+                _ => {
+                    let quantity = need(raw.quantity, "quantity")?;
+                    if quantity.get_ref() == "speedup" {
+                        return Err(self.error(
+                            quantity.span(),
+                            key("quantity"),
+                            "a trend follows a quantity of one variant: median, gbytes_per_s, ... (not speedup)".into(),
+                        ));
+                    }
+                    let along = need(raw.along, "along")?;
+                    study.axis_name(&along, &key("along"), self)?;
+                    Check::Trend {
+                        a: variant(raw.a, "a")?,
+                        quantity: Quantity::parse(quantity.get_ref()).ok_or_else(|| {
+                            self.error(
+                                quantity.span(),
+                                key("quantity"),
+                                format!(
+                                    "unknown quantity `{}`; one of: {}",
+                                    quantity.get_ref(),
+                                    Quantity::NAMES.join(", ")
+                                ),
+                            )
+                        })?,
+                        along: along.into_inner(),
+                        rising: kind == "rises",
+                    }
+                }
+            };
+            claims.push(ClaimSpec {
+                text: raw.text,
+                source: raw.source,
+                check,
+                select: study.select(raw.select, &key("select"), self)?,
+            });
+        }
+        Ok(claims)
+    }
+}

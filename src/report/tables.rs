@@ -1,0 +1,268 @@
+//! The tables a manifest declares (`[[table]]`): kbench's figures by rows and columns, with the
+//! published figures beside them; and the claims' verdicts. Drawn for the terminal, as markdown
+//! or as CSV.
+
+use tabled::builder::Builder;
+use tabled::settings::object::Columns;
+use tabled::settings::{Alignment, Style};
+
+use super::table::{format_seconds, TableStyle};
+use crate::claims;
+use crate::manifest::{selected, Quantity, TableSpec};
+use crate::schema::{CaseResult, CaseStatus, ClaimStatus, ClaimVerdict, ResultsDoc};
+use crate::vocab::{Backend, ParamValue};
+
+/// One declared table, drawn from `doc`'s cases.
+pub fn render(table: &TableSpec, doc: &ResultsDoc, style: TableStyle) -> String {
+    let grid = Grid::of(table, doc);
+    let mut builder = Builder::default();
+    let mut header = vec![format!("{} \\ {}", table.rows.name(), table.columns.name())];
+    header.extend(grid.columns.iter().cloned());
+    builder.push_record(header);
+    for reference in &table.references {
+        let mut row = vec![reference.label.clone()];
+        row.extend(grid.columns.iter().map(|c| {
+            reference.values.get(c).map_or(String::new(), |v| {
+                format_value(table.value, reference.unit.to_base(*v))
+            })
+        }));
+        builder.push_record(row);
+    }
+    for (label, cells) in grid.rows.iter().zip(&grid.cells) {
+        let mut row = vec![format!("kbench {label}")];
+        row.extend(cells.iter().map(|cell| match cell {
+            Cell::Value(v) => format_value(table.value, *v),
+            Cell::Missing => "-".into(),
+            Cell::NotPassed(status) => match status {
+                CaseStatus::Skipped => "skipped".into(),
+                other => other.name().to_uppercase(),
+            },
+        }));
+        builder.push_record(row);
+    }
+    let mut drawn = builder.build();
+    match style {
+        TableStyle::Terminal => drawn.with(Style::rounded()),
+        TableStyle::Markdown => drawn.with(Style::markdown()),
+    };
+    drawn.modify(Columns::new(1..), Alignment::right());
+    let mut out = format!("{} ({})\n", table.title, describe_value(table));
+    if style == TableStyle::Markdown {
+        out.push('\n');
+    }
+    out.push_str(&drawn.to_string());
+    out.push('\n');
+    for reference in &table.references {
+        out.push_str(&format!(
+            "  {}: {} (in {})\n",
+            reference.label, reference.source, reference.unit
+        ));
+    }
+    out
+}
+
+/// One declared table as CSV: a row per cell, values in kbench's base units (seconds, GB/s, %).
+pub fn render_csv(table: &TableSpec, doc: &ResultsDoc) -> anyhow::Result<String> {
+    let grid = Grid::of(table, doc);
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer.write_record(["table", "row", "column", "source", "quantity", "value"])?;
+    for reference in &table.references {
+        for (column, v) in &reference.values {
+            writer.write_record([
+                table.title.as_str(),
+                reference.label.as_str(),
+                column.as_str(),
+                reference.source.as_str(),
+                table.value.name(),
+                &format!("{:e}", reference.unit.to_base(*v)),
+            ])?;
+        }
+    }
+    for (label, cells) in grid.rows.iter().zip(&grid.cells) {
+        for (column, cell) in grid.columns.iter().zip(cells) {
+            let value = match cell {
+                Cell::Value(v) => format!("{v:e}"),
+                Cell::Missing => String::new(),
+                Cell::NotPassed(status) => status.name().to_string(),
+            };
+            writer.write_record([
+                table.title.as_str(),
+                label.as_str(),
+                column.as_str(),
+                "kbench",
+                table.value.name(),
+                value.as_str(),
+            ])?;
+        }
+    }
+    Ok(String::from_utf8(writer.into_inner()?)?)
+}
+
+/// The claims' verdicts, one per line with its evidence.
+pub fn render_claims(verdicts: &[ClaimVerdict], style: TableStyle) -> String {
+    if verdicts.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(match style {
+        TableStyle::Terminal => "claims:\n",
+        TableStyle::Markdown => "| verdict | claim | source | evidence |\n|---|---|---|---|\n",
+    });
+    for v in verdicts {
+        let verdict = match (v.status, v.skipped) {
+            (ClaimStatus::Inconclusive, true) => "INCONCLUSIVE (skipped)".to_string(),
+            (status, _) => status.name().to_uppercase(),
+        };
+        match style {
+            TableStyle::Terminal => out.push_str(&format!(
+                "  {verdict:<12} \"{}\" ({}, {})\n               {}\n",
+                v.text, v.source, v.kind, v.evidence
+            )),
+            TableStyle::Markdown => out.push_str(&format!(
+                "| {verdict} | \"{}\" | {} | {} |\n",
+                v.text.replace('|', "\\|"),
+                v.source.replace('|', "\\|"),
+                v.evidence.replace('|', "\\|")
+            )),
+        }
+    }
+    out
+}
+
+enum Cell {
+    Value(f64),
+    Missing,
+    NotPassed(CaseStatus),
+}
+
+/// A table's rows, columns and cells, worked out from the cases.
+struct Grid {
+    rows: Vec<String>,
+    columns: Vec<String>,
+    cells: Vec<Vec<Cell>>,
+}
+
+impl Grid {
+    fn of(table: &TableSpec, doc: &ResultsDoc) -> Grid {
+        let cases: Vec<&CaseResult> = doc
+            .cases
+            .iter()
+            .filter(|c| table.variants.contains(&c.variant) && selected(&table.select, &c.params))
+            .collect();
+        let values_along = |dimension: &crate::manifest::Dimension| -> Vec<String> {
+            match dimension {
+                crate::manifest::Dimension::Variant => table
+                    .variants
+                    .iter()
+                    .filter(|v| cases.iter().any(|c| &c.variant == *v))
+                    .cloned()
+                    .collect(),
+                // In the order the study ran them, which is the manifest's.
+                crate::manifest::Dimension::Axis(axis) => {
+                    let mut values: Vec<&ParamValue> = Vec::new();
+                    for v in cases.iter().filter_map(|c| c.params.get(axis)) {
+                        if !values.contains(&v) {
+                            values.push(v);
+                        }
+                    }
+                    values.into_iter().map(|v| v.to_string()).collect()
+                }
+            }
+        };
+        let rows = values_along(&table.rows);
+        let mut columns = values_along(&table.columns);
+        // Published figures may name columns this run lacks (a size not run): keep them.
+        for reference in &table.references {
+            for column in reference.values.keys() {
+                if !columns.contains(column) {
+                    columns.push(column.clone());
+                }
+            }
+        }
+        let peak = doc
+            .environment
+            .device
+            .as_ref()
+            .map(|d| d.measured_copy_gbytes_per_s);
+        let cells = rows
+            .iter()
+            .map(|row| {
+                columns
+                    .iter()
+                    .map(|column| {
+                        let case = cases.iter().find(|c| {
+                            table.rows.of(&c.variant, &c.params).as_ref() == Some(row)
+                                && table.columns.of(&c.variant, &c.params).as_ref() == Some(column)
+                        });
+                        match case {
+                            None => Cell::Missing,
+                            Some(c) if c.status != CaseStatus::Passed => Cell::NotPassed(c.status),
+                            Some(c) => cell_value(table, c, &doc.cases, peak)
+                                .map_or(Cell::Missing, Cell::Value),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        Grid {
+            rows,
+            columns,
+            cells,
+        }
+    }
+}
+
+fn cell_value(
+    table: &TableSpec,
+    case: &CaseResult,
+    all: &[CaseResult],
+    peak: Option<f64>,
+) -> Option<f64> {
+    match table.value {
+        Quantity::PercentOfPeak => match case.backend {
+            Backend::Cuda => Some(case.gbytes_per_s? / peak? * 100.0),
+            Backend::Cpu => None,
+        },
+        Quantity::Speedup => super::table::speedup(case, table.baseline.as_deref()?, all),
+        quantity => claims::value(case, quantity),
+    }
+}
+
+fn format_value(quantity: Quantity, v: f64) -> String {
+    match quantity {
+        Quantity::Median | Quantity::Mean | Quantity::Min => format_seconds(v),
+        Quantity::GbytesPerS | Quantity::GflopsPerS => format!("{v:.1}"),
+        Quantity::PercentOfPeak | Quantity::ShareWithinTolerance => format!("{v:.1}%"),
+        Quantity::Speedup => format!("{v:.2}x"),
+        Quantity::MaxRelErr => format!("{v:.1e}"),
+    }
+}
+
+fn describe_value(table: &TableSpec) -> String {
+    let what = match table.value {
+        Quantity::Median => "median time".to_string(),
+        Quantity::Mean => "mean time".to_string(),
+        Quantity::Min => "fastest time".to_string(),
+        Quantity::GbytesPerS => "GB/s".to_string(),
+        Quantity::GflopsPerS => "GFLOP/s".to_string(),
+        Quantity::PercentOfPeak => "% of the measured copy peak".to_string(),
+        Quantity::Speedup => format!(
+            "speedup over {}",
+            table.baseline.as_deref().unwrap_or("the baseline")
+        ),
+        Quantity::ShareWithinTolerance => "share of outputs within tolerance".to_string(),
+        Quantity::MaxRelErr => "largest relative error".to_string(),
+    };
+    if table.select.is_empty() {
+        what
+    } else {
+        let chosen: Vec<String> = table
+            .select
+            .iter()
+            .map(|(axis, values)| {
+                let values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+                format!("{axis} = {}", values.join("|"))
+            })
+            .collect();
+        format!("{what}; {}", chosen.join(", "))
+    }
+}

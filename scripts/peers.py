@@ -20,6 +20,8 @@ import sys
 import time
 
 PEERS = {}
+# Studies whose peers need no GPU.
+HOST_ONLY = {"durbin"}
 
 
 def peer(study):
@@ -141,7 +143,7 @@ def main():
     studies = ["device"] + [s for s in PEERS if s != "device" and (not only or s in only)]
     for study in studies:
         for fn in PEERS[study]:
-            if gpu is None and study != "durbin":
+            if gpu is None and study not in HOST_ONLY:
                 continue
             fn(gpu, table, a.quick)
     if a.json:

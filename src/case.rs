@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::algos::{BoundCase, Buffers, CaseData};
 use crate::device::timer::{batch_runs, SamplePlan};
-use crate::device::{Device, DeviceIo, KernelSource, Launcher};
+use crate::device::{Device, DeviceBuf, DeviceIo, KernelSource, Launcher, PinnedBuf};
 use crate::manifest::Manifest;
 use crate::measure::{self, Deadline, Measured, Taken};
 use crate::plan::Case;
@@ -21,7 +21,7 @@ use crate::schema::{
 };
 use crate::stats;
 use crate::verify;
-use crate::vocab::{describe_params, Backend, CacheMode, HostData, Scope, TimingMode};
+use crate::vocab::{describe_params, Backend, CacheMode, HostData, HostMemory, Scope, TimingMode};
 
 /// When `--save-outputs` writes a case's inputs and outputs as `.npy` files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
@@ -78,6 +78,8 @@ pub fn new_result(manifest: &Manifest, case: &Case) -> CaseResult {
         backend: variant.backend,
         implementation: variant.implementation.clone(),
         scope: (variant.backend == Backend::Cuda).then_some(variant.scope),
+        host_memory: (variant.backend == Backend::Cuda && variant.scope != Scope::Kernel)
+            .then_some(variant.host_memory),
         params: case.params.clone(),
         status: CaseStatus::Error,
         reason: None,
@@ -187,7 +189,7 @@ fn measure_case(
             let mut run = bound.cpu(&variant.implementation)?;
             let mut outputs = data.output_buffers();
             let measured = measure::measure(measure_settings, deadline, || {
-                outputs.0.iter_mut().for_each(|(_, o)| o.poison());
+                data.reset_outputs(&mut outputs);
                 let start = Instant::now();
                 run(&data.inputs, &mut outputs)?;
                 Ok(Taken::clean(start.elapsed().as_secs_f64()))
@@ -199,6 +201,7 @@ fn measure_case(
             let device: &Device = device;
             let timing = CudaTiming {
                 device,
+                host_memory: variant.host_memory,
                 gpu: device.gpu(&module),
                 bound: &*bound,
                 kernel: &variant.implementation,
@@ -322,6 +325,8 @@ fn measure_case(
 /// Timing one CUDA case.
 struct CudaTiming<'a> {
     device: &'a Device,
+    /// Where transfers copy from and to.
+    host_memory: HostMemory,
     gpu: crate::device::Gpu<'a>,
     bound: &'a dyn BoundCase,
     kernel: &'a str,
@@ -350,7 +355,10 @@ impl CudaTiming<'_> {
         let mut outputs = self.data.output_buffers();
         let measured = match scope {
             Scope::Kernel => {
-                let io = self.upload()?;
+                let io = self.allocate()?;
+                for (name, host) in &self.data.inputs.0 {
+                    io.input(name)?.copy_from_host(host)?;
+                }
                 let mut launcher = self.bound.cuda(self.kernel, self.gpu, &io)?;
                 let plan = self.plan(&io, &mut *launcher, &mut timer)?;
                 let measured = measure::measure(self.settings, self.deadline, || {
@@ -362,28 +370,67 @@ impl CudaTiming<'_> {
                 measured
             }
             Scope::Transfers => {
-                // The inputs' device buffers and the launcher persist; each sample copies the
-                // inputs over, runs, and copies the outputs back.
-                let io = self.upload()?;
+                // The device buffers and the launcher persist; each sample copies the inputs
+                // over, runs, and copies the outputs back, from and to pageable host memory (the
+                // case's own buffers) or page-locked copies of them.
+                let io = self.allocate()?;
+                let targets = self.targets(&io)?;
                 let mut launcher = self.bound.cuda(self.kernel, self.gpu, &io)?;
-                measure::measure(self.settings, self.deadline, || {
-                    io.poison_outputs()?;
-                    let sample = self.device.sample_region(cold_l2, &mut |_| {
-                        for (name, host) in &self.data.inputs.0 {
-                            io.input(name)?.copy_from_host(host)?;
+                match self.host_memory {
+                    HostMemory::Pageable => measure::measure(self.settings, self.deadline, || {
+                        io.reset_outputs()?;
+                        let sample = self.device.sample_region(cold_l2, &mut |_| {
+                            for (host, device) in &targets {
+                                device.copy_from_host(host)?;
+                            }
+                            launcher.launch()?;
+                            download(&io, &mut outputs)
+                        })?;
+                        clocks.extend(sample.clocks);
+                        Ok(taken(&sample))
+                    })?,
+                    HostMemory::Pinned => {
+                        let pinned_in = targets
+                            .iter()
+                            .map(|(host, _)| PinnedBuf::copy_of(self.device, host))
+                            .collect::<Result<Vec<_>>>()?;
+                        let pinned_out = outputs
+                            .0
+                            .iter()
+                            .map(|(name, host)| {
+                                Ok((io.output(name)?, PinnedBuf::copy_of(self.device, host)?))
+                            })
+                            .collect::<Result<Vec<_>>>()?;
+                        let measured = measure::measure(self.settings, self.deadline, || {
+                            io.reset_outputs()?;
+                            let sample = self.device.sample_region(cold_l2, &mut |_| {
+                                for ((_, device), pinned) in targets.iter().zip(&pinned_in) {
+                                    device.copy_from_pinned(pinned)?;
+                                }
+                                launcher.launch()?;
+                                for (device, pinned) in &pinned_out {
+                                    device.copy_to_pinned(pinned)?;
+                                }
+                                Ok(())
+                            })?;
+                            clocks.extend(sample.clocks);
+                            Ok(taken(&sample))
+                        })?;
+                        for ((_, host), (_, pinned)) in outputs.0.iter_mut().zip(&pinned_out) {
+                            pinned.copy_to(host)?;
                         }
-                        launcher.launch()?;
-                        download(&io, &mut outputs)
-                    })?;
-                    clocks.extend(sample.clocks);
-                    Ok(taken(&sample))
-                })?
+                        measured
+                    }
+                }
             }
             Scope::Program => measure::measure(self.settings, self.deadline, || {
                 let sample = self.device.sample_region(cold_l2, &mut |_| {
                     // Allocation, copies, the launcher's own setup, kernels, copy back and
                     // free: the seed's whole program.
-                    let io = self.upload()?;
+                    let io = self.allocate()?;
+                    for (host, device) in self.targets(&io)? {
+                        device.copy_from_host(host)?;
+                    }
                     let mut launcher = self.bound.cuda(self.kernel, self.gpu, &io)?;
                     launcher.launch()?;
                     download(&io, &mut outputs)?;
@@ -409,14 +456,14 @@ impl CudaTiming<'_> {
         Ok((measured, outputs, timer))
     }
 
-    /// The inputs on the device, and output buffers of each output's capacity.
-    fn upload(&self) -> Result<DeviceIo> {
+    /// Zeroed device buffers for the inputs, and for the outputs at their capacity.
+    fn allocate(&self) -> Result<DeviceIo> {
         let inputs = self
             .data
             .inputs
             .0
             .iter()
-            .map(|(name, host)| Ok((*name, self.device.upload(host)?)))
+            .map(|(name, host)| Ok((*name, self.device.alloc(host.dtype(), host.len())?)))
             .collect::<Result<_>>()?;
         let outputs = self
             .data
@@ -424,7 +471,35 @@ impl CudaTiming<'_> {
             .iter()
             .map(|o| Ok((o.name, self.device.alloc(o.dtype, o.capacity)?)))
             .collect::<Result<_>>()?;
-        Ok(DeviceIo { inputs, outputs })
+        let in_place = self
+            .data
+            .outputs
+            .iter()
+            .filter_map(|o| Some((o.name, o.in_place?)))
+            .collect();
+        Ok(DeviceIo {
+            inputs,
+            outputs,
+            in_place,
+        })
+    }
+
+    /// Where each host input is copied when transfers are timed: its own buffer, or straight
+    /// into the output computed in place over it (copying it into its own buffer too would
+    /// move its bytes twice).
+    fn targets<'io>(&'io self, io: &'io DeviceIo) -> Result<Vec<(&'io HostData, &'io DeviceBuf)>> {
+        self.data
+            .inputs
+            .0
+            .iter()
+            .map(|(name, host)| {
+                let target = match io.in_place.iter().find(|(_, input)| input == name) {
+                    Some((output, _)) => io.output(output)?,
+                    None => io.input(name)?,
+                };
+                Ok((host, target))
+            })
+            .collect()
     }
 
     /// How kernel-scope samples are taken: single (held, flushed if cold) or a batch of runs

@@ -22,7 +22,9 @@ pub use findings::{
 use crate::algos::{self, AxisKind, DynAlgorithm, Spec};
 use crate::grid::{AxisValues, WhereExpr};
 use crate::schema::{CompareDefaults, MeasureSettings, Study, Variant};
-use crate::vocab::{Backend, CacheMode, ParamValue, Scope, TimingMode, ToleranceOverrides};
+use crate::vocab::{
+    Backend, CacheMode, HostMemory, ParamValue, Scope, TimingMode, ToleranceOverrides,
+};
 
 /// A mistake in a manifest, located in its source.
 #[derive(Debug, Clone)]
@@ -187,6 +189,7 @@ struct RawVariant {
     #[serde(default)]
     params: BTreeMap<String, Spanned<toml::Value>>,
     scope: Option<Scope>,
+    host_memory: Option<HostMemory>,
 }
 
 #[derive(Deserialize, Default)]
@@ -757,6 +760,7 @@ impl Validator<'_> {
                 implementation: implementation.into_inner(),
                 params,
                 scope: raw.scope.unwrap_or(default_scope),
+                host_memory: raw.host_memory.unwrap_or_default(),
             });
         }
         Ok(variants)

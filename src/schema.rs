@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::vocab::{Backend, CacheMode, Params, Scope, TimingMode, Tolerance};
+use crate::vocab::{Backend, CacheMode, HostMemory, Params, Scope, TimingMode, Tolerance};
 
 /// Bumped whenever a field changes meaning or is removed. 2: per-output accuracy, the GPU timer's
 /// record, float parameters, case facts.
@@ -111,6 +111,9 @@ pub struct Variant {
     /// Axis values that replace the grid's for this variant.
     pub params: BTreeMap<String, Vec<crate::vocab::ParamValue>>,
     pub scope: Scope,
+    /// Where timed transfers copy from and to (transfers and program scope).
+    #[serde(default)]
+    pub host_memory: HostMemory,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -211,6 +214,12 @@ pub struct DeviceFingerprint {
     pub nvrtc_version: String,
     /// A large device-to-device copy measured at the start of the run (bytes read + written).
     pub measured_copy_gbytes_per_s: f64,
+    /// The host link, measured at the start of the run: 256 MiB copied from page-locked host
+    /// memory to the device, and back.
+    #[serde(default)]
+    pub host_to_device_gbytes_per_s: f64,
+    #[serde(default)]
+    pub device_to_host_gbytes_per_s: f64,
     /// The GPU time between two events with nothing between them (queued behind a held
     /// stream), measured when the device opened: the events' own cost, taken off every event
     /// timing.
@@ -256,6 +265,9 @@ pub struct CaseResult {
     pub implementation: String,
     /// The timed region; CPU cases time the computation alone.
     pub scope: Option<Scope>,
+    /// Where timed transfers copied from and to (CUDA cases with transfers).
+    #[serde(default)]
+    pub host_memory: Option<HostMemory>,
     pub params: Params,
     pub status: CaseStatus,
     /// Why a case was skipped or failed.

@@ -135,6 +135,16 @@ impl Scope {
     }
 }
 
+/// Where the host side of timed transfers lives: ordinary (pageable) memory, which the driver
+/// stages through a bounce buffer, or page-locked (pinned) memory the GPU copies directly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostMemory {
+    #[default]
+    Pageable,
+    Pinned,
+}
+
 /// Whether each GPU sample starts with a cold L2 cache (the default) or follows the last one hot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]

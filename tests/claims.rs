@@ -177,6 +177,8 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
         driver_version: "580.0".into(),
         nvrtc_version: "13.0".into(),
         measured_copy_gbytes_per_s: 1000.0,
+        host_to_device_gbytes_per_s: 50.0,
+        device_to_host_gbytes_per_s: 50.0,
         event_overhead_s: 1.2e-6,
         cupti_unavailable: None,
         nvml_unavailable: None,

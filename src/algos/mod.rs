@@ -7,10 +7,7 @@
 //! resolved once per case, outside the timed region. The framework knows no algorithm.
 //!
 //! Adding one: its module here, its `.cu` file in `kernels/`, its manifest in `experiments/`, and
-//! one line in `ALGORITHMS`.
-
-pub mod durbin;
-pub mod reduce;
+//! one line in `register!` below.
 
 use std::fmt;
 
@@ -20,8 +17,20 @@ use serde::de::DeserializeOwned;
 use crate::device::{DeviceIo, Gpu, KernelFile, Launcher};
 use crate::vocab::{Backend, DType, Element, HostData, ParamValue, Params, Tolerance};
 
-/// Every algorithm, by name.
-static ALGORITHMS: &[&dyn DynAlgorithm] = &[&reduce::Reduce, &durbin::Durbin];
+/// Declares each algorithm's module and lists its type in `ALGORITHMS`: one line an algorithm.
+macro_rules! register {
+    ($($module:ident => $algorithm:ident,)+) => {
+        $(pub mod $module;)+
+
+        /// Every algorithm, in the order `kbench list` shows them.
+        static ALGORITHMS: &[&dyn DynAlgorithm] = &[$(&$module::$algorithm),+];
+    };
+}
+
+register! {
+    reduce => Reduce,
+    durbin => Durbin,
+}
 
 pub fn find(name: &str) -> Option<&'static dyn DynAlgorithm> {
     ALGORITHMS.iter().copied().find(|a| a.spec().name == name)
@@ -35,9 +44,14 @@ pub fn names() -> Vec<&'static str> {
     ALGORITHMS.iter().map(|a| a.spec().name).collect()
 }
 
-/// Every kernel file: each algorithm's, and the timer's own.
+/// Every kernel file, once (algorithms may share one): each algorithm's, and the timer's own.
 pub fn kernel_files() -> Vec<KernelFile> {
-    let mut files: Vec<KernelFile> = ALGORITHMS.iter().map(|a| a.spec().kernel_file).collect();
+    let mut files: Vec<KernelFile> = Vec::new();
+    for file in ALGORITHMS.iter().map(|a| a.spec().kernel_file) {
+        if !files.iter().any(|f| f.name == file.name) {
+            files.push(file);
+        }
+    }
     files.push(crate::device::timer::HOLD_KERNEL_FILE);
     files
 }
@@ -362,6 +376,23 @@ impl AxisDef {
         }
     }
 
+    /// A float from `min` to `max`, defaulting to `default`.
+    pub const fn float(
+        name: &'static str,
+        default: f64,
+        min: f64,
+        max: f64,
+        doc: &'static str,
+    ) -> AxisDef {
+        AxisDef {
+            name,
+            kind: AxisKind::Float { min, max },
+            default: Some(AxisDefault::Float(default)),
+            only_for: None,
+            doc,
+        }
+    }
+
     pub fn applies_to(&self, backend: Backend) -> bool {
         self.only_for.is_none_or(|b| b == backend)
     }
@@ -450,6 +481,10 @@ pub struct OutputSpec {
     pub reference: Vec<f64>,
     /// Before the manifest's overrides; integers are always exact.
     pub tolerance: Tolerance,
+    /// `Some(input)`: the output is computed in place over a copy of that input (SAXPY's y):
+    /// before each run it holds the input, not poison. (An element left unwritten still fails,
+    /// since the reference differs from the input.)
+    pub in_place: Option<&'static str>,
 }
 
 impl OutputSpec {
@@ -467,6 +502,7 @@ impl OutputSpec {
             length: Length::Full,
             reference,
             tolerance,
+            in_place: None,
         }
     }
 }
@@ -484,18 +520,27 @@ pub struct CaseData {
 }
 
 impl CaseData {
-    /// Output buffers of each output's capacity, poisoned, for an implementation to write.
+    /// Output buffers of each output's capacity, ready for a run (see `reset_outputs`).
     pub fn output_buffers(&self) -> Buffers {
-        Buffers(
+        let mut outputs = Buffers(
             self.outputs
                 .iter()
-                .map(|o| {
-                    let mut data = HostData::zeros(o.dtype, o.capacity);
-                    data.poison();
-                    (o.name, data)
-                })
+                .map(|o| (o.name, HostData::zeros(o.dtype, o.capacity)))
                 .collect(),
-        )
+        );
+        self.reset_outputs(&mut outputs);
+        outputs
+    }
+
+    /// Readies the outputs for a run: poisoned, or, for one computed in place, a copy of its
+    /// input.
+    pub fn reset_outputs(&self, outputs: &mut Buffers) {
+        for (spec, (_, data)) in self.outputs.iter().zip(&mut outputs.0) {
+            match spec.in_place.and_then(|input| self.inputs.data(input).ok()) {
+                Some(initial) => data.clone_from(initial),
+                None => data.poison(),
+            }
+        }
     }
 
     /// Cuts each output with a data-dependent length down to what its count says, checking the
@@ -578,6 +623,7 @@ mod tests {
                     length: Length::CountIn("count"),
                     reference: vec![1.0, 3.0],
                     tolerance: Tolerance::EXACT,
+                    in_place: None,
                 },
             ],
             ..CaseData::default()

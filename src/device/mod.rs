@@ -157,6 +157,8 @@ impl Device {
                 driver_version: format!("{}.{}", driver / 1000, (driver % 1000) / 10),
                 nvrtc_version: format!("{nvrtc_major}.{nvrtc_minor}"),
                 measured_copy_gbytes_per_s: 0.0,
+                host_to_device_gbytes_per_s: 0.0,
+                device_to_host_gbytes_per_s: 0.0,
                 event_overhead_s: 0.0,
                 cupti_unavailable: tracer.as_ref().err().cloned(),
                 nvml_unavailable: clocks.as_ref().err().cloned(),
@@ -178,9 +180,41 @@ impl Device {
             stream,
         };
         device.fingerprint.measured_copy_gbytes_per_s = device.measure_copy_bandwidth()?;
+        let (to_device, to_host) = device.measure_host_link()?;
+        device.fingerprint.host_to_device_gbytes_per_s = to_device;
+        device.fingerprint.device_to_host_gbytes_per_s = to_host;
         device.hold_refused = device.probe_hold()?;
         device.fingerprint.event_overhead_s = device.measure_event_overhead()?;
         Ok(device)
+    }
+
+    /// The host link's speed each way: the median of 7 copies of 256 MiB between page-locked
+    /// host memory and the device, after one of each to warm up.
+    fn measure_host_link(&self) -> Result<(f64, f64)> {
+        let host = HostData::I32(vec![0; 1 << 26]);
+        let pinned = PinnedBuf::copy_of(self, &host)?;
+        let device = self.alloc(DType::I32, host.len())?;
+        let mut to_device = Vec::new();
+        let mut to_host = Vec::new();
+        for i in 0..8 {
+            self.record_start()?;
+            device.copy_from_pinned(&pinned)?;
+            self.record_stop()?;
+            let up = self.elapsed_raw_s()?;
+            self.record_start()?;
+            device.copy_to_pinned(&pinned)?;
+            self.record_stop()?;
+            let down = self.elapsed_raw_s()?;
+            if i > 0 {
+                to_device.push(up);
+                to_host.push(down);
+            }
+        }
+        let rate = |mut times: Vec<f64>| {
+            times.sort_by(f64::total_cmp);
+            pinned.bytes as f64 / times[times.len() / 2] / 1e9
+        };
+        Ok((rate(to_device), rate(to_host)))
     }
 
     /// Holds the stream once, briefly, and checks the host could queue behind it. Under a tool
@@ -693,6 +727,69 @@ impl DeviceBuf {
         .map_err(driver_error)
     }
 
+    /// Queues a copy of `src` (same dtype, no longer than this buffer) into this buffer.
+    pub fn copy_from_device(&self, src: &DeviceBuf) -> Result<()> {
+        if src.dtype != self.dtype || src.len > self.len {
+            bail!(
+                "cannot copy a device buffer of {} {} into one of {} {}",
+                src.len,
+                src.dtype,
+                self.len,
+                self.dtype
+            );
+        }
+        let bytes = src.len * src.dtype.size_bytes() as usize;
+        // SAFETY: both ranges lie within live allocations (checked above) and do not overlap
+        // (distinct allocations).
+        unsafe { sys::cuMemcpyDtoDAsync_v2(self.ptr, src.ptr, bytes, self.stream.cu_stream()) }
+            .result()
+            .map_err(driver_error)
+    }
+
+    /// Queues a copy of `src` (page-locked, so truly asynchronous) into this buffer.
+    pub fn copy_from_pinned(&self, src: &PinnedBuf) -> Result<()> {
+        self.check_same(src.dtype, src.len)?;
+        // SAFETY: `src` is live page-locked memory of src.bytes bytes, the buffer at least as
+        // large; PinnedBuf's owner keeps it alive until the stream is synchronized.
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                self.ptr,
+                src.ptr as *const c_void,
+                src.bytes,
+                self.stream.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver_error)
+    }
+
+    /// Queues a copy of this buffer's first `dst.len` elements into `dst` (page-locked).
+    pub fn copy_to_pinned(&self, dst: &PinnedBuf) -> Result<()> {
+        self.check_same(dst.dtype, dst.len)?;
+        // SAFETY: as in `copy_from_pinned`, the other way.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                dst.ptr as *mut c_void,
+                self.ptr,
+                dst.bytes,
+                self.stream.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver_error)
+    }
+
+    fn check_same(&self, dtype: DType, len: usize) -> Result<()> {
+        if dtype != self.dtype || len > self.len {
+            bail!(
+                "a host buffer of {len} {dtype} does not fit a device buffer of {} {}",
+                self.len,
+                self.dtype
+            );
+        }
+        Ok(())
+    }
+
     /// Copies the buffer's first `host.len()` elements into `host` (waits for the copy).
     pub fn copy_to_host(&self, host: &mut HostData) -> Result<()> {
         if host.dtype() != self.dtype || host.len() > self.len {
@@ -748,10 +845,70 @@ impl DeviceBuf {
     }
 }
 
+/// Page-locked host memory, which the GPU copies to and from asynchronously, at the link's full
+/// speed.
+pub struct PinnedBuf {
+    ptr: *mut u8,
+    bytes: usize,
+    dtype: DType,
+    len: usize,
+    stream: Arc<CudaStream>,
+}
+
+impl PinnedBuf {
+    /// Page-locked memory holding a copy of `host`.
+    pub fn copy_of(device: &Device, host: &HostData) -> Result<PinnedBuf> {
+        let bytes = host.as_bytes().len();
+        // SAFETY: allocates max(bytes, 1) bytes of page-locked memory, freed in Drop.
+        let ptr = unsafe { driver_result::malloc_host(bytes.max(1), 0) }.map_err(driver_error)?
+            as *mut u8;
+        // SAFETY: `ptr` holds at least `bytes` bytes and does not overlap `host`.
+        unsafe { std::ptr::copy_nonoverlapping(host.as_bytes().as_ptr(), ptr, bytes) };
+        Ok(PinnedBuf {
+            ptr,
+            bytes,
+            dtype: host.dtype(),
+            len: host.len(),
+            stream: device.stream.clone(),
+        })
+    }
+
+    /// Copies the buffer into `host` (same dtype and length), after waiting for the stream.
+    pub fn copy_to(&self, host: &mut HostData) -> Result<()> {
+        if host.dtype() != self.dtype || host.len() != self.len {
+            bail!(
+                "cannot copy {} {} into {} {}",
+                self.len,
+                self.dtype,
+                host.len(),
+                host.dtype()
+            );
+        }
+        self.stream.synchronize().map_err(driver_error)?;
+        // SAFETY: `ptr` holds `bytes` bytes, as many as `host` (same dtype and length).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr, host.as_bytes_mut().as_mut_ptr(), self.bytes)
+        };
+        Ok(())
+    }
+}
+
+impl Drop for PinnedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated by malloc_host; no copy uses it once the stream has drained.
+        unsafe {
+            let _ = self.stream.synchronize();
+            let _ = driver_result::free_host(self.ptr as *mut c_void);
+        }
+    }
+}
+
 /// A case's named inputs and outputs on the device.
 pub struct DeviceIo {
     pub inputs: Vec<(&'static str, DeviceBuf)>,
     pub outputs: Vec<(&'static str, DeviceBuf)>,
+    /// (output, input): outputs computed in place over a copy of an input.
+    pub in_place: Vec<(&'static str, &'static str)>,
 }
 
 impl DeviceIo {
@@ -763,8 +920,16 @@ impl DeviceIo {
         find(&self.outputs, name).ok_or_else(|| anyhow!("the case has no output `{name}`"))
     }
 
-    pub fn poison_outputs(&self) -> Result<()> {
-        self.outputs.iter().try_for_each(|(_, b)| b.poison())
+    /// Readies the outputs for a run: poisoned, or copied from their input when computed in
+    /// place.
+    pub fn reset_outputs(&self) -> Result<()> {
+        for (name, buf) in &self.outputs {
+            match self.in_place.iter().find(|(o, _)| o == name) {
+                Some((_, input)) => buf.copy_from_device(self.input(input)?)?,
+                None => buf.poison()?,
+            }
+        }
+        Ok(())
     }
 }
 

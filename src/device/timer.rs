@@ -1,7 +1,8 @@
 //! The GPU timer: what is queued on the stream around one sample, and in which order.
 //!
 //! Kernel scope, single mode (the default): the stream is held by a spin kernel while the host
-//! queues the L2 flush (cold mode), the output poisoning, the start event, one run's launches and
+//! queues the L2 flush (cold mode), the outputs' reset (poison, or the input an in-place output
+//! starts from), the start event, one run's launches and
 //! the stop event; then the host lets go and the GPU runs them back to back. Nothing the host does
 //! (launch latency, argument building) falls between the events, and the flush and poisoning
 //! stay outside them. A run of more launches than the launch queue safely holds while blocked
@@ -118,7 +119,7 @@ pub fn batch_runs(window_s: f64, one_run_s: f64, launches_per_run: usize) -> u32
 pub trait SampleOps {
     fn hold(&mut self) -> Result<()>;
     fn flush_l2(&mut self) -> Result<()>;
-    fn poison_outputs(&mut self) -> Result<()>;
+    fn reset_outputs(&mut self) -> Result<()>;
     fn record_start(&mut self) -> Result<()>;
     fn run(&mut self) -> Result<()>;
     fn record_stop(&mut self) -> Result<()>;
@@ -137,7 +138,7 @@ pub fn take_sample(ops: &mut dyn SampleOps, plan: &SamplePlan) -> Result<f64> {
         if plan.flush_l2 {
             ops.flush_l2()?;
         }
-        ops.poison_outputs()?;
+        ops.reset_outputs()?;
         ops.record_start()?;
         for _ in 0..plan.runs {
             ops.run()?;
@@ -178,8 +179,8 @@ impl SampleOps for KernelSampler<'_> {
     fn flush_l2(&mut self) -> Result<()> {
         self.device.flush_l2()
     }
-    fn poison_outputs(&mut self) -> Result<()> {
-        self.io.poison_outputs()
+    fn reset_outputs(&mut self) -> Result<()> {
+        self.io.reset_outputs()
     }
     fn record_start(&mut self) -> Result<()> {
         self.device.record_start()
@@ -273,8 +274,8 @@ mod tests {
             self.steps.push("flush");
             Ok(())
         }
-        fn poison_outputs(&mut self) -> Result<()> {
-            self.steps.push("poison");
+        fn reset_outputs(&mut self) -> Result<()> {
+            self.steps.push("reset");
             Ok(())
         }
         fn record_start(&mut self) -> Result<()> {
@@ -311,7 +312,7 @@ mod tests {
         assert_eq!(s, 8e-6);
         assert_eq!(
             r.steps,
-            ["hold", "flush", "poison", "start", "run", "stop", "release", "elapsed"]
+            ["hold", "flush", "reset", "start", "run", "stop", "release", "elapsed"]
         );
     }
 
@@ -323,7 +324,7 @@ mod tests {
         assert_eq!(s, 2e-6);
         assert_eq!(
             r.steps,
-            ["hold", "poison", "start", "run", "run", "run", "run", "stop", "release", "elapsed"]
+            ["hold", "reset", "start", "run", "run", "run", "run", "stop", "release", "elapsed"]
         );
     }
 
@@ -336,7 +337,7 @@ mod tests {
         take_sample(&mut r, &plan).unwrap();
         assert_eq!(
             r.steps,
-            ["flush", "poison", "start", "run", "stop", "elapsed"]
+            ["flush", "reset", "start", "run", "stop", "elapsed"]
         );
     }
 
@@ -359,7 +360,7 @@ mod tests {
         let (plan, _) = SamplePlan::single(false, 1, None);
         let err = take_sample(&mut r, &plan).unwrap_err();
         assert!(err.to_string().contains("launch failed"));
-        assert_eq!(r.steps, ["hold", "poison", "start", "run", "release"]);
+        assert_eq!(r.steps, ["hold", "reset", "start", "run", "release"]);
     }
 
     #[test]

@@ -30,6 +30,7 @@ macro_rules! register {
 register! {
     reduce => Reduce,
     durbin => Durbin,
+    saxpy => Saxpy,
 }
 
 pub fn find(name: &str) -> Option<&'static dyn DynAlgorithm> {

@@ -1,0 +1,155 @@
+//! SAXPY (seed 001, problem 1): y = a x + y in float32, in place over y.
+//!
+//! Inputs x and y uniform in [-1, 1); the output y starts as the input y before every run. The
+//! reference is a x + y in float64 from the float32 values (a rounded to float32 first, as the
+//! kernels see it). Each element moves 12 bytes (x and y read, y written) for 2 flops.
+
+use anyhow::{Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde::Deserialize;
+
+use super::{unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, OutputSpec, Spec};
+use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, KernelFile, Launcher};
+use crate::vocab::{DType, HostData, Tolerance};
+
+#[derive(Debug)]
+pub struct Saxpy;
+
+static SPEC: Spec = Spec {
+    name: "saxpy",
+    title: "y = a x + y in float32 (SAXPY)",
+    axes: &[
+        AxisDef::size("n", "elements of x and y"),
+        AxisDef::float("a", 2.0, -1e6, 1e6, "the scalar a"),
+        AxisDef::BLOCK,
+    ],
+    cpu_impls: &["sequential", "threads"],
+    kernels: &["saxpy_naive", "saxpy_vector"],
+    kernel_file: KernelFile {
+        name: "saxpy.cu",
+        source: include_str!("../../kernels/saxpy.cu"),
+    },
+    test_grid: "n = [0, 1, 3, 4, 5, 1000, 65_537, 1_000_003]\na = [2.0, -0.5]",
+    gpu_test_grid: "n = [0, 1, 3, 5, 1000, 65_537, 1_000_003, 16_777_219]\na = [2.0, -0.5]\n\
+                    block = [32, 256, 1024]",
+};
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Params {
+    pub n: usize,
+    pub a: f64,
+    /// CUDA variants only.
+    pub block: Option<u32>,
+}
+
+/// Elements per rayon task.
+const THREAD_CHUNK: usize = 1 << 16;
+/// saxpy_vector's float4 vectors of x (and of y) per thread (its VECTORS).
+const VECTORS_PER_THREAD: u64 = 2;
+
+impl Algorithm for Saxpy {
+    type Params = Params;
+
+    fn spec(&self) -> &'static Spec {
+        &SPEC
+    }
+
+    /// x, y, the output y and its float64 reference.
+    fn footprint_bytes(&self, p: &Params, _implementation: &str) -> Option<u64> {
+        (p.n as u64).checked_mul(4 + 4 + 4 + 8)?.checked_add(64)
+    }
+
+    fn prepare(&self, p: &Params, seed: u64) -> Result<CaseData> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5A_0001);
+        let x: Vec<f32> = (0..p.n).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let y: Vec<f32> = (0..p.n).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let a = p.a as f32 as f64;
+        let reference = x
+            .iter()
+            .zip(&y)
+            .map(|(&x, &y)| a * x as f64 + y as f64)
+            .collect();
+        // One rounding of a x + y (or two, without a fused multiply-add), each within half an
+        // ulp of |a x| + |y| <= |a| + 1: an absolute bound, since a x + y may cancel to 0.
+        let eps = f32::EPSILON as f64;
+        let tolerance = Tolerance {
+            rel: 2.0 * eps,
+            abs: 2.0 * eps * (a.abs() + 1.0),
+        };
+        let mut output = OutputSpec::new("y", DType::F32, reference, tolerance);
+        output.in_place = Some("y");
+        let n = p.n as u64;
+        Ok(CaseData {
+            inputs: Buffers(vec![("x", HostData::F32(x)), ("y", HostData::F32(y))]),
+            outputs: vec![output],
+            bytes_moved: n.checked_mul(12).context("the byte count overflows")?,
+            flops: 2 * n,
+            facts: Vec::new(),
+        })
+    }
+
+    fn cpu(&self, p: &Params, implementation: &str) -> Result<CpuRun> {
+        let a = p.a as f32;
+        let threaded = match implementation {
+            "sequential" => false,
+            "threads" => true,
+            other => return Err(unknown(&SPEC, "CPU implementation", other)),
+        };
+        Ok(Box::new(move |inputs, outputs| {
+            let x = inputs.get::<f32>("x")?;
+            let y = outputs.get_mut::<f32>("y")?;
+            let step = |(y, x): (&mut f32, &f32)| *y += a * *x;
+            if threaded {
+                y.par_chunks_mut(THREAD_CHUNK)
+                    .zip(x.par_chunks(THREAD_CHUNK))
+                    .for_each(|(y, x)| y.iter_mut().zip(x).for_each(step));
+            } else {
+                y.iter_mut().zip(x).for_each(step);
+            }
+            Ok(())
+        }))
+    }
+
+    fn cuda<'a>(
+        &self,
+        p: &Params,
+        kernel: &str,
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+    ) -> Result<Box<dyn Launcher + 'a>> {
+        let block = p.block.context("saxpy's kernels need a block size")?;
+        let n = p.n as u64;
+        let per_block = match kernel {
+            "saxpy_naive" => block as u64,
+            "saxpy_vector" => VECTORS_PER_THREAD * 4 * block as u64,
+            other => return Err(unknown(&SPEC, "kernel", other)),
+        };
+        let grid = u32::try_from(n.div_ceil(per_block).max(1)).context("the grid is too large")?;
+        let (x, y) = (io.input("x")?, io.output("y")?);
+        Ok(Box::new(Elementwise {
+            kernel: gpu.kernel(kernel)?,
+            dims: Dims::linear(grid, block, 0),
+            args: [x.arg(), y.arg(), Arg::F32(p.a as f32), Arg::U64(n)],
+            _buffers: (x, y),
+        }))
+    }
+}
+
+/// `saxpy_naive` and `saxpy_vector`: one launch over the arrays.
+struct Elementwise<'a> {
+    kernel: Kernel,
+    dims: Dims,
+    args: [Arg; 4],
+    _buffers: (&'a DeviceBuf, &'a DeviceBuf),
+}
+
+impl Launcher for Elementwise<'_> {
+    fn launch(&mut self) -> Result<()> {
+        // SAFETY: signature (const float* x, float* y, float a, unsigned long long n); x and y
+        // are distinct whole allocations of >= n floats (16-byte aligned), and the grid covers
+        // n elements as each kernel's contract in saxpy.cu says.
+        unsafe { self.kernel.launch(self.dims, &self.args) }
+    }
+}

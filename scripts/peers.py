@@ -137,6 +137,44 @@ def saxpy_peers(gpu, table, quick):
               gpu.median_ms(copies, reps=5), 12 * n)
 
 
+@peer("scan")
+def scan_peers(gpu, table, quick):
+    import cupy as cp
+    torch = gpu.torch
+    n = 1 << (24 if quick else 28)
+    x = torch.randint(0, 10, (n,), device="cuda", dtype=torch.int32)
+    table.add("scan", "torch.cumsum i32 (CUB inclusive scan)", n,
+              gpu.median_ms(lambda: torch.cumsum(x, 0, dtype=torch.int32)), 8 * n)
+    cx = cp.asarray(x)
+    table.add("scan", "cupy.cumsum i32 (CUB inclusive scan)", n,
+              gpu.median_ms(lambda: cp.cumsum(cx, dtype=cp.int32)), 8 * n)
+
+
+@peer("find_repeats")
+def find_repeats_peers(gpu, table, quick):
+    import cupy as cp
+    import numpy as np
+    torch = gpu.torch
+    n = 1 << (24 if quick else 28)
+    # 10% of elements repeat their predecessor, as find_repeats_bench.toml's input.
+    rng = np.random.default_rng(28)
+    fresh = rng.integers(0, 1 << 30, n, dtype=np.int32)
+    repeat = rng.random(n) < 0.1
+    repeat[0] = False
+    a = fresh.copy()
+    idx = np.arange(n)
+    last_fresh = np.maximum.accumulate(np.where(repeat, 0, idx))
+    a = fresh[last_fresh]
+    found = int(np.count_nonzero(a[:-1] == a[1:]))
+    ta = torch.from_numpy(a).cuda()
+    ca = cp.asarray(ta)
+    nbytes = 4 * (n + found + 1)
+    table.add("find_repeats", "torch: (a[:-1] == a[1:]).nonzero()", n,
+              gpu.median_ms(lambda: torch.nonzero(ta[:-1] == ta[1:]).flatten()), nbytes)
+    table.add("find_repeats", "cupy.flatnonzero(a[:-1] == a[1:]) (CUB select)", n,
+              gpu.median_ms(lambda: cp.flatnonzero(ca[:-1] == ca[1:])), nbytes)
+
+
 @peer("durbin")
 def durbin_peers(gpu, table, quick):
     import numpy as np

@@ -31,6 +31,8 @@ register! {
     reduce => Reduce,
     durbin => Durbin,
     saxpy => Saxpy,
+    scan => Scan,
+    find_repeats => FindRepeats,
 }
 
 pub fn find(name: &str) -> Option<&'static dyn DynAlgorithm> {

@@ -1,0 +1,228 @@
+//! find_repeats (seed 001, problem 2): every index i with a[i] == a[i+1], in order, and their
+//! count: an output whose length depends on the data.
+//!
+//! Inputs: int32 where each element repeats its predecessor with probability `repeats` (0: none,
+//! 1: all equal) and is otherwise a fresh random value different from it. The reference is the
+//! CPU's scan of the array. A case moves its input once and its indices once: 4 n + 4 count + 4
+//! bytes.
+
+use anyhow::{Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
+
+use super::scan::{Blelloch, LookBack, KERNEL_FILE};
+use super::{unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, Length, OutputSpec, Spec};
+use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, Launcher};
+use crate::vocab::{DType, HostData, Tolerance};
+
+#[derive(Debug)]
+pub struct FindRepeats;
+
+static SPEC: Spec = Spec {
+    name: "find_repeats",
+    title: "indices i with a[i] == a[i+1] (find_repeats)",
+    axes: &[
+        AxisDef::size("n", "elements of a"),
+        AxisDef::float(
+            "repeats",
+            0.1,
+            0.0,
+            1.0,
+            "share of elements equal to their successor",
+        ),
+        AxisDef::BLOCK,
+    ],
+    cpu_impls: &["sequential"],
+    kernels: &["repeats_seed", "repeats_fused"],
+    kernel_file: KERNEL_FILE,
+    test_grid: "n = [0, 1, 2, 3, 1000, 65_537, 1_000_003]\nrepeats = [0.0, 0.1, 0.5, 1.0]",
+    gpu_test_grid: "n = [0, 1, 2, 3, 1000, 4_099, 65_537, 1_000_003]\nrepeats = [0.0, 0.1, 1.0]\n\
+                    block = [32, 256, 1024]",
+};
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Params {
+    pub n: usize,
+    pub repeats: f64,
+    /// CUDA variants only.
+    pub block: Option<u32>,
+}
+
+impl Algorithm for FindRepeats {
+    type Params = Params;
+
+    fn spec(&self) -> &'static Spec {
+        &SPEC
+    }
+
+    /// a, the indices at their capacity n, the flags and positions of the seed's version, the
+    /// references.
+    fn footprint_bytes(&self, p: &Params, _implementation: &str) -> Option<u64> {
+        (p.n as u64).checked_mul(4 * 4 + 8)?.checked_add(1 << 20)
+    }
+
+    fn prepare(&self, p: &Params, seed: u64) -> Result<CaseData> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xF1D_0001);
+        let mut a: Vec<i32> = Vec::with_capacity(p.n);
+        for i in 0..p.n {
+            let value = if i > 0 && rng.random_bool(p.repeats) {
+                a[i - 1]
+            } else {
+                // A fresh value, different from the last (so `repeats` = 0 means none).
+                loop {
+                    let v = rng.random_range(0..1 << 30);
+                    if i == 0 || v != a[i - 1] {
+                        break v;
+                    }
+                }
+            };
+            a.push(value);
+        }
+        let indices: Vec<f64> = repeats(&a).into_iter().map(|i| i as f64).collect();
+        let count = indices.len();
+        let outputs = vec![
+            OutputSpec::new("count", DType::I32, vec![count as f64], Tolerance::EXACT),
+            OutputSpec {
+                name: "indices",
+                dtype: DType::I32,
+                capacity: p.n,
+                length: Length::CountIn("count"),
+                reference: indices,
+                tolerance: Tolerance::EXACT,
+                in_place: None,
+            },
+        ];
+        let n = p.n as u64;
+        Ok(CaseData {
+            inputs: Buffers(vec![("a", HostData::I32(a))]),
+            outputs,
+            bytes_moved: 4 * (n + count as u64 + 1),
+            flops: 0,
+            facts: vec![("repeats_found", count as f64)],
+        })
+    }
+
+    fn cpu(&self, _p: &Params, implementation: &str) -> Result<CpuRun> {
+        if implementation != "sequential" {
+            return Err(unknown(&SPEC, "CPU implementation", implementation));
+        }
+        Ok(Box::new(|inputs, outputs| {
+            let found = repeats(inputs.get::<i32>("a")?);
+            outputs.get_mut::<i32>("count")?[0] = found.len() as i32;
+            let indices = outputs.get_mut::<i32>("indices")?;
+            for (slot, i) in indices.iter_mut().zip(found) {
+                *slot = i as i32;
+            }
+            Ok(())
+        }))
+    }
+
+    fn cuda<'a>(
+        &self,
+        p: &Params,
+        kernel: &str,
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+    ) -> Result<Box<dyn Launcher + 'a>> {
+        let block = p.block.context("find_repeats' kernels need a block size")?;
+        let (a, indices, count) = (io.input("a")?, io.output("indices")?, io.output("count")?);
+        match kernel {
+            "repeats_seed" => Ok(Box::new(Seed::new(
+                gpu,
+                io,
+                block,
+                [a, indices, count],
+                p.n,
+            )?)),
+            "repeats_fused" => {
+                let args = |tiles: &super::scan::LookBackState| {
+                    vec![
+                        a.arg(),
+                        indices.arg(),
+                        count.arg(),
+                        tiles.counter.arg(),
+                        tiles.status.arg(),
+                    ]
+                };
+                Ok(Box::new(LookBack::new(
+                    gpu,
+                    io,
+                    "repeats_fused",
+                    block,
+                    p.n,
+                    args,
+                )?))
+            }
+            other => Err(unknown(&SPEC, "kernel", other)),
+        }
+    }
+}
+
+/// The indices i with a[i] == a[i+1], in order.
+fn repeats(a: &[i32]) -> Vec<usize> {
+    a.windows(2)
+        .enumerate()
+        .filter(|(_, w)| w[0] == w[1])
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The seed's version: flag each element, scan the flags (the seed's padded work-efficient scan),
+/// scatter each flagged index to its scanned position.
+struct Seed<'a> {
+    flags_kernel: Kernel,
+    scatter_kernel: Kernel,
+    dims: Dims,
+    flags_args: [Arg; 3],
+    scatter_args: [Arg; 5],
+    scan: Blelloch<'a>,
+    /// The flags and their scanned positions, which the launches point into.
+    _flags: [DeviceBuf; 2],
+}
+
+impl<'a> Seed<'a> {
+    fn new(
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+        block: u32,
+        [a, indices, count]: [&DeviceBuf; 3],
+        n: usize,
+    ) -> Result<Self> {
+        let (flags, positions) = (gpu.alloc(DType::I32, n)?, gpu.alloc(DType::I32, n)?);
+        let grid = u32::try_from((n as u64).div_ceil(block as u64).max(1))
+            .context("the grid is too large")?;
+        Ok(Seed {
+            flags_kernel: gpu.kernel("repeats_seed_flags")?,
+            scatter_kernel: gpu.kernel("repeats_seed_scatter")?,
+            dims: Dims::linear(grid, block, 0),
+            flags_args: [a.arg(), flags.arg(), Arg::U64(n as u64)],
+            scatter_args: [
+                flags.arg(),
+                positions.arg(),
+                indices.arg(),
+                count.arg(),
+                Arg::U64(n as u64),
+            ],
+            scan: Blelloch::new(gpu, io, true, block, [flags.arg(), positions.arg()], n)?,
+            _flags: [flags, positions],
+        })
+    }
+}
+
+impl Launcher for Seed<'_> {
+    fn launch(&mut self) -> Result<()> {
+        // SAFETY: repeats_seed_flags(const int* a, int* flags, unsigned long long n): both hold
+        // n ints; the grid covers n.
+        unsafe { self.flags_kernel.launch(self.dims, &self.flags_args)? };
+        self.scan.launch()?;
+        // SAFETY: repeats_seed_scatter(const int* flags, const int* positions, int* indices,
+        // int* count, n): flags and positions hold n ints, indices n (at most n - 1 repeat),
+        // count one.
+        unsafe { self.scatter_kernel.launch(self.dims, &self.scatter_args) }
+    }
+
+    fn launches_per_run(&self) -> usize {
+        2 + self.scan.launches_per_run()
+    }
+}

@@ -1,0 +1,335 @@
+//! Exclusive scan of int32 (seed 001, problem 2): prefix[i] = x[0] + ... + x[i-1], modulo 2^32
+//! as the GPU adds. Inputs uniform in 0..=9 (as the peers use); the reference is the same wrapping
+//! scan on the CPU, so every element must match exactly. Each element moves 8 bytes.
+//!
+//! The launchers here (`Blelloch`, `LookBack`) also serve `find_repeats`, whose kernels share
+//! `kernels/scan.cu`.
+
+use anyhow::{Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
+
+use super::{unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, OutputSpec, Spec};
+use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, KernelFile, Launcher};
+use crate::vocab::{DType, HostData, Tolerance};
+
+#[derive(Debug)]
+pub struct Scan;
+
+pub(super) const KERNEL_FILE: KernelFile = KernelFile {
+    name: "scan.cu",
+    source: include_str!("../../kernels/scan.cu"),
+};
+
+static SPEC: Spec = Spec {
+    name: "scan",
+    title: "exclusive prefix sum of int32",
+    axes: &[AxisDef::size("n", "elements scanned"), AxisDef::BLOCK],
+    cpu_impls: &["sequential"],
+    kernels: &["scan_blelloch", "scan_blelloch_padded", "scan_lookback"],
+    kernel_file: KERNEL_FILE,
+    test_grid: "n = [0, 1, 2, 31, 1000, 4_099, 65_537, 1_000_003]",
+    gpu_test_grid: "n = [0, 1, 2, 31, 1000, 4_099, 65_537, 1_000_003, 16_777_259]\n\
+                    block = [32, 128, 256, 1024]",
+};
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct Params {
+    pub n: usize,
+    /// CUDA variants only.
+    pub block: Option<u32>,
+}
+
+/// Elements per thread of the single-pass kernels (ITEMS in scan.cu).
+pub(super) const ITEMS: u64 = 16;
+
+impl Algorithm for Scan {
+    type Params = Params;
+
+    fn spec(&self) -> &'static Spec {
+        &SPEC
+    }
+
+    /// x, the prefix, its reference; the multi-pass kernels' block sums are a small fraction.
+    fn footprint_bytes(&self, p: &Params, _implementation: &str) -> Option<u64> {
+        (p.n as u64)
+            .checked_mul(4 + 4 + 8 + 1)?
+            .checked_add(1 << 20)
+    }
+
+    fn prepare(&self, p: &Params, seed: u64) -> Result<CaseData> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5CA_0001);
+        let x: Vec<i32> = (0..p.n).map(|_| rng.random_range(0..=9)).collect();
+        let mut reference = Vec::with_capacity(p.n);
+        let mut sum = 0i32;
+        for &v in &x {
+            reference.push(sum as f64);
+            sum = sum.wrapping_add(v);
+        }
+        let n = p.n as u64;
+        Ok(CaseData {
+            inputs: Buffers(vec![("x", HostData::I32(x))]),
+            outputs: vec![OutputSpec::new(
+                "prefix",
+                DType::I32,
+                reference,
+                Tolerance::EXACT,
+            )],
+            bytes_moved: n.checked_mul(8).context("the byte count overflows")?,
+            flops: n,
+            facts: Vec::new(),
+        })
+    }
+
+    fn cpu(&self, _p: &Params, implementation: &str) -> Result<CpuRun> {
+        if implementation != "sequential" {
+            return Err(unknown(&SPEC, "CPU implementation", implementation));
+        }
+        Ok(Box::new(|inputs, outputs| {
+            let x = inputs.get::<i32>("x")?;
+            let prefix = outputs.get_mut::<i32>("prefix")?;
+            let mut sum = 0i32;
+            for (out, &v) in prefix.iter_mut().zip(x) {
+                *out = sum;
+                sum = sum.wrapping_add(v);
+            }
+            Ok(())
+        }))
+    }
+
+    fn cuda<'a>(
+        &self,
+        p: &Params,
+        kernel: &str,
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+    ) -> Result<Box<dyn Launcher + 'a>> {
+        let block = p.block.context("scan's kernels need a block size")?;
+        let (x, prefix) = (io.input("x")?, io.output("prefix")?);
+        match kernel {
+            "scan_blelloch" | "scan_blelloch_padded" => Ok(Box::new(Blelloch::new(
+                gpu,
+                io,
+                kernel == "scan_blelloch_padded",
+                block,
+                [x.arg(), prefix.arg()],
+                p.n,
+            )?)),
+            "scan_lookback" => {
+                let args = |tiles: &LookBackState| {
+                    vec![
+                        x.arg(),
+                        prefix.arg(),
+                        tiles.counter.arg(),
+                        tiles.status.arg(),
+                    ]
+                };
+                Ok(Box::new(LookBack::new(
+                    gpu,
+                    io,
+                    "scan_lookback",
+                    block,
+                    p.n,
+                    args,
+                )?))
+            }
+            other => Err(unknown(&SPEC, "kernel", other)),
+        }
+    }
+}
+
+/// The seed's work-efficient scan of `len` ints from an input buffer into an output buffer (of
+/// the case, or of the launcher that owns this one), level by level: each level scans blocks of
+/// 2B elements and their block sums, until one block covers a level; then each level's scanned
+/// sums are added back down. The launches are worked out once.
+pub(super) struct Blelloch<'a> {
+    scan: Kernel,
+    add: Kernel,
+    /// (add?, dims, args) in launch order.
+    launches: Vec<(bool, Dims, [Arg; 4])>,
+    /// The block sums of each level.
+    _sums: Vec<DeviceBuf>,
+    /// The case's buffers, which the launches may point into.
+    _io: &'a DeviceIo,
+}
+
+impl<'a> Blelloch<'a> {
+    /// `[input, output]`: buffers of at least `len` ints that outlive the launcher (the case's,
+    /// or its owner's).
+    pub(super) fn new(
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+        padded: bool,
+        block: u32,
+        [input, output]: [Arg; 2],
+        len: usize,
+    ) -> Result<Self> {
+        let per_block = 2 * block as u64;
+        let shared = 4 * (per_block + if padded { per_block / 32 } else { 0 }) as u32;
+        let name = if padded {
+            "scan_blelloch_padded"
+        } else {
+            "scan_blelloch"
+        };
+        let grid = |len: u64| -> Result<u32> {
+            u32::try_from(len.div_ceil(per_block).max(1)).context("the grid is too large")
+        };
+        let mut sums: Vec<DeviceBuf> = Vec::new();
+        // (scanned buffer, its length) per level, bottom up.
+        let mut levels: Vec<(Arg, u64)> = Vec::new();
+        let mut launches = Vec::new();
+        let (mut source, mut target, mut n) = (input, output, len as u64);
+        loop {
+            let g = grid(n)?;
+            sums.push(gpu.alloc(DType::I32, g as usize)?);
+            let block_sums = sums.last().expect("pushed").arg();
+            launches.push((
+                false,
+                Dims::linear(g, block, shared),
+                [source, target, block_sums, Arg::U64(n)],
+            ));
+            levels.push((target, n));
+            if g == 1 {
+                break;
+            }
+            // The next level scans this level's block sums in place.
+            (source, target, n) = (block_sums, block_sums, g as u64);
+        }
+        // Down: level k's scanned block sums are level k+1's output.
+        for k in (0..levels.len() - 1).rev() {
+            let (out, n) = levels[k];
+            let offsets = levels[k + 1].0;
+            launches.push((
+                true,
+                Dims::linear(grid(n)?, block, 0),
+                [out, offsets, Arg::U64(n), Arg::U64(0)],
+            ));
+        }
+        Ok(Blelloch {
+            scan: gpu.kernel(name)?,
+            add: gpu.kernel("scan_add_offsets")?,
+            launches,
+            _sums: sums,
+            _io: io,
+        })
+    }
+}
+
+impl Launcher for Blelloch<'_> {
+    fn launch(&mut self) -> Result<()> {
+        for (add, dims, args) in &self.launches {
+            if *add {
+                // SAFETY: scan_add_offsets(int* out, const int* offsets, unsigned long long n):
+                // out holds n ints, offsets one per 2B-element block of them (the next level's
+                // scanned sums, sized for this level's grid).
+                unsafe { self.add.launch(*dims, &args[..3])? };
+            } else {
+                // SAFETY: scan_blelloch[_padded](const int* in, int* out, int* block_sums,
+                // unsigned long long n): in and out hold n ints (the same buffer above level 0),
+                // block_sums one per block; the dynamic shared memory is the 2B ints (+ padding)
+                // the block scans.
+                unsafe { self.scan.launch(*dims, args)? };
+            }
+        }
+        Ok(())
+    }
+
+    fn launches_per_run(&self) -> usize {
+        self.launches.len()
+    }
+}
+
+/// The single-pass kernels' tile bookkeeping: the tile counter and one status word per tile
+/// (8-byte words; the dtype only sizes them), zeroed once and never cleared again.
+pub(super) struct LookBackState {
+    pub counter: DeviceBuf,
+    pub status: DeviceBuf,
+}
+
+/// A single-pass kernel with decoupled look-back (`scan_lookback`, `repeats_fused`): one launch
+/// over max(1, ceil(n / (ITEMS * B))) tiles. Each launch takes the next block of tile numbers
+/// from the counter and its own epoch, so no bookkeeping is cleared between runs.
+pub(super) struct LookBack<'a> {
+    kernel: Kernel,
+    dims: Dims,
+    n: u64,
+    tiles: u64,
+    launches: u64,
+    /// The kernel's arguments before (n, first_tile, epoch).
+    leading: Vec<Arg>,
+    _state: LookBackState,
+    /// The case's buffers, which `leading` points into.
+    _io: &'a DeviceIo,
+}
+
+impl<'a> LookBack<'a> {
+    pub(super) fn new(
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+        entry: &str,
+        block: u32,
+        n: usize,
+        leading: impl Fn(&LookBackState) -> Vec<Arg>,
+    ) -> Result<Self> {
+        let tiles = (n as u64).div_ceil(ITEMS * block as u64).max(1);
+        // The tile in shared memory: ITEMS ints a thread, an eighth more for padding.
+        let shared_bytes = u32::try_from(ITEMS * block as u64 * 4 * 9 / 8)?;
+        let kernel = gpu.kernel(entry)?;
+        kernel.allow_dynamic_shared(shared_bytes)?;
+        let state = LookBackState {
+            counter: gpu.alloc(DType::F64, 1)?,
+            status: gpu.alloc(DType::F64, tiles as usize)?,
+        };
+        Ok(LookBack {
+            kernel,
+            dims: Dims::linear(
+                u32::try_from(tiles).context("too many tiles")?,
+                block,
+                shared_bytes,
+            ),
+            n: n as u64,
+            tiles,
+            launches: 0,
+            leading: leading(&state),
+            _state: state,
+            _io: io,
+        })
+    }
+}
+
+impl Launcher for LookBack<'_> {
+    fn launch(&mut self) -> Result<()> {
+        let mut args = self.leading.clone();
+        args.extend([
+            Arg::U64(self.n),
+            Arg::U64(self.launches * self.tiles),
+            Arg::U32(self.launches as u32),
+        ]);
+        self.launches += 1;
+        // SAFETY: scan_lookback(const int* in, int* out, u64* tile_counter, u64* tile_status,
+        // n, first_tile, epoch) or repeats_fused(const int* a, int* indices, int* count, u64*
+        // tile_counter, u64* tile_status, n, first_tile, epoch): the leading pointers are the
+        // case's whole buffers of >= n ints (indices: capacity n; count: 1) and the state's
+        // counter (one word) and status (one word per tile of this grid); the counter has
+        // counted launches * tiles so far, as first_tile says; the dynamic shared memory is the
+        // padded tile, and the kernel's limit was raised to it in `new`.
+        unsafe { self.kernel.launch(self.dims, &args) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_is_an_exclusive_wrapping_scan() {
+        let p = Params { n: 5, block: None };
+        let data = Scan.prepare(&p, 1).unwrap();
+        let x = data.inputs.get::<i32>("x").unwrap();
+        let r = &data.outputs[0].reference;
+        assert_eq!(r[0], 0.0);
+        assert_eq!(r[4], (x[0] + x[1] + x[2] + x[3]) as f64);
+        assert!(x.iter().any(|&v| v != 0), "inputs must not be zeros");
+    }
+}

@@ -367,13 +367,7 @@ fn run(args: RunArgs) -> ExitCode {
                 serde_json::to_string(&results.doc).expect("results serialize")
             );
         } else {
-            let axes: Vec<&str> = manifest
-                .algorithm
-                .spec()
-                .axes
-                .iter()
-                .map(|a| a.name)
-                .collect();
+            let axes = manifest.algorithm.spec().axis_names();
             println!(
                 "{}",
                 table::render(&results.doc, &axes, table::TableStyle::Terminal)
@@ -624,13 +618,7 @@ fn report(args: ReportArgs) -> ExitCode {
         Err(e) => return bad_input(e),
     };
     doc.claims = kbench::claims::judge_all(&manifest, &doc);
-    let axes: Vec<&str> = manifest
-        .algorithm
-        .spec()
-        .axes
-        .iter()
-        .map(|a| a.name)
-        .collect();
+    let axes = manifest.algorithm.spec().axis_names();
     let style = match args.format {
         ReportFormat::Table => Some(table::TableStyle::Terminal),
         ReportFormat::Markdown => Some(table::TableStyle::Markdown),

@@ -416,11 +416,7 @@ impl Validator<'_> {
                     format!(
                         "`{key}` is not an axis of algorithm `{}`; its axes: {}",
                         spec.name,
-                        spec.axes
-                            .iter()
-                            .map(|a| a.name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        spec.axis_names().join(", ")
                     ),
                 ));
             }

@@ -12,13 +12,10 @@ use kbench::vocab::ParamValue;
 
 fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
     let (_out, results) = run_study(text, kernels);
-    let axes: Vec<&str> = kbench::algos::find(&results.doc.study.algorithm)
+    let axes = kbench::algos::find(&results.doc.study.algorithm)
         .unwrap()
         .spec()
-        .axes
-        .iter()
-        .map(|a| a.name)
-        .collect();
+        .axis_names();
     let style = kbench::report::table::TableStyle::Terminal;
     println!(
         "{}",

@@ -80,6 +80,11 @@ impl Spec {
         self.axes.iter().find(|a| a.name == name)
     }
 
+    /// The axes' names, in declaration order (the table's columns).
+    pub fn axis_names(&self) -> Vec<&'static str> {
+        self.axes.iter().map(|a| a.name).collect()
+    }
+
     /// The CPU implementations or the kernels, for a backend.
     pub fn implementations(&self, backend: Backend) -> &'static [&'static str] {
         match backend {

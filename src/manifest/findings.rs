@@ -358,12 +358,7 @@ impl StudyShape<'_> {
                 "`{}` is neither `variant` nor an axis of `{}`; its axes: {}",
                 name.get_ref(),
                 self.spec.name,
-                self.spec
-                    .axes
-                    .iter()
-                    .map(|a| a.name)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                self.spec.axis_names().join(", ")
             ),
         ))
     }

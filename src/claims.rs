@@ -142,15 +142,41 @@ fn against(ci: (f64, f64), bound: f64) -> ClaimStatus {
     }
 }
 
-/// Whether two cases are at the same grid point: equal on every axis both have.
-fn same_point(a: &Params, b: &Params) -> bool {
-    a.iter().all(|(k, v)| b.get(k).is_none_or(|w| w == v))
+/// Whether two cases are at the same grid point: equal on every axis both have, but those in
+/// `apart`.
+fn same_point(a: &Params, b: &Params, apart: &[&str]) -> bool {
+    a.iter()
+        .all(|(k, v)| apart.contains(&k.as_str()) || b.get(k).is_none_or(|w| w == v))
+}
+
+/// The axes on which `a`'s cases and `b`'s share no value: their variants fix them apart (32
+/// threads a block against 1024), so a comparison pairs the cases across them.
+fn axes_apart<'a>(a: &[&'a CaseResult], b: &[&CaseResult]) -> Vec<&'a str> {
+    let mut axes: Vec<&str> = a
+        .iter()
+        .flat_map(|c| c.params.keys())
+        .map(|k| k.as_str())
+        .collect();
+    axes.sort();
+    axes.dedup();
+    axes.retain(|axis| {
+        let in_b: Vec<_> = b.iter().filter_map(|c| c.params.get(*axis)).collect();
+        !in_b.is_empty()
+            && a.iter()
+                .filter_map(|c| c.params.get(*axis))
+                .all(|v| !in_b.contains(&v))
+    });
+    axes
 }
 
 fn faster(a: &[&CaseResult], b: &[&CaseResult], by: f64) -> Vec<ClaimCase> {
+    let apart = axes_apart(a, b);
     let mut out = Vec::new();
     for ca in a {
-        for cb in b.iter().filter(|cb| same_point(&ca.params, &cb.params)) {
+        for cb in b
+            .iter()
+            .filter(|cb| same_point(&ca.params, &cb.params, &apart))
+        {
             let point = describe_params(if ca.params.len() >= cb.params.len() {
                 &ca.params
             } else {
@@ -259,13 +285,28 @@ fn trend(cases: &[&CaseResult], quantity: Quantity, along: &str, rising: bool) -
             let from = rest.remove(along).map_or("?".into(), |v| v.to_string());
             let to = next.params.get(along).map_or("?".into(), |v| v.to_string());
             let point = format!("{} {along}: {from} -> {to}", describe_params(&rest));
+            // Accuracy figures are exact numbers, with no interval, and a case that failed its
+            // check still has them.
+            if quantity.is_accuracy() {
+                let (Some(p), Some(n)) = (value(prev, quantity), value(next, quantity)) else {
+                    let unchecked = if value(prev, quantity).is_none() {
+                        prev
+                    } else {
+                        next
+                    };
+                    out.push(not_measured(point, unchecked));
+                    continue;
+                };
+                out.push(trend_case(point, quantity, n / p, (n / p, n / p), rising));
+                continue;
+            }
             let (Some(sp), Some(sn)) = (samples(prev), samples(next)) else {
                 let unmeasured = if samples(prev).is_none() { prev } else { next };
                 out.push(not_measured(point, unmeasured));
                 continue;
             };
             // next / prev of the quantity. Times scale with the median; rates with its inverse
-            // times the work; accuracy figures are exact numbers, with no interval.
+            // times the work.
             let (estimate, ci) = match quantity {
                 Quantity::Median | Quantity::Mean | Quantity::Min => {
                     let ci = bootstrap_ratio_ci95(sp, sn);
@@ -293,25 +334,36 @@ fn trend(cases: &[&CaseResult], quantity: Quantity, along: &str, rising: bool) -
                     (r, (r, r))
                 }
             };
-            // Rising: next / prev above 1. Falling: below 1, i.e. prev / next above 1.
-            let toward = if rising { ci } else { (1.0 / ci.1, 1.0 / ci.0) };
-            out.push(ClaimCase {
-                point,
-                status: against(toward, 1.0),
-                skipped: false,
-                estimate: Some(estimate),
-                ci95: Some(ci),
-                evidence: format!(
-                    "{} changes by {estimate:.3}x (95% CI {:.3} .. {:.3})",
-                    quantity.name(),
-                    ci.0,
-                    ci.1
-                ),
-                margin: Some(toward.0),
-            });
+            out.push(trend_case(point, quantity, estimate, ci, rising));
         }
     }
     out
+}
+
+/// One step of a trend: next / prev of the quantity, and its interval.
+fn trend_case(
+    point: String,
+    quantity: Quantity,
+    estimate: f64,
+    ci: (f64, f64),
+    rising: bool,
+) -> ClaimCase {
+    // Rising: next / prev above 1. Falling: below 1, i.e. prev / next above 1.
+    let toward = if rising { ci } else { (1.0 / ci.1, 1.0 / ci.0) };
+    ClaimCase {
+        point,
+        status: against(toward, 1.0),
+        skipped: false,
+        estimate: Some(estimate),
+        ci95: Some(ci),
+        evidence: format!(
+            "{} changes by {estimate:.3}x (95% CI {:.3} .. {:.3})",
+            quantity.name(),
+            ci.0,
+            ci.1
+        ),
+        margin: Some(toward.0),
+    }
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> f64 {

@@ -223,6 +223,92 @@ fn each_kind_of_claim_holds_is_refuted_or_stays_inconclusive_on_the_evidence() {
 }
 
 #[test]
+fn variants_fixed_apart_on_an_axis_are_compared_across_it() {
+    // fast runs at 32 threads a block and naive at 1024 (as `params = { block = [..] }` makes
+    // them): the claim still pairs each n and dtype, and only those.
+    let (manifest, mut doc) = synthetic(time);
+    for case in &mut doc.cases {
+        let block = match case.variant.as_str() {
+            "fast" => 32,
+            "naive" => 1024,
+            _ => continue,
+        };
+        case.params
+            .insert("block".into(), kbench::vocab::ParamValue::Int(block));
+    }
+    let verdicts = judge_all(&manifest, &doc);
+    let naive = verdict(&verdicts, "naive is as fast as fast");
+    assert_eq!(naive.status, ClaimStatus::Refuted);
+    assert_eq!(naive.cases.len(), 6, "{:?}", naive.evidence);
+    // Axes both variants share a value of are still matched: one more fast case at block 1024
+    // pairs with naive's, not with every naive case.
+    let mut extra = doc
+        .cases
+        .iter()
+        .find(|c| c.variant == "fast")
+        .unwrap()
+        .clone();
+    extra
+        .params
+        .insert("block".into(), kbench::vocab::ParamValue::Int(1024));
+    doc.cases.push(extra);
+    let verdicts = judge_all(&manifest, &doc);
+    assert_eq!(
+        verdict(&verdicts, "naive is as fast as fast").cases.len(),
+        1
+    );
+}
+
+#[test]
+fn accuracy_figures_of_cases_that_failed_their_check_are_shown_and_judged() {
+    // fast's share within tolerance falls with n: 100%, then 90% and 50% (failed cases).
+    let (manifest, mut doc) = synthetic(time);
+    for case in doc.cases.iter_mut().filter(|c| c.variant == "fast") {
+        let wrong = match case.params["n"] {
+            kbench::vocab::ParamValue::Int(1_000_000) => 0,
+            kbench::vocab::ParamValue::Int(2_000_000) => 10,
+            _ => 50,
+        };
+        let accuracy = &mut case.outputs[0].accuracy;
+        accuracy.elements = 100;
+        accuracy.wrong_elements = wrong;
+        accuracy.passed = wrong == 0;
+        if wrong > 0 {
+            case.status = CaseStatus::AccuracyFailed;
+        }
+    }
+    let mut falls = manifest.claims[0].clone();
+    falls.check = kbench::manifest::Check::Trend {
+        a: "fast".into(),
+        quantity: kbench::manifest::Quantity::ShareWithinTolerance,
+        along: "n".into(),
+        rising: false,
+    };
+    let verdict = kbench::claims::judge(&falls, &doc);
+    assert_eq!(verdict.status, ClaimStatus::Holds, "{}", verdict.evidence);
+    assert_eq!(verdict.cases.len(), 4, "two steps for each dtype");
+    let mut rises = falls.clone();
+    rises.check = kbench::manifest::Check::Trend {
+        a: "fast".into(),
+        quantity: kbench::manifest::Quantity::ShareWithinTolerance,
+        along: "n".into(),
+        rising: true,
+    };
+    assert_eq!(
+        kbench::claims::judge(&rises, &doc).status,
+        ClaimStatus::Refuted
+    );
+    // A table of the share shows the failed cases' figures; a table of times does not.
+    let mut share_table = manifest.tables[0].clone();
+    share_table.value = kbench::manifest::Quantity::ShareWithinTolerance;
+    share_table.references.clear();
+    let text = tables::render(&share_table, &doc, TableStyle::Markdown);
+    assert!(text.contains("90.0%") && text.contains("50.0%"), "{text}");
+    let times = tables::render(&manifest.tables[0], &doc, TableStyle::Markdown);
+    assert!(times.contains("ACCURACY_FAILED"), "{times}");
+}
+
+#[test]
 fn a_factor_beyond_the_evidence_is_refuted_and_one_within_the_noise_is_inconclusive() {
     // fast is exactly 25x the CPU: 30x is refuted; with the samples' spread, 25x is neither.
     let (manifest, doc) = synthetic(|variant, n, dtype| match variant {

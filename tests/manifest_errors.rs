@@ -179,3 +179,22 @@ fn tables_and_claims_that_name_what_the_study_lacks_are_refused_at_their_line() 
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+#[test]
+fn a_table_by_variant_may_leave_out_an_axis_each_variant_fixes() {
+    // dtype takes two values in the study, but each variant one: a (variant, n) cell is one case.
+    let fixed = "[study]\nname = \"s\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\nn = [1000, 2000]\n\
+dtype = [\"f32\", \"f64\"]\n\
+[[variant]]\nname = \"a\"\nbackend = \"cpu\"\nimpl = \"sequential\"\nparams = { dtype = [\"f32\"] }\n\
+[[variant]]\nname = \"b\"\nbackend = \"cpu\"\nimpl = \"pairwise\"\nparams = { dtype = [\"f64\"] }\n";
+    let table = format!("{fixed}{TABLE}rows = \"variant\"\ncolumns = \"n\"\nvalue = \"median\"\n");
+    parse(Path::new("ok.toml"), &table).unwrap();
+    // A variant left on the grid's two dtypes puts two cases in its cells.
+    let loose = format!(
+        "{fixed}[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"threads\"\n{TABLE}\
+         rows = \"variant\"\ncolumns = \"n\"\nvalue = \"median\"\n"
+    );
+    assert!(error(&loose)
+        .message
+        .contains("axis `dtype` takes several values"));
+}

@@ -91,6 +91,12 @@ impl Quantity {
             .expect("listed")]
     }
 
+    /// Whether the quantity judges the answer, not the time: a case that failed its accuracy
+    /// check still has it (the share within tolerance is the point of a float-vs-double table).
+    pub fn is_accuracy(self) -> bool {
+        matches!(self, Quantity::ShareWithinTolerance | Quantity::MaxRelErr)
+    }
+
     /// Whether larger is better (throughput, speedup) rather than smaller (time, error).
     pub fn larger_is_better(self) -> bool {
         matches!(
@@ -471,10 +477,21 @@ impl Validator<'_> {
             }
             let select = study.select(raw.select, &key("select"), self)?;
             // Every axis that varies must be the rows, the columns or selected, or a cell would
-            // hold several cases.
+            // hold several cases. With a row or column a variant, an axis a variant fixes
+            // (`params = { layout = [...] }`) varies only if one shown variant takes several.
+            let by_variant = rows == Dimension::Variant || columns == Dimension::Variant;
             for (axis, values) in study.axes {
-                let varies =
-                    values.0.len() > 1 || study.axis_values(axis).is_some_and(|v| v.len() > 1);
+                let varies = if by_variant {
+                    variants.iter().any(|name| {
+                        study
+                            .variants
+                            .iter()
+                            .filter(|v| &v.name == name)
+                            .any(|v| v.params.get(axis).map_or(values.0.len(), Vec::len) > 1)
+                    })
+                } else {
+                    values.0.len() > 1 || study.axis_values(axis).is_some_and(|v| v.len() > 1)
+                };
                 let placed = rows == Dimension::Axis(axis.clone())
                     || columns == Dimension::Axis(axis.clone())
                     || select.get(axis).is_some_and(|v| v.len() == 1);

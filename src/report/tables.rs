@@ -195,7 +195,9 @@ impl Grid {
                         });
                         match case {
                             None => Cell::Missing,
-                            Some(c) if c.status != CaseStatus::Passed => Cell::NotPassed(c.status),
+                            Some(c) if !shows_value(table.value, c.status) => {
+                                Cell::NotPassed(c.status)
+                            }
                             Some(c) => cell_value(table, c, &doc.cases, peak)
                                 .map_or(Cell::Missing, Cell::Value),
                         }
@@ -209,6 +211,11 @@ impl Grid {
             cells,
         }
     }
+}
+
+/// A case shows its value if it passed, or, for an accuracy figure, if it failed only that.
+fn shows_value(quantity: Quantity, status: CaseStatus) -> bool {
+    status == CaseStatus::Passed || (quantity.is_accuracy() && status == CaseStatus::AccuracyFailed)
 }
 
 fn cell_value(

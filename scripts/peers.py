@@ -22,6 +22,8 @@ import time
 PEERS = {}
 # Studies whose peers need no GPU.
 HOST_ONLY = {"durbin"}
+# Studies with host peers beside their GPU ones: run without a GPU too (their function checks).
+HOST_TOO = {"pearson_matrix"}
 
 
 def peer(study):
@@ -75,7 +77,7 @@ class Table:
     def __init__(self):
         self.rows = []
 
-    def add(self, study, what, n, ms, nbytes=None, flops=None):
+    def add(self, study, what, n, ms, nbytes=None, flops=None, note=None):
         r = {"study": study, "peer": what, "n": n, "median_ms": ms}
         line = f"{study:8s} {what:48s} n={n:<11} {ms:11.5f} ms"
         if nbytes:
@@ -84,6 +86,9 @@ class Table:
         if flops:
             r["gflops_per_s"] = flops / ms / 1e6
             line += f" {r['gflops_per_s']:9.1f} GFLOP/s"
+        if note:
+            r["note"] = note
+            line += f"  {note}"
         self.rows.append(r)
         print(line, flush=True)
 
@@ -186,6 +191,53 @@ def durbin_peers(gpu, table, quick):
                   host_median_ms(lambda: sl.solve_toeplitz(c, -r)), 16 * n, 2.0 * n * n)
 
 
+@peer("pearson_matrix")
+def pearson_matrix_peers(gpu, table, quick):
+    """The full M x M Pearson matrix of M random walks of N values, as
+    experiments/pearson_matrix_bench.toml (M = N = 8192): torch.corrcoef in float32 with TF32 off
+    (the goal's yardstick), with TF32 on, and in float64; numpy.corrcoef (float64) on the host.
+    Work and bytes as kbench counts them: M (M + 1) N flops (the distinct coefficients' products
+    and adds; a full GEMM does twice that), the series read and r written once. Each float32
+    result's largest |r - r64| against torch's float64 of the same series is in the note."""
+    import numpy as np
+    m = n = 2048 if quick else 8192
+    size = f"{m}x{n}"
+    flops = m * (m + 1) * n
+    # kbench's series: every walk starts at 100 and moves by up to 1% a step (u uniform in
+    # [-1, 1)); the draws differ from kbench's Philox ones, the magnitudes do not.
+    rng = np.random.default_rng(8192)
+    steps = 1.0 + 0.01 * rng.uniform(-1.0, 1.0, size=(m, n - 1))
+    walks = 100.0 * np.concatenate([np.ones((m, 1)), np.cumprod(steps, axis=1)], axis=1)
+    if gpu is not None:
+        torch = gpu.torch
+
+        def tf32(on):
+            torch.backends.cuda.matmul.allow_tf32 = on
+            torch.backends.cudnn.allow_tf32 = on
+            torch.set_float32_matmul_precision("high" if on else "highest")
+
+        x64 = torch.from_numpy(walks).cuda()
+        x32 = x64.float()
+        r64 = torch.corrcoef(x64)
+        tf32(False)
+        err = (torch.corrcoef(x32).double() - r64).abs().max().item()
+        table.add("pearson_matrix", "torch.corrcoef f32 (TF32 off)", size,
+                  gpu.median_ms(lambda: torch.corrcoef(x32), reps=20), 4 * (m * n + m * m), flops,
+                  note=f"max |r - r64| = {err:.2e}")
+        tf32(True)
+        err = (torch.corrcoef(x32).double() - r64).abs().max().item()
+        table.add("pearson_matrix", "torch.corrcoef f32 (TF32 on)", size,
+                  gpu.median_ms(lambda: torch.corrcoef(x32), reps=20), 4 * (m * n + m * m), flops,
+                  note=f"max |r - r64| = {err:.2e}")
+        tf32(False)
+        table.add("pearson_matrix", "torch.corrcoef f64", size,
+                  gpu.median_ms(lambda: torch.corrcoef(x64), reps=10), 8 * (m * n + m * m), flops)
+        del x32, x64, r64
+        torch.cuda.empty_cache()
+    table.add("pearson_matrix", "numpy.corrcoef f64 (host CPU)", size,
+              host_median_ms(lambda: np.corrcoef(walks), reps=3), 8 * (m * n + m * m), flops)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="", help="comma-separated studies (default: all)")
@@ -207,7 +259,7 @@ def main():
     studies = ["device"] + [s for s in PEERS if s != "device" and (not only or s in only)]
     for study in studies:
         for fn in PEERS[study]:
-            if gpu is None and study not in HOST_ONLY:
+            if gpu is None and study not in HOST_ONLY | HOST_TOO:
                 continue
             fn(gpu, table, a.quick)
     if a.json:

@@ -2,7 +2,9 @@
 //!
 //! Grid points are filtered on the full grid first; each variant then sees the projection of
 //! each point onto the axes that apply to its backend (a CPU variant has no `block`), without
-//! duplicates, and with its own `params` replacing the grid's values.
+//! duplicates, and with its own `params` replacing the grid's values. A point the variant's
+//! implementation does not run at (`Algorithm::supports`: a TF32 kernel at float64) is left out
+//! of that variant.
 
 use serde::{Deserialize, Serialize};
 
@@ -78,7 +80,12 @@ fn variant_points(manifest: &Manifest, variant: &Variant) -> Vec<Params> {
                     .is_some_and(|a| a.applies_to(variant.backend))
             })
             .collect();
-        if seen.insert(projected.clone()) {
+        // Parameters that do not bind are kept: the case then fails with the reason.
+        let supported = manifest
+            .algorithm
+            .bind(&projected)
+            .map_or(true, |bound| bound.supports(&variant.implementation));
+        if supported && seen.insert(projected.clone()) {
             points.push(projected);
         }
     }
@@ -193,6 +200,26 @@ mod tests {
         assert_eq!(cpu.len(), 2);
         assert!(cpu.iter().all(|c| !c.params.contains_key("block")));
         assert_eq!(cases.iter().filter(|c| c.variant == 1).count(), 6);
+    }
+
+    #[test]
+    fn points_an_implementation_does_not_run_at_are_left_out_of_its_variant() {
+        // corr_tf32 multiplies on TF32 tensor cores: float32 only.
+        let text = "[study]\nname = \"t\"\nalgorithm = \"pearson_matrix\"\nseed = 1\n[grid]\n\
+                    m = 4\nn = 8\ndtype = [\"f32\", \"f64\"]\n\
+                    [[variant]]\nname = \"tf32\"\nbackend = \"cuda\"\nkernel = \"corr_tf32\"\n\
+                    [[variant]]\nname = \"gemm\"\nbackend = \"cuda\"\nkernel = \"corr_gemm\"\n";
+        let m = crate::manifest::parse(Path::new("t.toml"), text).unwrap_or_else(|e| panic!("{e}"));
+        let cases = expand(&m);
+        let of = |v: usize| -> Vec<String> {
+            cases
+                .iter()
+                .filter(|c| c.variant == v)
+                .map(|c| c.params["dtype"].to_string())
+                .collect()
+        };
+        assert_eq!(of(0), ["f32"]);
+        assert_eq!(of(1), ["f32", "f64"]);
     }
 
     #[test]

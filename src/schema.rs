@@ -456,8 +456,12 @@ pub struct AccuracyReport {
     /// ratio it stays meaningful where some expected elements are (nearly) zero.
     #[serde(deserialize_with = "null_as_nan")]
     pub max_rel_err: f64,
-    /// Elements of the reference.
+    /// Elements of the reference: every element of the output, or the ones checked.
     pub elements: usize,
+    /// Where only some elements were checked (a float64 reference of every element would take
+    /// too long): the output's length, of which `elements` were checked. None: all were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subset_of: Option<usize>,
     /// Elements outside tolerance, plus those missing or extra.
     pub wrong_elements: usize,
     pub nan_elements: usize,

@@ -15,6 +15,7 @@ pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyR
         max_abs_err: 0.0,
         max_rel_err: 0.0,
         elements: expected.len(),
+        subset_of: None,
         wrong_elements: got.len().abs_diff(expected.len()),
         nan_elements: 0,
         first_wrong: Vec::new(),
@@ -50,6 +51,27 @@ pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyR
     } else {
         report.max_abs_err
     };
+    report
+}
+
+/// As `compare`, for a reference of only some of the output's elements: `expected[k]` is element
+/// `indices[k]`'s. An index past the output's end counts as wrong. The report says how many of how
+/// many elements were checked, and the first wrong ones by their index in the whole output.
+pub fn compare_at(
+    got: &[f64],
+    indices: &[usize],
+    expected: &[f64],
+    tolerance: Tolerance,
+) -> AccuracyReport {
+    let picked: Vec<f64> = indices
+        .iter()
+        .map(|&i| got.get(i).copied().unwrap_or(f64::NAN))
+        .collect();
+    let mut report = compare(&picked, expected, tolerance);
+    for wrong in &mut report.first_wrong {
+        wrong.index = indices[wrong.index];
+    }
+    report.subset_of = Some(got.len());
     report
 }
 
@@ -106,6 +128,24 @@ mod tests {
         assert!(!compare(&[41.0], &[42.0], tol).passed);
         let f32_tol = Tolerance { rel: 0.1, abs: 1.0 }.with_overrides(DType::F32, &acc);
         assert_eq!(f32_tol, Tolerance { rel: 0.5, abs: 1.0 });
+    }
+
+    #[test]
+    fn a_subset_is_checked_at_its_indices_and_says_so() {
+        let tol = Tolerance {
+            rel: 0.0,
+            abs: 1e-6,
+        };
+        let got = [0.0, 1.0, 2.0, 3.5, 4.0];
+        let r = compare_at(&got, &[1, 3], &[1.0, 3.0], tol);
+        assert!(!r.passed);
+        assert_eq!((r.elements, r.subset_of, r.wrong_elements), (2, Some(5), 1));
+        // The wrong element is named by its place in the whole output.
+        assert_eq!(r.first_wrong[0].index, 3);
+        assert!((r.max_abs_err - 0.5).abs() < 1e-12);
+        assert!(compare_at(&got, &[0, 4], &[0.0, 4.0], tol).passed);
+        // Elements outside the subset are not looked at; one past the end fails.
+        assert!(!compare_at(&got, &[0, 7], &[0.0, 4.0], tol).passed);
     }
 
     #[test]

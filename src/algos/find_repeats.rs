@@ -91,6 +91,7 @@ impl Algorithm for FindRepeats {
                 reference: indices,
                 tolerance: Tolerance::EXACT,
                 in_place: None,
+                checked: None,
             },
         ];
         let n = p.n as u64;

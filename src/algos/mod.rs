@@ -27,12 +27,18 @@ macro_rules! register {
     };
 }
 
+/// Seed 003's series, shared by the Pearson algorithms.
+pub mod random_walk;
+
 register! {
     reduce => Reduce,
     durbin => Durbin,
     saxpy => Saxpy,
     scan => Scan,
     find_repeats => FindRepeats,
+    pearson_series => PearsonSeries,
+    pearson_means => PearsonMeans,
+    pearson_matrix => PearsonMatrix,
 }
 
 pub fn find(name: &str) -> Option<&'static dyn DynAlgorithm> {
@@ -122,6 +128,26 @@ pub trait Algorithm: Sync + fmt::Debug + 'static {
         gpu: Gpu<'a>,
         io: &'a DeviceIo,
     ) -> Result<Box<dyn Launcher + 'a>>;
+
+    /// Whether `implementation` runs at this grid point at all (a TF32 tensor-core kernel takes
+    /// float32 only). The plan leaves the points it does not out of that variant, as it leaves
+    /// out the axes of the other backend. Default: everywhere.
+    fn supports(&self, _p: &Self::Params, _implementation: &str) -> bool {
+        true
+    }
+
+    /// The tolerance `implementation` is held to on `output`, where it is not the output's own:
+    /// an implementation that trades precision for speed by design (TF32 tensor cores) states
+    /// its error budget here. The manifest's `[accuracy]` still overrides it. Default: the
+    /// output's.
+    fn tolerance(
+        &self,
+        _p: &Self::Params,
+        _implementation: &str,
+        output: &OutputSpec,
+    ) -> Tolerance {
+        output.tolerance
+    }
 }
 
 /// A CPU implementation, resolved for one case: reads the inputs, writes the outputs. It may
@@ -137,6 +163,8 @@ pub trait DynAlgorithm: Sync + fmt::Debug {
 
 /// An algorithm with one case's typed parameters.
 pub trait BoundCase {
+    fn supports(&self, implementation: &str) -> bool;
+    fn tolerance(&self, implementation: &str, output: &OutputSpec) -> Tolerance;
     fn footprint_bytes(&self, implementation: &str) -> Option<u64>;
     fn prepare(&self, seed: u64) -> Result<CaseData>;
     fn cpu(&self, implementation: &str) -> Result<CpuRun>;
@@ -179,6 +207,13 @@ impl<A: Algorithm> DynAlgorithm for A {
 }
 
 impl<A: Algorithm> BoundCase for Bound<'_, A> {
+    fn supports(&self, implementation: &str) -> bool {
+        self.algorithm.supports(&self.params, implementation)
+    }
+    fn tolerance(&self, implementation: &str, output: &OutputSpec) -> Tolerance {
+        self.algorithm
+            .tolerance(&self.params, implementation, output)
+    }
     fn footprint_bytes(&self, implementation: &str) -> Option<u64> {
         self.algorithm.footprint_bytes(&self.params, implementation)
     }
@@ -493,6 +528,11 @@ pub struct OutputSpec {
     /// before each run it holds the input, not poison. (An element left unwritten still fails,
     /// since the reference differs from the input.)
     pub in_place: Option<&'static str>,
+    /// `Some(indices)`: the reference covers only these elements of the output (ascending, each
+    /// below the capacity; `reference[k]` is element `indices[k]`'s), where a float64 reference
+    /// of every element would take too long. Only they are checked, and the results say how
+    /// many of how many were. `None`: every element.
+    pub checked: Option<Vec<usize>>,
 }
 
 impl OutputSpec {
@@ -511,7 +551,40 @@ impl OutputSpec {
             reference,
             tolerance,
             in_place: None,
+            checked: None,
         }
+    }
+
+    /// An output of `capacity` elements of which only those at `indices` (ascending) are
+    /// checked, against `reference` (one value an index).
+    pub fn subset(
+        name: &'static str,
+        dtype: DType,
+        capacity: usize,
+        indices: Vec<usize>,
+        reference: Vec<f64>,
+        tolerance: Tolerance,
+    ) -> Result<Self> {
+        if indices.len() != reference.len() {
+            bail!(
+                "output `{name}`: {} checked indices but {} reference values",
+                indices.len(),
+                reference.len()
+            );
+        }
+        if indices.windows(2).any(|w| w[0] >= w[1]) || indices.last() >= Some(&capacity) {
+            bail!("output `{name}`: checked indices must ascend and stay below {capacity}");
+        }
+        Ok(OutputSpec {
+            name,
+            dtype,
+            capacity,
+            length: Length::Full,
+            reference,
+            tolerance,
+            in_place: None,
+            checked: Some(indices),
+        })
     }
 }
 
@@ -632,6 +705,7 @@ mod tests {
                     reference: vec![1.0, 3.0],
                     tolerance: Tolerance::EXACT,
                     in_place: None,
+                    checked: None,
                 },
             ],
             ..CaseData::default()
@@ -649,6 +723,18 @@ mod tests {
         // Unwritten (poisoned) counts are refused too.
         let mut out = data.output_buffers();
         assert!(data.trim_outputs(&mut out).is_err());
+    }
+
+    #[test]
+    fn subset_outputs_check_their_indices_against_the_reference() {
+        let tol = Tolerance::relative(1e-6);
+        let out = OutputSpec::subset("r", DType::F32, 9, vec![0, 4, 8], vec![1.0; 3], tol).unwrap();
+        assert_eq!(out.capacity, 9);
+        assert_eq!(out.checked.as_deref(), Some(&[0, 4, 8][..]));
+        assert!(OutputSpec::subset("r", DType::F32, 9, vec![0, 4], vec![1.0; 3], tol).is_err());
+        assert!(OutputSpec::subset("r", DType::F32, 9, vec![4, 0], vec![1.0; 2], tol).is_err());
+        assert!(OutputSpec::subset("r", DType::F32, 9, vec![0, 9], vec![1.0; 2], tol).is_err());
+        assert!(OutputSpec::subset("r", DType::F32, 9, vec![3, 3], vec![1.0; 2], tol).is_err());
     }
 
     #[test]

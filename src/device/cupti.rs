@@ -102,9 +102,7 @@ pub struct KernelTracer {
 impl KernelTracer {
     /// Starts recording kernels, or says why it cannot.
     pub fn start() -> Result<KernelTracer, String> {
-        if !load_library() {
-            return Err("CUPTI not found: libcupti.so could not be loaded (set KBENCH_CUPTI_LIB to its path, or add CUDA's extras/CUPTI/lib64 to LD_LIBRARY_PATH)".into());
-        }
+        load_library()?;
         let mut subscriber: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
         // SAFETY: the library is loaded; `subscriber` receives a handle. Fails when another CUPTI
         // client (a profiler) is attached.
@@ -152,43 +150,29 @@ fn kernel_span_s(records: &[KernelRecord], exclude: &[&str]) -> Option<f64> {
 }
 
 /// Loads libcupti: by its usual names (cudarc's search), else from where CUDA installs and pip
-/// packages keep it. A copy loaded by path is then found again by its soname.
-fn load_library() -> bool {
-    // SAFETY: only tries to dlopen the library.
-    if unsafe { sys::is_culib_present() } {
-        return true;
-    }
-    let mut candidates: Vec<std::path::PathBuf> = Vec::new();
-    if let Some(path) = std::env::var_os("KBENCH_CUPTI_LIB") {
-        candidates.push(path.into());
-    }
+/// packages keep it (see `libs`).
+fn load_library() -> Result<(), String> {
     let mut patterns = vec![
         "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*".to_string(),
         "/usr/local/cuda*/extras/CUPTI/lib64/libcupti.so*".to_string(),
         "/usr/local/cuda/lib64/libcupti.so*".to_string(),
-        "/opt/*/.venv/lib/python3*/site-packages/nvidia/cu13/lib/libcupti.so*".to_string(),
-        "/opt/*/.venv/lib/python3*/site-packages/nvidia/cuda_cupti/lib/libcupti.so*".to_string(),
-        "/usr/local/lib/python3*/dist-packages/nvidia/*/lib/libcupti.so*".to_string(),
     ];
     if let Some(home) = std::env::var_os("CUDA_HOME") {
         let home = home.to_string_lossy();
         patterns.insert(0, format!("{home}/extras/CUPTI/lib64/libcupti.so*"));
     }
-    for pattern in &patterns {
-        candidates.extend(glob::glob(pattern).into_iter().flatten().flatten());
+    for site in super::libs::python_site_dirs() {
+        patterns.push(format!("{site}nvidia/cu13/lib/libcupti.so*"));
+        patterns.push(format!("{site}nvidia/cuda_cupti/lib/libcupti.so*"));
+        patterns.push(format!("{site}nvidia/*/lib/libcupti.so*"));
     }
-    for path in candidates {
-        // SAFETY: loading CUPTI runs no initialisation that depends on the caller.
-        if let Ok(library) = unsafe { libloading::Library::new(&path) } {
-            // Kept loaded for the process's life, so cudarc's dlopen by soname finds it.
-            std::mem::forget(library);
-            // SAFETY: as above.
-            if unsafe { sys::is_culib_present() } {
-                return true;
-            }
-        }
-    }
-    false
+    super::libs::load(&super::libs::Search {
+        label: "CUPTI (libcupti.so)",
+        present: sys::is_culib_present,
+        env_var: "KBENCH_CUPTI_LIB",
+        patterns,
+        companions: &[],
+    })
 }
 
 #[cfg(test)]

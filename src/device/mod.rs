@@ -8,7 +8,9 @@
 //! checks for the libraries first, because cudarc panics (rather than erring) when they are
 //! missing.
 
+pub mod blas;
 pub mod cupti;
+pub mod libs;
 pub mod nvml;
 pub mod nvrtc;
 pub mod timer;
@@ -77,6 +79,8 @@ pub struct Device {
     tracer: Option<cupti::KernelTracer>,
     /// Clocks and throttling, when NVML is there.
     clocks: Option<nvml::Clocks>,
+    /// cuBLAS on `stream`, made on first use (`Gpu::blas`), or why it cannot be.
+    blas: std::cell::OnceCell<Result<blas::Blas, String>>,
 }
 
 impl Device {
@@ -176,6 +180,7 @@ impl Device {
             hold_refused: None,
             tracer: tracer.ok(),
             clocks: clocks.ok(),
+            blas: std::cell::OnceCell::new(),
             ctx,
             stream,
         };
@@ -526,6 +531,23 @@ impl<'a> Gpu<'a> {
     /// The most shared memory one block may use, once its kernel allows it.
     pub fn shared_optin_bytes(&self) -> u32 {
         self.device.shared_optin_bytes
+    }
+
+    /// Waits until everything queued on the device's stream has run (for a launcher's untimed
+    /// warm-up when it is made, such as cuBLAS's first call, which loads its kernels).
+    pub fn synchronize(&self) -> Result<()> {
+        self.device.synchronize()
+    }
+
+    /// cuBLAS bound to the device's stream: made once per device, on first use (libcublas is
+    /// loaded then), or an error saying why it cannot be (no libcublas on this machine).
+    pub fn blas(&self) -> Result<&'a blas::Blas> {
+        let device: &'a Device = self.device;
+        device
+            .blas
+            .get_or_init(|| blas::Blas::new(&device.stream))
+            .as_ref()
+            .map_err(|e| anyhow!("{e}"))
     }
 
     /// Captures what `enqueue` launches into a CUDA graph, to be replayed with `Graph::launch`.

@@ -251,9 +251,20 @@ pub fn speedup(case: &CaseResult, baseline: &str, cases: &[CaseResult]) -> Optio
 }
 
 fn accuracy_cell(case: &CaseResult) -> String {
+    // Where only part of an output was checked (its reference too slow in full), how much.
+    let (checked, of) = case
+        .outputs
+        .iter()
+        .filter_map(|o| Some((o.accuracy.elements, o.accuracy.subset_of?)))
+        .fold((0, 0), |(c, n), (ci, ni)| (c + ci, n + ni));
+    let subset = if of > 0 {
+        format!(", {:.2}% checked", 100.0 * checked as f64 / of as f64)
+    } else {
+        String::new()
+    };
     match (case.status, case.max_rel_err()) {
-        (CaseStatus::Passed, Some(e)) => format!("ok {e:.1e}"),
-        (CaseStatus::AccuracyFailed, Some(e)) => format!("FAIL {e:.1e}"),
+        (CaseStatus::Passed, Some(e)) => format!("ok {e:.1e}{subset}"),
+        (CaseStatus::AccuracyFailed, Some(e)) => format!("FAIL {e:.1e}{subset}"),
         (CaseStatus::Error, _) => "ERROR".into(),
         (CaseStatus::TimedOut, _) => "TIMED OUT".into(),
         (CaseStatus::Skipped, _) => "skipped".into(),

@@ -3,10 +3,11 @@
 // shared memory unrolled) and with warp shuffles, by one block or several blocks a series.
 //
 // K1's contract: out holds m * n elements; element j of series i goes to i * stride_i +
-// j * stride_j: (n, 1) for the "series" layout, (1, m) for "interleaved". Step j (1 <= j < n) multiplies by fma(fraction, u, 1)
-// with u = (w >> 8) * 2^-23 - 1 and w word (j - 1) % 4 of Philox4x32-10 at counter
-// ((j - 1) / 4, i, 0, 0) and key (key[0], key[1]), the case seed's low and high words: exactly
-// what src/algos/random_walk.rs computes, so the CPU reference matches bit for bit.
+// j * stride_j: (n, 1) for the "series" layout, (1, m) for "interleaved". Step j (1 <= j < n)
+// multiplies by fma(fraction, u, 1) with u = (w >> 8) * 2^-23 - 1 and w word (j - 1) % 4 of
+// Philox4x32-10 at counter ((j - 1) / 4, i, 0, 0) and key (key[0], key[1]), the case seed's low
+// and high words: exactly what src/algos/random_walk.rs computes, so the CPU reference matches
+// bit for bit.
 //
 // K2's contract: x holds m series of n elements, series-major. The grid has m * B blocks
 // (B = blocks_per_series); block b of series i sums elements [b * chunk, min((b + 1) * chunk, n))
@@ -236,38 +237,32 @@ __device__ void k2_finish(const T* __restrict__ partials, T* __restrict__ means,
     means[i] = sum * scale;
 }
 
-// extern "C" entry points: one set per element type.
+// extern "C" entry points: one set per element type. The K2 kernels share one signature (the
+// scratch is k2_global's alone); blocks past m * B return at once.
+#define KBENCH_K2_KERNEL(NAME, SUFFIX, T, CALL)                                                    \
+    extern "C" __global__ void __launch_bounds__(1024)                                             \
+    NAME##_##SUFFIX(const T* x, T* scratch, T* out, unsigned int m, unsigned long long n,          \
+                    unsigned long long chunk, unsigned int blocks_per_series, T scale) {           \
+        if (blockIdx.x >= (unsigned long long)m * blocks_per_series) return;                       \
+        CALL;                                                                                      \
+    }
+
 #define KBENCH_PEARSON_KERNELS(SUFFIX, T)                                                          \
     extern "C" __global__ void __launch_bounds__(1024)                                             \
-    k1_generate_##SUFFIX(T* out, unsigned int m, unsigned long long n, unsigned long long stride_j, \
-                         unsigned long long stride_i, T start, T fraction,                         \
+    k1_generate_##SUFFIX(T* out, unsigned int m, unsigned long long n,                             \
+                         unsigned long long stride_j, unsigned long long stride_i, T start,        \
+                         T fraction,                                                               \
                          const unsigned int* key) {                                                \
         k1_generate<T>(out, m, n, stride_j, stride_i, start, fraction, key);                       \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(1024)                                             \
-    k2_global_##SUFFIX(const T* x, T* scratch, T* out, unsigned int m, unsigned long long n,       \
-        unsigned long long chunk, unsigned int blocks_per_series, T scale) {                       \
-        if (blockIdx.x >= (unsigned long long)m * blocks_per_series) return;                       \
-        k2_global<T>(x, scratch, out, n, chunk, blocks_per_series, scale);                         \
-    }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(1024)                                             \
-    k2_shared_##SUFFIX(const T* x, T* scratch, T* out, unsigned int m, unsigned long long n,       \
-        unsigned long long chunk, unsigned int blocks_per_series, T scale) {                       \
-        if (blockIdx.x >= (unsigned long long)m * blocks_per_series) return;                       \
-        k2_shared<T>(x, out, n, chunk, blocks_per_series, scale);                                  \
-    }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(1024)                                             \
-    k2_unrolled_##SUFFIX(const T* x, T* scratch, T* out, unsigned int m, unsigned long long n,     \
-        unsigned long long chunk, unsigned int blocks_per_series, T scale) {                       \
-        if (blockIdx.x >= (unsigned long long)m * blocks_per_series) return;                       \
-        k2_unrolled<T>(x, out, n, chunk, blocks_per_series, scale);                                \
-    }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(1024)                                             \
-    k2_shuffle_##SUFFIX(const T* x, T* scratch, T* out, unsigned int m, unsigned long long n,      \
-        unsigned long long chunk, unsigned int blocks_per_series, T scale) {                       \
-        if (blockIdx.x >= (unsigned long long)m * blocks_per_series) return;                       \
-        k2_shuffle<T>(x, out, n, chunk, blocks_per_series, scale);                                 \
-    }                                                                                              \
+    KBENCH_K2_KERNEL(k2_global, SUFFIX, T,                                                         \
+                     k2_global<T>(x, scratch, out, n, chunk, blocks_per_series, scale))            \
+    KBENCH_K2_KERNEL(k2_shared, SUFFIX, T,                                                         \
+                     k2_shared<T>(x, out, n, chunk, blocks_per_series, scale))                     \
+    KBENCH_K2_KERNEL(k2_unrolled, SUFFIX, T,                                                       \
+                     k2_unrolled<T>(x, out, n, chunk, blocks_per_series, scale))                   \
+    KBENCH_K2_KERNEL(k2_shuffle, SUFFIX, T,                                                        \
+                     k2_shuffle<T>(x, out, n, chunk, blocks_per_series, scale))                    \
     extern "C" __global__ void __launch_bounds__(1024)                                             \
     k2_finish_##SUFFIX(const T* partials, T* means, unsigned int m,                                \
                        unsigned int blocks_per_series, T scale) {                                  \

@@ -1,6 +1,8 @@
 // pearson_matrix.cu: the full M x M Pearson coefficient matrix of M series of N values (seed 003,
 // section 1.1, steps 2-5), compiled at run time by NVRTC. Every kernel exists as <name>_f32
-// (float) and <name>_f64 (double).
+// (float) and <name>_f64 (double). A variant's own step is named after it (corr_syrk_<t> is
+// SYRK's mirror, corr_gemm_<t> the normalisation before cuBLAS, corr_tiled_stats_<t> the tiled
+// kernel's first step).
 //
 // r[i][j] = sum_k z_ik z_jk, with z_i = (x_i - mean_i) / ||x_i - mean_i||: the centred, normalised
 // series (steps 2-3), whose products (step 4) are the coefficients (step 5). Means and norms are
@@ -23,9 +25,10 @@
 //       grid = nt (nt + 1) / 2 with nt = ceil(m / 32), B = (32, 8). Copies r's upper triangle
 //       (j > i, which a lower-triangle SYRK leaves in column-major terms) into the lower one:
 //       r[i][j] = r[j][i] for j < i. Reads the upper triangle only.
-//   corr_stats_<t>(const T* x, double* mean, double* inv_norm, m, n)
+//   corr_tiled_stats_<t>(const T* x, double* mean, double* inv_norm, m, n)
 //       grid = m, B = 256. mean[i] and 1 / ||x_i - mean_i||.
-//   corr_transpose_<t>(const T* x, const double* mean, const double* inv_norm, T* zt, m, n, mp)
+//   corr_tiled_transpose_<t>(const T* x, const double* mean, const double* inv_norm, T* zt,
+//                            m, n, mp)
 //       grid = (mp / 32, np / 32), B = (32, 8), mp a multiple of 128 (>= m), np a multiple of
 //       32 (>= n). zt (np rows of mp) = z transposed: zt[k][i] = z_ik, zeros where i >= m or
 //       k >= n.
@@ -33,7 +36,7 @@
 //       grid = nb (nb + 1) / 2 with nb = mp / 128, B = 256. One block per 128 x 128 tile on or
 //       below the diagonal of r = Z Z^T: shared-memory tiles of zt, double-buffered, each
 //       thread 8 x 8 products in registers; writes r[i][j] and, off the diagonal, r[j][i].
-//       zt as corr_transpose_<t> leaves it (zero padding: no bounds checks on loads).
+//       zt as corr_tiled_transpose_<t> leaves it (zero padding: no bounds checks on loads).
 //
 #include "common.cuh"
 
@@ -340,11 +343,11 @@ __device__ __forceinline__ void tiles(const T* __restrict__ zt, T* __restrict__ 
         mirror<T>(r, m);                                                                          \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(256)                                             \
-        corr_stats_##SUFFIX(const T* __restrict__ x, double* __restrict__ mean,                   \
-                            double* __restrict__ inv_norm, unsigned int m, unsigned int n) {      \
+        corr_tiled_stats_##SUFFIX(const T* __restrict__ x, double* __restrict__ mean,             \
+                                  double* __restrict__ inv_norm, unsigned int m, unsigned int n) { \
         stats<T>(x, mean, inv_norm, n);                                                           \
     }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) corr_transpose_##SUFFIX(                    \
+    extern "C" __global__ void __launch_bounds__(256) corr_tiled_transpose_##SUFFIX(              \
         const T* __restrict__ x, const double* __restrict__ mean,                                 \
         const double* __restrict__ inv_norm, T* __restrict__ zt, unsigned int m, unsigned int n,  \
         unsigned int mp) {                                                                        \

@@ -214,7 +214,7 @@ impl Algorithm for PearsonMatrix {
                 let inv_norm = gpu.alloc(DType::F64, m)?;
                 let zt = gpu.alloc(dtype, mp.checked_mul(np).context("overflow")?)?;
                 pipeline.kernel(
-                    k("corr_stats")?,
+                    k("corr_tiled_stats")?,
                     Dims::linear(m32, 256, 0),
                     vec![
                         x.arg(),
@@ -225,7 +225,7 @@ impl Algorithm for PearsonMatrix {
                     ],
                 );
                 pipeline.kernel(
-                    k("corr_transpose")?,
+                    k("corr_tiled_transpose")?,
                     Dims {
                         grid: (mp32 / 32, np32 / 32, 1),
                         block: (32, 8, 1),
@@ -265,6 +265,7 @@ impl Algorithm for PearsonMatrix {
                 }
                 let ldz = n.div_ceil(LDZ_ALIGN) * LDZ_ALIGN;
                 let z = gpu.alloc(dtype, m.checked_mul(ldz).context("overflow")?)?;
+                // corr_syrk multiplies the z of corr_gemm's normalisation.
                 let normalize = if tf32 { "corr_tf32" } else { "corr_gemm" };
                 pipeline.kernel(
                     k(normalize)?,

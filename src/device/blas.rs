@@ -62,8 +62,6 @@ fn check(status: sys::cublasStatus_t, what: &str) -> Result<()> {
 /// A cuBLAS handle bound to the device's stream, with its workspace.
 pub struct Blas {
     handle: sys::cublasHandle_t,
-    /// cuBLAS's version, e.g. 130100.
-    version: i32,
     /// Freed after the handle (fields drop after `Drop::drop`).
     _workspace: DeviceBuf,
 }
@@ -82,9 +80,8 @@ impl Blas {
             let mut handle: sys::cublasHandle_t = std::ptr::null_mut();
             // SAFETY: writes one handle; the library is loaded (checked above).
             check(unsafe { sys::cublasCreate_v2(&mut handle) }, "cublasCreate")?;
-            let mut blas = Blas {
+            let blas = Blas {
                 handle,
-                version: 0,
                 _workspace: workspace,
             };
             // SAFETY (all three): `handle` is live; the stream and the workspace outlive it (the
@@ -106,19 +103,10 @@ impl Blas {
                     sys::cublasSetMathMode(handle, sys::cublasMath_t::CUBLAS_DEFAULT_MATH),
                     "cublasSetMathMode",
                 )?;
-                check(
-                    sys::cublasGetVersion_v2(handle, &mut blas.version),
-                    "cublasGetVersion",
-                )?;
             }
             Ok(blas)
         })();
         made.map_err(|e| format!("cuBLAS unusable: {e:#}"))
-    }
-
-    /// cuBLAS's version number (major * 10000 + minor * 100 + patch).
-    pub fn version(&self) -> i32 {
-        self.version
     }
 
     /// C = op(A) op(A)^T into the lower triangle of the column-major n x n matrix C (ldc), alpha
@@ -137,8 +125,8 @@ impl Blas {
     ) -> Result<BlasCall<'a>> {
         let dtype = same_float_dtype(&[a, c])?;
         let (a_rows, a_cols) = if trans { (k, n) } else { (n, k) };
-        check_matrix("A", a, a_rows, a_cols, lda)?;
-        check_matrix("C", c, n, n, ldc)?;
+        check_shape("A", a.len, a_rows, a_cols, lda)?;
+        check_shape("C", c.len, n, n, ldc)?;
         Ok(BlasCall {
             blas: self,
             op: Op::Syrk {
@@ -175,9 +163,9 @@ impl Blas {
         let shape = |t: bool, rows: usize, cols: usize| if t { (cols, rows) } else { (rows, cols) };
         let (ar, ac) = shape(trans_a, m, k);
         let (br, bc) = shape(trans_b, k, n);
-        check_matrix("A", a, ar, ac, lda)?;
-        check_matrix("B", b, br, bc, ldb)?;
-        check_matrix("C", c, m, n, ldc)?;
+        check_shape("A", a.len, ar, ac, lda)?;
+        check_shape("B", b.len, br, bc, ldb)?;
+        check_shape("C", c.len, m, n, ldc)?;
         Ok(BlasCall {
             blas: self,
             op: Op::Gemm {
@@ -228,11 +216,7 @@ fn same_float_dtype(buffers: &[&DeviceBuf]) -> Result<DType> {
     Ok(dtype)
 }
 
-/// Checks that `buf` holds a column-major rows x cols matrix with leading dimension `ld`.
-fn check_matrix(name: &str, buf: &DeviceBuf, rows: usize, cols: usize, ld: usize) -> Result<()> {
-    check_shape(name, buf.len, rows, cols, ld)
-}
-
+/// Checks that `len` elements hold a column-major rows x cols matrix with leading dimension `ld`.
 fn check_shape(name: &str, len: usize, rows: usize, cols: usize, ld: usize) -> Result<()> {
     if ld < rows.max(1) {
         bail!("matrix {name}: leading dimension {ld} < {rows} rows");
@@ -289,7 +273,7 @@ impl BlasCall<'_> {
         let (one32, zero32, one64, zero64) = (1f32, 0f32, 1f64, 0f64);
         let lower = sys::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER;
         // SAFETY (every call): the shapes were checked against the buffers when the call was made
-        // (`check_matrix`), the scalars are host values (the handle's default pointer mode) read
+        // (`check_shape`), the scalars are host values (the handle's default pointer mode) read
         // before the call returns, and the caller keeps the buffers alive.
         match self.op {
             Op::Syrk {

@@ -23,7 +23,7 @@ PEERS = {}
 # Studies whose peers need no GPU.
 HOST_ONLY = {"durbin"}
 # Studies with host peers beside their GPU ones: run without a GPU too (their function checks).
-HOST_TOO = {"pearson_matrix"}
+HOST_TOO = {"pearson_matrix", "symgs"}
 
 
 def peer(study):
@@ -236,6 +236,72 @@ def pearson_matrix_peers(gpu, table, quick):
         torch.cuda.empty_cache()
     table.add("pearson_matrix", "numpy.corrcoef f64 (host CPU)", size,
               host_median_ms(lambda: np.corrcoef(walks), reps=3), 8 * (m * n + m * m), flops)
+
+
+def hpcg_matrix(nx):
+    """HPCG's 27-point matrix on an nx^3 grid (26 on the diagonal, -1 per neighbour), in CSR, as
+    kbench's `hpcg:NX` generator makes it (row x + nx (y + nx z))."""
+    import scipy.sparse as sp
+    t = sp.diags([1.0, 1.0, 1.0], [-1, 0, 1], shape=(nx, nx))
+    k = sp.kron(sp.kron(t, t), t, format="csr")
+    return (27.0 * sp.identity(nx ** 3, format="csr") - k).tocsr()
+
+
+@peer("symgs")
+def symgs_peers(gpu, table, quick):
+    """One symmetric Gauss-Seidel application (forward sweep, then backward) on HPCG's 27-point
+    matrix, as experiments/symgs_bench.toml (104^3 = 1,124,864 rows) in float64, written as its
+    two triangular solves: (D + L) y = r - U x, then (D + U) x = r - L y. Host: SciPy's
+    spsolve_triangular, and pyamg's symmetric Gauss-Seidel where pyamg is installed. GPU:
+    CuPy's spsolve_triangular (cuSPARSE; it analyses the matrix at every call, kbench's cuSPARSE
+    variant once). Bytes as kbench counts them: the matrix, r and x read and x written, twice."""
+    import numpy as np
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as sla
+    nx = 32 if quick else 104
+    a = hpcg_matrix(nx)
+    n, nnz = a.shape[0], a.nnz
+    nbytes = 2 * (nnz * 12 + (n + 1) * 4 + 3 * n * 8)
+    flops = 4 * nnz
+    size = f"hpcg:{nx}"
+    rng = np.random.default_rng(2)
+    r = rng.uniform(-1.0, 1.0, n)
+    x0 = rng.uniform(-1.0, 1.0, n)
+    lower = sp.tril(a, format="csr")
+    upper = sp.triu(a, format="csr")
+    strict_lower = sp.tril(a, -1, format="csr")
+    strict_upper = sp.triu(a, 1, format="csr")
+
+    def scipy_symgs():
+        y = sla.spsolve_triangular(lower, r - strict_upper @ x0, lower=True)
+        return sla.spsolve_triangular(upper, r - strict_lower @ y, lower=False)
+
+    table.add("symgs", "scipy spsolve_triangular x2 f64 (host CPU)", size,
+              host_median_ms(scipy_symgs, reps=3), nbytes, flops)
+    try:
+        import pyamg.relaxation.relaxation as relax
+    except ImportError:
+        relax = None
+    if relax is not None:
+        def pyamg_symgs():
+            x = x0.copy()
+            relax.gauss_seidel(a, x, r, iterations=1, sweep="symmetric")
+        table.add("symgs", "pyamg gauss_seidel symmetric f64 (host CPU)", size,
+                  host_median_ms(pyamg_symgs), nbytes, flops)
+    if gpu is not None:
+        import cupy as cp
+        import cupyx.scipy.sparse as csp
+        import cupyx.scipy.sparse.linalg as csla
+        lo, up = csp.csr_matrix(lower), csp.csr_matrix(upper)
+        slo, sup = csp.csr_matrix(strict_lower), csp.csr_matrix(strict_upper)
+        cr, cx = cp.asarray(r), cp.asarray(x0)
+
+        def cupy_symgs():
+            y = csla.spsolve_triangular(lo, cr - sup @ cx, lower=True)
+            return csla.spsolve_triangular(up, cr - slo @ y, lower=False)
+
+        table.add("symgs", "cupyx spsolve_triangular x2 f64 (cuSPARSE)", size,
+                  gpu.median_ms(cupy_symgs, reps=5), nbytes, flops)
 
 
 def main():

@@ -520,7 +520,7 @@ impl CudaTiming<'_> {
         timer: &mut GpuTimer,
     ) -> Result<SamplePlan> {
         let launches = launcher.launches_per_run();
-        let refused = self.device.hold_refused();
+        let refused = launcher.waits_for_device().or(self.device.hold_refused());
         let (plan, unheld) = match self.settings.mode {
             TimingMode::Single => SamplePlan::single(timer.cold_l2, launches, refused),
             TimingMode::Batch => {

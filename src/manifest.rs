@@ -544,10 +544,23 @@ impl Validator<'_> {
                 .check(v)
                 .map_err(|message| self.error(span.clone(), key, message))?;
             match (kind, v) {
-                (AxisKind::File(extensions), ParamValue::Str(pattern)) => checked.extend(
-                    expand_files(&pattern, extensions)
-                        .map_err(|message| self.error(span.clone(), key, message))?,
-                ),
+                (AxisKind::File(axis), ParamValue::Str(value)) => match (axis.generated)(&value) {
+                    Some(generated) => {
+                        generated.map_err(|message| self.error(span.clone(), key, message))?;
+                        checked.push(ParamValue::Str(value));
+                    }
+                    None => {
+                        let files = expand_files(&value, axis.extensions)
+                            .map_err(|message| self.error(span.clone(), key, message))?;
+                        for file in &files {
+                            if let ParamValue::Str(path) = file {
+                                (axis.check_file)(Path::new(path))
+                                    .map_err(|message| self.error(span.clone(), key, message))?;
+                            }
+                        }
+                        checked.extend(files);
+                    }
+                },
                 (_, v) => checked.push(v),
             }
         }

@@ -198,3 +198,47 @@ dtype = [\"f32\", \"f64\"]\n\
         .message
         .contains("axis `dtype` takes several values"));
 }
+
+#[test]
+fn a_malformed_matrix_file_or_generator_is_refused_when_the_manifest_is_read() {
+    let dir = std::env::temp_dir().join(format!("kbench-symgs-manifest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The seed's fault: a column index 0 (its col_ind = -1) on the file's line 4.
+    let bad = dir.join("bad.mtx");
+    std::fs::write(
+        &bad,
+        "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 4.0\n2 0 -1.0\n2 2 4.0\n",
+    )
+    .unwrap();
+    let good = dir.join("good.mtx");
+    std::fs::write(
+        &good,
+        "%%MatrixMarket matrix coordinate real symmetric\n2 2 3\n1 1 4.0\n2 1 -1.0\n2 2 4.0\n",
+    )
+    .unwrap();
+    let manifest = |matrix: &str| {
+        format!(
+            "[study]\nname = \"s\"\nalgorithm = \"symgs\"\nseed = 1\n[grid]\nmatrix = [{matrix}]\n\
+             [[variant]]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n"
+        )
+    };
+    let e = error(&manifest(&format!("\"hpcg:4\", \"{}\"", bad.display())));
+    assert_eq!((e.line, e.key.as_deref()), (6, Some("grid.matrix")), "{e}");
+    let file_line = format!("{}:4:", bad.display());
+    assert!(e.message.contains(&file_line), "{e}");
+    assert!(e.message.contains("start at 1"), "{e}");
+    let e = error(&manifest("\"hpcg:4x4\""));
+    assert_eq!(e.line, 6, "{e}");
+    assert!(e.message.contains("hpcg"), "{e}");
+    let m = parse(
+        Path::new("ok.toml"),
+        &manifest(&format!(
+            "\"hpcg:3\", \"laplace2d:5\", \"{}\"",
+            good.display()
+        )),
+    )
+    .unwrap();
+    let matrices = &m.axes.iter().find(|(name, _)| name == "matrix").unwrap().1;
+    assert_eq!(matrices.0.len(), 3);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -27,6 +27,8 @@ macro_rules! register {
     };
 }
 
+/// Seed 002's sparse matrices (CSR, Matrix Market files, generators), for SYMGS.
+pub mod csr;
 /// Seed 003's series, shared by the Pearson algorithms.
 pub mod random_walk;
 
@@ -39,6 +41,7 @@ register! {
     pearson_series => PearsonSeries,
     pearson_means => PearsonMeans,
     pearson_matrix => PearsonMatrix,
+    symgs => Symgs,
 }
 
 pub fn find(name: &str) -> Option<&'static dyn DynAlgorithm> {
@@ -254,9 +257,29 @@ pub enum AxisKind {
     Dtype(&'static [DType]),
     /// One of the listed names.
     Choice(&'static [&'static str]),
-    /// A file, named by path or glob (expanded when the manifest is read), with one of these
-    /// extensions.
-    File(&'static [&'static str]),
+    /// A file, named by path or glob (expanded and checked when the manifest is read), or
+    /// input the algorithm generates in its place.
+    File(&'static FileAxis),
+}
+
+/// What a file axis takes: files of some extensions, each checked when the manifest is read so
+/// that a malformed one is refused (at its own line) before anything runs, and, in their place,
+/// named generated inputs ("hpcg:104").
+#[derive(Debug)]
+pub struct FileAxis {
+    pub extensions: &'static [&'static str],
+    /// Reads and validates one file; the error names the file and the line at fault.
+    pub check_file: fn(&std::path::Path) -> Result<(), String>,
+    /// `None`: the value is a path or glob. `Some(Ok)`: it names generated input. `Some(Err)`:
+    /// it tries to (it has a generator's prefix) and is wrong.
+    pub generated: fn(&str) -> Option<Result<(), String>>,
+}
+
+impl PartialEq for FileAxis {
+    /// One axis is one static; two statics are two axes.
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
 }
 
 /// The type an axis's values have in a where-filter.
@@ -335,9 +358,10 @@ impl AxisKind {
                 found(v)
             )),
             (AxisKind::File(_), ParamValue::Str(_)) => Ok(value.clone()),
-            (AxisKind::File(_), v) => {
-                Err(format!("expected a file path or glob, found {}", found(v)))
-            }
+            (AxisKind::File(_), v) => Err(format!(
+                "expected a file path, a glob or a generator, found {}",
+                found(v)
+            )),
         }
     }
 }

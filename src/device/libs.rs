@@ -1,7 +1,7 @@
-//! Optional NVIDIA libraries that cudarc loads at run time (CUPTI, cuBLAS). cudarc opens a library
-//! by its usual names (dlopen by soname) on first use and panics where it cannot, so each is
-//! looked for here first: by cudarc's names, then by path where CUDA installs it and where pip
-//! packages (PyTorch's wheels) keep it. A copy loaded by path stays loaded for the process's
+//! Optional NVIDIA libraries that cudarc loads at run time (CUPTI, cuBLAS, cuSPARSE). cudarc opens
+//! a library by its usual names (dlopen by soname) on first use and panics where it cannot, so
+//! each is looked for here first: by cudarc's names, then by path where CUDA installs it and where
+//! pip packages (PyTorch's wheels) keep it. A copy loaded by path stays loaded for the process's
 //! life, so cudarc's dlopen by soname then finds it.
 
 use std::path::{Path, PathBuf};
@@ -16,8 +16,9 @@ pub struct Search<'a> {
     pub env_var: &'a str,
     /// Glob patterns of the library's file, most likely first.
     pub patterns: Vec<String>,
-    /// File-name globs of libraries it needs from its own folder, loaded from there first
-    /// (libcublas needs libcublasLt of the same release).
+    /// Globs of libraries it needs, relative to its own folder, loaded from there first (libcublas
+    /// needs libcublasLt of the same release beside it; libcusparse, libnvJitLink, which CUDA 12's
+    /// pip wheels keep in a sibling package: `../../nvjitlink/lib/libnvJitLink.so*`).
     pub companions: &'a [&'a str],
 }
 
@@ -58,12 +59,21 @@ fn candidates(search: &Search) -> Vec<PathBuf> {
     paths
 }
 
-/// Loads the first file in `dir` matching any of `companions` (best effort: the library may find
-/// them on its own).
+/// The files matching `companion`, a glob relative to `dir` (it may climb out with `..`).
+fn companion_paths(dir: &Path, companion: &str) -> Vec<PathBuf> {
+    let pattern = format!("{}/{companion}", dir.display());
+    glob::glob(&pattern)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .collect()
+}
+
+/// Loads, for each of `companions`, the first file matching it that loads (best effort: the
+/// library may find them on its own).
 fn load_companions(dir: &Path, companions: &[&str]) {
     for companion in companions {
-        let pattern = format!("{}/{companion}", dir.display());
-        for path in glob::glob(&pattern).into_iter().flatten().flatten() {
+        for path in companion_paths(dir, companion) {
             // SAFETY: loading an NVIDIA library runs no initialisation that depends on the caller.
             if let Ok(library) = unsafe { libloading::Library::new(&path) } {
                 // Kept loaded for the process's life (see the module's doc).
@@ -128,6 +138,29 @@ mod tests {
         assert!(err.contains("libnothing not found"), "{err}");
         assert!(err.contains("KBENCH_TEST_NO_SUCH_LIB"), "{err}");
         assert!(err.contains("0 files tried"), "{err}");
+    }
+
+    #[test]
+    fn companions_are_found_beside_the_library_or_in_a_sibling_package() {
+        // CUDA 12's wheels: nvidia/cusparse/lib beside nvidia/nvjitlink/lib; CUDA 13's: one folder.
+        let site = tempfile::tempdir().unwrap();
+        let nvidia = site.path().join("nvidia");
+        for dir in ["cusparse/lib", "nvjitlink/lib", "cu13/lib"] {
+            std::fs::create_dir_all(nvidia.join(dir)).unwrap();
+        }
+        for file in [
+            "nvjitlink/lib/libnvJitLink.so.12",
+            "cu13/lib/libnvJitLink.so.13",
+        ] {
+            std::fs::write(nvidia.join(file), b"").unwrap();
+        }
+        let sibling = "../../nvjitlink/lib/libnvJitLink.so*";
+        let found = companion_paths(&nvidia.join("cusparse/lib"), sibling);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].ends_with("nvjitlink/lib/libnvJitLink.so.12"));
+        assert!(companion_paths(&nvidia.join("cusparse/lib"), "libnvJitLink.so*").is_empty());
+        let beside = companion_paths(&nvidia.join("cu13/lib"), "libnvJitLink.so*");
+        assert_eq!(beside, vec![nvidia.join("cu13/lib/libnvJitLink.so.13")]);
     }
 
     #[test]

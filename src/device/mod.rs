@@ -13,6 +13,7 @@ pub mod cupti;
 pub mod libs;
 pub mod nvml;
 pub mod nvrtc;
+pub mod sparse;
 pub mod timer;
 
 use std::collections::HashMap;
@@ -81,6 +82,8 @@ pub struct Device {
     clocks: Option<nvml::Clocks>,
     /// cuBLAS on `stream`, made on first use (`Gpu::blas`), or why it cannot be.
     blas: std::cell::OnceCell<Result<blas::Blas, String>>,
+    /// cuSPARSE on `stream`, made on first use (`Gpu::sparse`), or why it cannot be.
+    sparse: std::cell::OnceCell<Result<sparse::Sparse, String>>,
 }
 
 impl Device {
@@ -181,6 +184,7 @@ impl Device {
             tracer: tracer.ok(),
             clocks: clocks.ok(),
             blas: std::cell::OnceCell::new(),
+            sparse: std::cell::OnceCell::new(),
             ctx,
             stream,
         };
@@ -546,6 +550,17 @@ impl<'a> Gpu<'a> {
         device
             .blas
             .get_or_init(|| blas::Blas::new(&device.stream))
+            .as_ref()
+            .map_err(|e| anyhow!("{e}"))
+    }
+
+    /// cuSPARSE bound to the device's stream: made once per device, on first use (libcusparse is
+    /// loaded then), or an error saying why it cannot be (no libcusparse on this machine).
+    pub fn sparse(&self) -> Result<&'a sparse::Sparse> {
+        let device: &'a Device = self.device;
+        device
+            .sparse
+            .get_or_init(|| sparse::Sparse::new(&device.stream))
             .as_ref()
             .map_err(|e| anyhow!("{e}"))
     }

@@ -49,6 +49,12 @@ pub trait Launcher {
     fn launches_per_run(&self) -> usize {
         1
     }
+    /// `Some(why)` where a run waits for the device between its launches (the seed's SYMGS
+    /// reads a flag back to decide whether to launch again): the stream cannot be held while
+    /// it queues, so its samples are timed unheld and the results say why.
+    fn waits_for_device(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// How one kernel-scope sample is taken.

@@ -1,0 +1,235 @@
+// symgs.cu: one symmetric Gauss-Seidel application (a forward sweep, then a backward sweep) on a
+// CSR matrix for kbench (seed 002), compiled at run time by NVRTC.
+//
+// The sweep, as HPCG's ComputeSYMGS_ref: forward for i = 0..n-1, then backward for i = n-1..0,
+//   x_i = (r_i - sum_{j != i} a_ij x_j) / a_ii
+// with the newest x_j. Rows a sweep visits before row i (j < i forward, j > i backward) give new
+// values; the others give the values from before the sweep. The kernels that update rows out of
+// order keep those two apart: the forward sweep reads the old x and writes y, the backward sweep
+// reads y and writes x, so x ends as the sequential sweep's result up to rounding.
+//
+// Matrices: row_ptr (n + 1 ints), col (ascending in each row), val; diag holds a_ii (nonzero).
+// Every index is 32-bit (kbench refuses matrices with 2^31 or more rows or nonzeros, and sliced
+// ELL storage of 2^31 or more entries).
+//
+// Launch contracts (T = float or double, by the entry's suffix):
+//
+//   symgs_lock_<t>(row_ptr, col, val, diag, r, x_old, x_new, locks, thread_done, not_done,
+//                  n, chunk_begin, chunk_end, epoch, backward)
+//       The seed's scheme: thread t of the grid owns LOCK_LINES consecutive lines of the sweep
+//       order from chunk_begin (a multiple of LOCK_LINES); line l is row l forward, row n-1-l
+//       backward. A row whose earlier rows are not all locked (locks[j] == epoch) is skipped
+//       and *not_done set; the host relaunches the chunk until a pass leaves *not_done at 0.
+//       grid = ceil((chunk_end - chunk_begin) / (LOCK_LINES * B)). locks: n, thread_done:
+//       ceil(n / LOCK_LINES) unsigned ints, holding earlier epochs (never this one) at start.
+//   symgs_levels_<t>(row_ptr, col, val, diag, r, x_old, x_new, order, n, backward)
+//       Level-scheduled and free of barriers: `order` lists the rows by level (a row's earlier
+//       neighbours all lie in lower levels, so before it in `order`); warp w of the grid takes
+//       positions w, w + W, ... in turn and waits until each earlier neighbour's value is no
+//       longer the pending NaN, x_new having been filled with it (symgs_pending) before the
+//       launch. The smallest unfinished position never waits on an unfinished one, so the sweep
+//       cannot deadlock provided every warp of the grid is resident at once: B = LEVELS_BLOCK,
+//       grid <= LEVELS_BLOCKS_PER_SM x SMs (the launch bounds below guarantee that occupancy).
+//   symgs_pending_<t>(v, n)
+//       v[0..n) = the pending NaN (all bits set). grid = ceil(n / B).
+//   symgs_colours_<t>(slice_ptr, slice_width, ell_col, ell_val, diag, r, x, first_slice,
+//                     first_row, rows)
+//       One colour of a multicolour sweep, in place: rows first_row .. first_row + rows - 1
+//       (a colour's rows are contiguous and no two are neighbours, so none reads another's
+//       value), stored as sliced ELL: slice s (of SLICE rows, the colour's slices numbered from
+//       first_slice) holds slice_width[s] entries a row, entry k of its row `lane` at
+//       slice_ptr[s] + k * SLICE + lane, the diagonal left out and padding pointing at the row
+//       itself with value 0. Thread = row; grid = ceil(rows / B), B a multiple of SLICE.
+//   symgs_cusparse_<t>(src, dst, n)
+//       dst = src, for cuSPARSE's sweep (its right-hand side starts as r). grid = ceil(n / B).
+
+#include "common.cuh"
+
+#define LOCK_LINES 8
+#define LEVELS_BLOCK 256
+#define LEVELS_BLOCKS_PER_SM 8
+#define SLICE 32
+
+// Acquire and release at GPU scope: a flag read with ld_acquire that shows a row done makes
+// that row's value (stored before its flag, with st_release) visible to the loads after it.
+__device__ __forceinline__ unsigned int ld_acquire(const unsigned int* p) {
+    unsigned int v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_release(unsigned int* p, unsigned int v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+template <typename T>
+__device__ void lock_sweep(const int* __restrict__ row_ptr, const int* __restrict__ col,
+                           const T* __restrict__ val, const T* __restrict__ diag,
+                           const T* __restrict__ r, const T* __restrict__ x_old, T* x_new,
+                           unsigned int* locks, unsigned int* thread_done, int* not_done, int n,
+                           int chunk_begin, int chunk_end, unsigned int epoch, int backward) {
+    const long long first = chunk_begin + (long long)grid_thread() * LOCK_LINES;
+    if (first >= chunk_end) return;
+    const long long slot = first / LOCK_LINES;
+    if (thread_done[slot] == epoch) return;
+    bool all_done = true;
+    const long long last = min(first + LOCK_LINES, (long long)chunk_end);
+    for (long long line = first; line < last; ++line) {
+        const int i = backward ? n - 1 - (int)line : (int)line;
+        if (ld_acquire(&locks[i]) == epoch) continue;
+        T sum = T(0);
+        bool ready = true;
+        for (int k = row_ptr[i]; k < row_ptr[i + 1]; ++k) {
+            const int j = col[k];
+            if (j == i) continue;
+            const bool updated_first = backward ? j > i : j < i;
+            T v;
+            if (updated_first) {
+                if (ld_acquire(&locks[j]) != epoch) {
+                    ready = false;
+                    break;
+                }
+                v = __ldcg(&x_new[j]);
+            } else {
+                v = x_old[j];
+            }
+            sum += val[k] * v;
+        }
+        if (!ready) {
+            all_done = false;
+            *(volatile int*)not_done = 1;
+            continue;
+        }
+        x_new[i] = (r[i] - sum) / diag[i];
+        st_release(&locks[i], epoch);
+    }
+    if (all_done) thread_done[slot] = epoch;
+}
+
+// The value a row holds until the sweep has computed it: a NaN no arithmetic produces (CUDA's
+// NaNs are 0x7FFFFFFF and 0x7FFFFFFFFFFFFFFF), so one load says both whether a row is done
+// and its value, and a row is published by one store, without a fence.
+__device__ __forceinline__ float ld_value(const float* p) {
+    unsigned int bits;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(bits) : "l"(p) : "memory");
+    return __uint_as_float(bits);
+}
+__device__ __forceinline__ double ld_value(const double* p) {
+    unsigned long long bits;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(bits) : "l"(p) : "memory");
+    return __longlong_as_double((long long)bits);
+}
+__device__ __forceinline__ bool is_pending(float v) { return __float_as_uint(v) == 0xFFFFFFFFu; }
+__device__ __forceinline__ bool is_pending(double v) {
+    return (unsigned long long)__double_as_longlong(v) == 0xFFFFFFFFFFFFFFFFull;
+}
+__device__ __forceinline__ void st_value(float* p, float v) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(__float_as_uint(v)) : "memory");
+}
+__device__ __forceinline__ void st_value(double* p, double v) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p),
+                 "l"((unsigned long long)__double_as_longlong(v))
+                 : "memory");
+}
+
+template <typename T>
+__device__ void levels_sweep(const int* __restrict__ row_ptr, const int* __restrict__ col,
+                             const T* __restrict__ val, const T* __restrict__ diag,
+                             const T* __restrict__ r, const T* __restrict__ x_old, T* x_new,
+                             const int* __restrict__ order, int n, int backward) {
+    const unsigned int lane = threadIdx.x & 31u;
+    const long long warps = grid_threads() / 32;
+    for (long long p = grid_thread() / 32; p < n; p += warps) {
+        const int i = order[p];
+        const int end = row_ptr[i + 1];
+        T sum = T(0);
+        for (int k = row_ptr[i] + (int)lane; k < end; k += 32) {
+            const int j = col[k];
+            if (j == i) continue;
+            const bool updated_first = backward ? j > i : j < i;
+            T v;
+            if (updated_first) {
+                // Waiting lanes back off between polls: polling flat out, thousands of lanes
+                // hammer the few lines being waited on and slow the rows that would end the
+                // wait (a sweep of HPCG 104^3 took 30x longer).
+                v = ld_value(&x_new[j]);
+                while (is_pending(v)) {
+                    __nanosleep(64);
+                    v = ld_value(&x_new[j]);
+                }
+            } else {
+                v = x_old[j];
+            }
+            sum += val[k] * v;
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) st_value(&x_new[i], (r[i] - sum) / diag[i]);
+    }
+}
+
+template <typename T>
+__device__ void colours_sweep(const int* __restrict__ slice_ptr,
+                              const int* __restrict__ slice_width,
+                              const int* __restrict__ ell_col, const T* __restrict__ ell_val,
+                              const T* __restrict__ diag, const T* __restrict__ r, T* x,
+                              int first_slice, int first_row, int rows) {
+    const int local = (int)grid_thread();
+    if (local >= rows) return;
+    const int s = first_slice + local / SLICE;
+    const int lane = local % SLICE;
+    const int row = first_row + local;
+    const long long base = (long long)slice_ptr[s] + lane;
+    const int width = slice_width[s];
+    // Two accumulators: two independent chains of loads and fused multiply-adds in flight.
+    T sum0 = T(0), sum1 = T(0);
+    int k = 0;
+    for (; k + 1 < width; k += 2) {
+        const long long e0 = base + (long long)k * SLICE;
+        const long long e1 = e0 + SLICE;
+        sum0 += __ldcs(&ell_val[e0]) * __ldg(&x[__ldcs(&ell_col[e0])]);
+        sum1 += __ldcs(&ell_val[e1]) * __ldg(&x[__ldcs(&ell_col[e1])]);
+    }
+    if (k < width) {
+        const long long e = base + (long long)k * SLICE;
+        sum0 += __ldcs(&ell_val[e]) * __ldg(&x[__ldcs(&ell_col[e])]);
+    }
+    x[row] = (r[row] - (sum0 + sum1)) / diag[row];
+}
+
+__device__ __forceinline__ float pending_f32() { return __uint_as_float(0xFFFFFFFFu); }
+__device__ __forceinline__ double pending_f64() {
+    return __longlong_as_double((long long)0xFFFFFFFFFFFFFFFFull);
+}
+
+#define KBENCH_SYMGS_KERNELS(SUFFIX, T)                                                            \
+    extern "C" __global__ void __launch_bounds__(1024) symgs_lock_##SUFFIX(                       \
+        const int* row_ptr, const int* col, const T* val, const T* diag, const T* r,               \
+        const T* x_old, T* x_new, unsigned int* locks, unsigned int* thread_done, int* not_done,   \
+        int n, int chunk_begin, int chunk_end, unsigned int epoch, int backward) {                 \
+        lock_sweep<T>(row_ptr, col, val, diag, r, x_old, x_new, locks, thread_done, not_done, n,   \
+                      chunk_begin, chunk_end, epoch, backward);                                    \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(LEVELS_BLOCK, LEVELS_BLOCKS_PER_SM)               \
+        symgs_levels_##SUFFIX(const int* row_ptr, const int* col, const T* val, const T* diag,     \
+                              const T* r, const T* x_old, T* x_new, const int* order, int n,       \
+                              int backward) {                                                      \
+        levels_sweep<T>(row_ptr, col, val, diag, r, x_old, x_new, order, n, backward);             \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(1024) symgs_pending_##SUFFIX(T* v, int n) {      \
+        const long long i = grid_thread();                                                         \
+        if (i < n) v[i] = pending_##SUFFIX();                                                      \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(1024) symgs_colours_##SUFFIX(                    \
+        const int* slice_ptr, const int* slice_width, const int* ell_col, const T* ell_val,  \
+        const T* diag, const T* r, T* x, int first_slice, int first_row, int rows) {               \
+        colours_sweep<T>(slice_ptr, slice_width, ell_col, ell_val, diag, r, x, first_slice,        \
+                         first_row, rows);                                                         \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(1024) symgs_cusparse_##SUFFIX(const T* src, T* dst,  \
+                                                                           int n) {                \
+        const long long i = grid_thread();                                                         \
+        if (i < n) dst[i] = src[i];                                                                \
+    }
+
+KBENCH_SYMGS_KERNELS(f32, float)
+KBENCH_SYMGS_KERNELS(f64, double)

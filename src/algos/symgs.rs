@@ -641,11 +641,6 @@ impl<'a> DeviceMatrix<'a> {
     }
 }
 
-/// A float vector of the matrix's length and element type, for the sweep pair's middle result.
-fn scratch(gpu: Gpu, dtype: DType, n: usize) -> Result<DeviceBuf> {
-    gpu.alloc(dtype, n)
-}
-
 /// The seed's lock scheme: each sweep cut into chunks, each chunk relaunched until a pass finds
 /// every row ready (the host reads the flag back after each pass, as the seed did).
 struct LockSweep<'a> {
@@ -672,7 +667,7 @@ impl<'a> LockSweep<'a> {
             kernel: gpu.kernel(&format!("symgs_lock_{dtype}"))?,
             block,
             chunks,
-            y: scratch(gpu, dtype, n)?,
+            y: gpu.alloc(dtype, n)?,
             locks: gpu.alloc(DType::I32, n)?,
             thread_done: gpu.alloc(DType::I32, n.div_ceil(LOCK_LINES))?,
             not_done: gpu.alloc(DType::I32, 1)?,
@@ -774,7 +769,7 @@ impl<'a> LevelSweep<'a> {
             pending: gpu.kernel(&format!("symgs_pending_{dtype}"))?,
             dims: Dims::linear(blocks, LEVELS_BLOCK, 0),
             orders,
-            y: scratch(gpu, dtype, matrix.n)?,
+            y: gpu.alloc(dtype, matrix.n)?,
             matrix,
         })
     }
@@ -1027,8 +1022,8 @@ impl<'a> CusparseSweep<'a> {
                 val,
             }
         }
-        let t = scratch(gpu, dtype, matrix.n)?;
-        let y = scratch(gpu, dtype, matrix.n)?;
+        let t = gpu.alloc(dtype, matrix.n)?;
+        let y = gpu.alloc(dtype, matrix.n)?;
         // The analysis reads the values: wait for their uploads.
         gpu.synchronize()?;
         let calls = vec![

@@ -181,7 +181,7 @@ impl Algorithm for Symgs {
             }
         };
         let (val, r, x) = (round(&matrix.val), round(&r), round(&x));
-        let diag = diagonal(&matrix.row_ptr, &matrix.col, &val);
+        let diag = round(&matrix.diagonal());
         let mut reference = x.clone();
         sweep(
             &View {
@@ -354,17 +354,6 @@ fn sweep_by_colour<T: Real>(a: &View<T>, colour_ptr: &[i32], r: &[T], x: &mut [T
             .collect_into_vec(&mut new);
         x[begin..end].copy_from_slice(&new);
     }
-}
-
-fn diagonal<T: Real>(row_ptr: &[i32], col: &[i32], val: &[T]) -> Vec<T> {
-    (0..row_ptr.len().saturating_sub(1))
-        .map(|i| {
-            let (start, end) = (row_ptr[i] as usize, row_ptr[i + 1] as usize);
-            (start..end)
-                .find(|&k| col[k] as usize == i)
-                .map_or(T::ZERO, |k| val[k])
-        })
-        .collect()
 }
 
 // ---- Schedules: levels and colours ----
@@ -1171,7 +1160,7 @@ mod tests {
     }
 
     fn view_of(a: &Csr) -> (Vec<f64>, Vec<f64>) {
-        (a.val.clone(), diagonal(&a.row_ptr, &a.col, &a.val))
+        (a.val.clone(), a.diagonal())
     }
 
     #[test]

@@ -47,28 +47,62 @@ def one_case_manifest(manifest, case, samples):
     return "\n".join(lines) + "\n"
 
 
-def ncu_durations_s(kbench, manifest_path, out_dir):
-    """Every kernel launch's gpu__time_duration under ncu, in launch order, as (name, seconds)."""
-    cmd = ["ncu", "--target-processes", "all", "--cache-control", "all", "--clock-control", "none",
-           "--metrics", "gpu__time_duration.sum", "--csv",
+def ncu_durations_s(kbench, manifest_path, out_dir, cache_control):
+    """Every kernel launch's gpu__time_duration under ncu, in launch order, as (kernel, seconds),
+    the kernel named with its grid size (`name<<<grid>>>`): one kernel launched on different
+    work in one run (a colour at a time) is then told apart."""
+    cmd = ["ncu", "--target-processes", "all", "--cache-control", cache_control, "--clock-control", "none",
+           "--metrics", "gpu__time_duration.sum,launch__grid_size", "--csv",
            kbench, "run", manifest_path, "--out-dir", out_dir]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     text = done.stdout
     start = text.find('"ID"')
     if start < 0:
         raise RuntimeError(f"ncu printed no metrics (exit {done.returncode}):\n{text[-2000:]}\n{done.stderr[-2000:]}")
-    rows = []
+    launches = {}
     for r in csv.DictReader(io.StringIO(text[start:])):
-        if r.get("Metric Name") != "gpu__time_duration.sum":
-            continue
-        unit = r["Metric Unit"]
-        scale = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3,
-                 "ms": 1e-3, "second": 1.0, "s": 1.0}[unit]
-        value = float(r["Metric Value"].replace(",", ""))
         name = r["Kernel Name"].split("(")[0]
-        if name not in TIMER_KERNELS:
-            rows.append((name, value * scale))
-    return rows
+        if name in TIMER_KERNELS:
+            continue
+        launch = launches.setdefault(int(r["ID"]), {"name": name})
+        value = float(r["Metric Value"].replace(",", ""))
+        if r.get("Metric Name") == "gpu__time_duration.sum":
+            unit = r["Metric Unit"]
+            scale = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3,
+                     "ms": 1e-3, "second": 1.0, "s": 1.0}[unit]
+            launch["s"] = value * scale
+        elif r.get("Metric Name") == "launch__grid_size":
+            launch["grid"] = int(value)
+    return [(f"{l['name']}<<<{l.get('grid', '?')}>>>", l["s"])
+            for _, l in sorted(launches.items()) if "s" in l]
+
+
+def run_length(names, samples):
+    """The launches of one run. The shortest period with which the last launches repeat may be a
+    part of a run that launches the same kernels twice (a sweep forward, then back), so the
+    period is widened to the most whole repeats of it that still leave `samples` runs: every
+    case runs at least its samples. The launcher's set-up before the runs (a library's
+    analysis) is left out."""
+    shortest = len(names)
+    for period in range(1, len(names) // 3 + 1):
+        tail = names[-3 * period:]
+        if all(tail[i] == tail[i + period] for i in range(len(tail) - period)):
+            shortest = period
+            break
+    repeats = len(run_sums([(n, 0.0) for n in names], shortest))
+    return shortest * max(1, repeats // samples)
+
+
+def run_sums(launches, period):
+    """Each whole run's summed time, counting back from the last launch while runs repeat."""
+    names = [name for name, _ in launches]
+    pattern = names[-period:]
+    sums = []
+    end = len(launches)
+    while end - period >= 0 and names[end - period:end] == pattern:
+        sums.append(sum(s for _, s in launches[end - period:end]))
+        end -= period
+    return sums
 
 
 def fmt_s(s):
@@ -80,6 +114,10 @@ def main():
     ap.add_argument("--kbench", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--samples", type=int, default=20)
+    # "all" flushes the caches before every kernel, as kbench's cold mode does before every run:
+    # the same for one kernel a run, more for several (each starts cold under ncu, only the
+    # first under kbench); "none" leaves them warm, a lower bound for those.
+    ap.add_argument("--cache-control", choices=["all", "none"], default="all")
     ap.add_argument("manifests", nargs="+")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -99,14 +137,20 @@ def main():
             one = os.path.join(a.out, f"{study}-case{case['index']}.toml")
             with open(one, "w") as f:
                 f.write(one_case_manifest(manifest, case, a.samples))
-            launches = ncu_durations_s(a.kbench, one, os.path.join(a.out, "ncu-runs"))
+            launches = ncu_durations_s(a.kbench, one, os.path.join(a.out, "ncu-runs"), a.cache_control)
             by_kernel = {}
             for name, s in launches:
                 by_kernel.setdefault(name, []).append(s)
-            # One run of the case launches each of its kernels equally often (warm-up and samples
-            # alike), so per kernel the median is its time in a run; their sum is the run's.
             per_kernel = {k: statistics.median(v) for k, v in by_kernel.items()}
-            ncu_s = sum(per_kernel.values())
+            period = run_length([name for name, _ in launches], a.samples)
+            if period == len(by_kernel):
+                # One run launches each of its kernels once (warm-up and samples alike), so per
+                # kernel the median is its time in a run; their sum is the run's.
+                ncu_s = sum(per_kernel.values())
+            else:
+                # A run launches a kernel several times on different work (SYMGS: one launch a
+                # colour): the median over runs of each run's sum.
+                ncu_s = statistics.median(run_sums(launches, period))
             timer = case["measurement"].get("gpu_timer") or {}
             cupti = timer.get("cupti_samples_s") or []
             row = {

@@ -21,8 +21,8 @@
 //                 unsigned long long* tile_status, n, unsigned long long first_tile,
 //                 unsigned int epoch)
 //       grid = max(1, ceil(n / (ITEMS * B))), dynamic shared = the tile, ITEMS * B ints, plus an
-//       eighth for padding (above 48 KiB, from B = 1024, the host raises the limit). Single pass with decoupled
-//       look-back (Merrill & Garland 2016): each block takes the next tile from tile_counter
+//       eighth for padding (above 48 KiB, from B = 512, the host raises the limit). Single pass
+//       with decoupled look-back (Merrill & Garland 2016): each block takes the next tile from tile_counter
 //       (tile = atomicAdd - first_tile, so tiles start in order and no block waits on one that
 //       is not running), publishes its tile's total, learns the total of all earlier tiles from
 //       their published status, and writes its outputs. tile_status holds grid words; a word
@@ -38,12 +38,13 @@
 //   repeats_fused(const int* a, int* indices, int* count, unsigned long long* tile_counter,
 //                 unsigned long long* tile_status, n, unsigned long long first_tile,
 //                 unsigned int epoch)
-//       As scan_lookback, over the flags computed on the fly: one pass reads a and writes the
-//       indices and the count. grid and dynamic shared as scan_lookback.
+//       As scan_lookback, over the flags computed on the fly: one pass reads a, gathers each
+//       tile's indices in shared memory, writes them as one contiguous run, and writes the count.
+//       grid and dynamic shared as scan_lookback.
 
 #include "common.cuh"
 
-#define ITEMS 16  // elements per thread in the single-pass kernels: four 16-byte vectors
+#define ITEMS 32  // elements per thread in the single-pass kernels: eight 16-byte vectors
 
 // ---------------------------------------------------------------------------------------------
 // The seed's work-efficient scan (GPU Gems 3, ch. 39), with and without its bank-conflict padding.
@@ -209,6 +210,13 @@ __device__ __forceinline__ unsigned int padded_vector(unsigned int v) {
     return v + (v >> 3);
 }
 
+// A 16-byte copy from global into shared memory that does not pass through registers (cp.async,
+// sm_80 and later), so the bytes a block has in flight do not limit how many blocks fit an SM.
+__device__ __forceinline__ void copy_async_16(void* shared, const void* global) {
+    const unsigned int to = (unsigned int)__cvta_generic_to_shared(shared);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global) : "memory");
+}
+
 // Loads the tile starting at tile_base into shared memory (zeros past n).
 __device__ __forceinline__ void load_tile(const int* __restrict__ in, int4* tile,
                                           unsigned long long tile_base, unsigned long long n) {
@@ -218,8 +226,9 @@ __device__ __forceinline__ void load_tile(const int* __restrict__ in, int4* tile
 #pragma unroll
         for (int q = 0; q < ITEMS / 4; ++q) {
             const unsigned int v = q * blockDim.x + threadIdx.x;
-            tile[padded_vector(v)] = __ldcs(src + v);
+            copy_async_16(tile + padded_vector(v), src + v);
         }
+        asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
     } else {
         for (unsigned int v = threadIdx.x; v < vectors; v += blockDim.x) {
             const unsigned long long i = tile_base + 4ull * v;
@@ -234,13 +243,9 @@ __device__ __forceinline__ void load_tile(const int* __restrict__ in, int4* tile
     __syncthreads();
 }
 
-// This thread's ITEMS consecutive elements of the tile in shared memory.
-__device__ __forceinline__ void thread_items(const int4* tile, int* v) {
-#pragma unroll
-    for (int q = 0; q < ITEMS / 4; ++q) {
-        const int4 x = tile[padded_vector(threadIdx.x * (ITEMS / 4) + q)];
-        v[4 * q] = x.x; v[4 * q + 1] = x.y; v[4 * q + 2] = x.z; v[4 * q + 3] = x.w;
-    }
+// Vector q of this thread's ITEMS consecutive elements of the tile in shared memory.
+__device__ __forceinline__ int4& thread_vector(int4* tile, int q) {
+    return tile[padded_vector(threadIdx.x * (ITEMS / 4) + q)];
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
@@ -251,21 +256,25 @@ scan_lookback(const int* __restrict__ in, int* __restrict__ out, unsigned long l
     const unsigned long long tile = next_tile(tile_counter, first_tile);
     const unsigned long long tile_base = tile * ITEMS * blockDim.x;
     load_tile(in, tile_smem, tile_base, n);
-    int v[ITEMS];
-    thread_items(tile_smem, v);
+    // The thread's elements are read from shared memory twice (sum, then scan) rather than held
+    // in ITEMS registers, which would cost the occupancy the tiles need.
     unsigned int total = 0;
 #pragma unroll
-    for (int j = 0; j < ITEMS; ++j) total += (unsigned int)v[j];
+    for (int q = 0; q < ITEMS / 4; ++q) {
+        const int4 x = thread_vector(tile_smem, q);
+        total += (unsigned int)x.x + (unsigned int)x.y + (unsigned int)x.z + (unsigned int)x.w;
+    }
     unsigned int tile_total;
     unsigned int running = tile_offset(total, tile_status, tile, epoch, &tile_total);
 #pragma unroll
     for (int q = 0; q < ITEMS / 4; ++q) {
+        const int4 x = thread_vector(tile_smem, q);
         int4 y;
-        y.x = (int)running; running += (unsigned int)v[4 * q];
-        y.y = (int)running; running += (unsigned int)v[4 * q + 1];
-        y.z = (int)running; running += (unsigned int)v[4 * q + 2];
-        y.w = (int)running; running += (unsigned int)v[4 * q + 3];
-        tile_smem[padded_vector(threadIdx.x * (ITEMS / 4) + q)] = y;
+        y.x = (int)running; running += (unsigned int)x.x;
+        y.y = (int)running; running += (unsigned int)x.y;
+        y.z = (int)running; running += (unsigned int)x.z;
+        y.w = (int)running; running += (unsigned int)x.w;
+        thread_vector(tile_smem, q) = y;
     }
     __syncthreads();
     const unsigned int vectors = ITEMS / 4 * blockDim.x;
@@ -313,30 +322,46 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
               unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
               unsigned long long first_tile, unsigned int epoch) {
     int4* tile_smem = reinterpret_cast<int4*>(dyn_smem);
+    __shared__ unsigned int tile_first;
     const unsigned long long tile = next_tile(tile_counter, first_tile);
     const unsigned long long tile_base = tile * ITEMS * blockDim.x;
     const unsigned long long first = tile_base + (unsigned long long)threadIdx.x * ITEMS;
     load_tile(a, tile_smem, tile_base, n);
-    int v[ITEMS + 1];
-    thread_items(tile_smem, v);
     // The element after this thread's last: the next thread's first, or past the tile's end.
-    const unsigned long long after = first + ITEMS;
+    int after;
     if (threadIdx.x + 1 < blockDim.x) {
-        v[ITEMS] = reinterpret_cast<const int*>(tile_smem)[4 * padded_vector((threadIdx.x + 1) * (ITEMS / 4))];
+        after = reinterpret_cast<const int*>(tile_smem)[4 * padded_vector((threadIdx.x + 1) * (ITEMS / 4))];
     } else {
-        v[ITEMS] = after < n ? __ldg(a + after) : 0;
+        after = first + ITEMS < n ? __ldg(a + first + ITEMS) : 0;
     }
-    unsigned int flags = 0;  // bit j: element first + j repeats in the next one
+    unsigned int flags = 0;  // bit j: element first + j repeats in the next one (ITEMS <= 32)
+    int4 x = thread_vector(tile_smem, 0);
 #pragma unroll
-    for (int j = 0; j < ITEMS; ++j) {
-        if (first + j + 1 < n && v[j] == v[j + 1]) flags |= 1u << j;
+    for (int q = 0; q < ITEMS / 4; ++q) {
+        const int next = q + 1 < ITEMS / 4 ? thread_vector(tile_smem, q + 1).x : after;
+        flags |= (unsigned int)(x.x == x.y) << (4 * q);
+        flags |= (unsigned int)(x.y == x.z) << (4 * q + 1);
+        flags |= (unsigned int)(x.z == x.w) << (4 * q + 2);
+        flags |= (unsigned int)(x.w == next) << (4 * q + 3);
+        if (q + 1 < ITEMS / 4) x = thread_vector(tile_smem, q + 1);
     }
+    // The last element (index n - 1) has no successor, and nothing past it repeats.
+    if (first + ITEMS > n) flags &= first + 1 >= n ? 0u : (1u << (n - 1 - first)) - 1u;
     unsigned int tile_total;
-    unsigned int at = tile_offset(__popc(flags), tile_status, tile, epoch, &tile_total);
-    while (flags) {
-        const int j = __ffs(flags) - 1;
-        indices[at++] = (int)(first + j);
-        flags &= flags - 1;
+    const unsigned int at = tile_offset(__popc(flags), tile_status, tile, epoch, &tile_total);
+    // tile_offset ends with a barrier after which every thread has read its elements: the tile's
+    // shared memory is free to gather the tile's indices, which then leave as one contiguous,
+    // coalesced run instead of each thread's scattered few.
+    int* gathered = reinterpret_cast<int*>(dyn_smem);
+    if (threadIdx.x == 0) tile_first = at;
+    __syncthreads();
+    const unsigned int tile_start = tile_first;
+    for (unsigned int k = at - tile_start; flags; flags &= flags - 1) {
+        gathered[k++] = (int)(first + __ffs(flags) - 1);
+    }
+    __syncthreads();
+    for (unsigned int w = threadIdx.x; w < tile_total - tile_start; w += blockDim.x) {
+        indices[tile_start + w] = gathered[w];
     }
     if (threadIdx.x == 0 && tile == gridDim.x - 1) count[0] = (int)tile_total;
 }

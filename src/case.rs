@@ -6,12 +6,12 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::algos::{BoundCase, Buffers, CaseData};
 use crate::device::timer::{batch_runs, SamplePlan};
-use crate::device::{Device, DeviceBuf, DeviceIo, KernelSource, Launcher, PinnedBuf};
+use crate::device::{Device, DeviceBuf, DeviceIo, KernelSource, Launcher, PinnedBuf, CHUNK_ALIGN};
 use crate::manifest::Manifest;
 use crate::measure::{self, Deadline, Measured, Taken};
 use crate::plan::Case;
@@ -202,6 +202,7 @@ fn measure_case(
             let timing = CudaTiming {
                 device,
                 host_memory: variant.host_memory,
+                streams: variant.streams as usize,
                 gpu: device.gpu(&module),
                 bound: &*bound,
                 kernel: &variant.implementation,
@@ -331,11 +332,49 @@ fn measure_case(
     Ok(())
 }
 
+/// How many chunks each stream takes when transfers overlap kernels: enough that the first
+/// chunk's copy in and the last one's copy out, which nothing overlaps, are a small part.
+const CHUNKS_PER_STREAM: usize = 4;
+
+/// The element ranges (first, count) that `streams` streams split a case's transfers into:
+/// `streams * CHUNKS_PER_STREAM` near-equal chunks starting at multiples of `CHUNK_ALIGN`.
+/// Only a case whose inputs and outputs all have the same length can be split (element i of
+/// each belongs together); with one stream, one chunk.
+fn chunks(data: &CaseData, streams: usize) -> Result<Vec<(usize, usize)>> {
+    let lengths: Vec<usize> = (data.inputs.0.iter().map(|(_, h)| h.len()))
+        .chain(data.outputs.iter().map(|o| o.capacity))
+        .collect();
+    let n = lengths.first().copied().unwrap_or(0);
+    if lengths.iter().any(|&len| len != n) {
+        bail!(
+            "`streams` splits a case's arrays into chunks of the same elements, but its arrays \
+             have different lengths ({lengths:?})"
+        );
+    }
+    Ok(chunk_ranges(n, streams * CHUNKS_PER_STREAM, CHUNK_ALIGN))
+}
+
+/// `n` elements in at most `pieces` ranges of near-equal size, each starting at a multiple of
+/// `align` (the last takes the rest); none empty, except the one range of an empty array.
+fn chunk_ranges(n: usize, pieces: usize, align: usize) -> Vec<(usize, usize)> {
+    let size = n.div_ceil(pieces.max(1)).div_ceil(align).max(1) * align;
+    let mut ranges: Vec<(usize, usize)> = (0..n)
+        .step_by(size)
+        .map(|first| (first, size.min(n - first)))
+        .collect();
+    if ranges.is_empty() {
+        ranges.push((0, 0));
+    }
+    ranges
+}
+
 /// Timing one CUDA case.
 struct CudaTiming<'a> {
     device: &'a Device,
     /// Where transfers copy from and to.
     host_memory: HostMemory,
+    /// Streams the transfers' copies and kernels are split over, chunk by chunk (pinned only).
+    streams: usize,
     gpu: crate::device::Gpu<'a>,
     bound: &'a dyn BoundCase,
     kernel: &'a str,
@@ -410,15 +449,41 @@ impl CudaTiming<'_> {
                                 Ok((io.output(name)?, PinnedBuf::copy_of(self.device, host)?))
                             })
                             .collect::<Result<Vec<_>>>()?;
+                        let (streams, chunks) = match self.streams {
+                            1 => (Vec::new(), Vec::new()),
+                            count => (self.device.new_streams(count)?, chunks(self.data, count)?),
+                        };
                         let measured = measure::measure(self.settings, self.deadline, || {
                             io.reset_outputs()?;
-                            let sample = self.device.sample_region(cold_l2, &mut |_| {
-                                for ((_, device), pinned) in targets.iter().zip(&pinned_in) {
-                                    device.copy_from_pinned(pinned)?;
+                            let sample = self.device.sample_region(cold_l2, &mut |device| {
+                                if streams.is_empty() {
+                                    for ((_, target), pinned) in targets.iter().zip(&pinned_in) {
+                                        target.copy_from_pinned(pinned)?;
+                                    }
+                                    launcher.launch()?;
+                                    for (output, pinned) in &pinned_out {
+                                        output.copy_to_pinned(pinned)?;
+                                    }
+                                    return Ok(());
                                 }
-                                launcher.launch()?;
-                                for (device, pinned) in &pinned_out {
-                                    device.copy_to_pinned(pinned)?;
+                                // Chunk c's copies in, its kernel and its copies out go in order
+                                // on stream c % streams, so one chunk's kernel and copy out
+                                // overlap the next chunks' copies in (the link copies both
+                                // ways at once).
+                                for stream in &streams {
+                                    stream.follow(device)?;
+                                }
+                                for (&chunk, stream) in chunks.iter().zip(streams.iter().cycle()) {
+                                    for ((_, target), pinned) in targets.iter().zip(&pinned_in) {
+                                        target.copy_chunk_from_pinned(pinned, chunk, stream)?;
+                                    }
+                                    launcher.launch_chunk(chunk.0, chunk.1, stream)?;
+                                    for (output, pinned) in &pinned_out {
+                                        output.copy_chunk_to_pinned(pinned, chunk, stream)?;
+                                    }
+                                }
+                                for stream in &streams {
+                                    device.join(stream)?;
                                 }
                                 Ok(())
                             })?;
@@ -612,6 +677,31 @@ fn host_memory_available_bytes() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunks_cover_the_array_once_in_order_from_aligned_starts() {
+        for (n, pieces) in [
+            (0, 8),
+            (1, 8),
+            (255, 4),
+            (256, 4),
+            (1_000_003, 16),
+            (4096, 16),
+            (7, 1),
+        ] {
+            let ranges = chunk_ranges(n, pieces, 256);
+            assert!(ranges.len() <= pieces.max(1), "{n} {pieces}: {ranges:?}");
+            let mut next = 0;
+            for &(first, count) in &ranges {
+                assert_eq!(first, next, "{n} {pieces}: {ranges:?}");
+                assert_eq!(first % 256, 0);
+                assert!(count > 0 || n == 0);
+                next = first + count;
+            }
+            assert_eq!(next, n, "{n} {pieces}: {ranges:?}");
+        }
+        assert_eq!(chunk_ranges(1_000_003, 16, 256).len(), 16);
+    }
 
     #[test]
     fn timers_that_disagree_past_the_tolerance_are_flagged() {

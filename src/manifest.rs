@@ -190,6 +190,7 @@ struct RawVariant {
     params: BTreeMap<String, Spanned<toml::Value>>,
     scope: Option<Scope>,
     host_memory: Option<HostMemory>,
+    streams: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -763,13 +764,38 @@ impl Validator<'_> {
                 }
                 params.insert(name.clone(), values.0);
             }
+            let scope = raw.scope.unwrap_or(default_scope);
+            let host_memory = raw.host_memory.unwrap_or_default();
+            let streams = match &raw.streams {
+                None => 1,
+                Some(streams) => {
+                    let count = *streams.get_ref();
+                    let why = if !(2..=MAX_STREAMS).contains(&count) {
+                        Some(format!("`streams` is 2 to {MAX_STREAMS}, not {count}"))
+                    } else if raw.backend != Backend::Cuda
+                        || scope != Scope::Transfers
+                        || host_memory != HostMemory::Pinned
+                    {
+                        Some("`streams` overlaps copies and kernels chunk by chunk, which needs \
+                              backend = \"cuda\", scope = \"transfers\" and host_memory = \"pinned\""
+                            .to_string())
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
+                        return Err(self.error(streams.span(), key("streams"), why));
+                    }
+                    count
+                }
+            };
             variants.push(Variant {
                 name: raw.name.into_inner(),
                 backend: raw.backend,
                 implementation: implementation.into_inner(),
                 params,
-                scope: raw.scope.unwrap_or(default_scope),
-                host_memory: raw.host_memory.unwrap_or_default(),
+                scope,
+                host_memory,
+                streams,
             });
         }
         Ok(variants)
@@ -852,3 +878,6 @@ pub fn is_safe_name(name: &str) -> bool {
 /// The most cases one study may plan: a typo in a range should be an error, not an hour of work
 /// or an exhausted memory.
 pub const MAX_CASES: u64 = 100_000;
+
+/// The most streams a variant may split its copies and kernels over.
+pub const MAX_STREAMS: u32 = 16;

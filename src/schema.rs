@@ -114,6 +114,14 @@ pub struct Variant {
     /// Where timed transfers copy from and to (transfers and program scope).
     #[serde(default)]
     pub host_memory: HostMemory,
+    /// Streams the copies and kernels of a transfers-scope run are split over, chunk by chunk
+    /// (1: one stream, no overlap).
+    #[serde(default = "one_stream")]
+    pub streams: u32,
+}
+
+fn one_stream() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

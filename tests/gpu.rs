@@ -95,6 +95,36 @@ fn transfers_and_program_scopes_produce_checked_results() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn transfers_split_over_streams_check_out_and_a_kernel_that_cannot_split_says_why() {
+    let saxpy = "[study]\nname = \"gpu-streams\"\nalgorithm = \"saxpy\"\nseed = 5\n\
+                 [grid]\nn = [0, 1, 257, 1_000_003]\na = -0.5\nblock = 256\n\
+                 [[variant]]\nname = \"two\"\nbackend = \"cuda\"\nkernel = \"saxpy_vector\"\n\
+                 scope = \"transfers\"\nhost_memory = \"pinned\"\nstreams = 2\n\
+                 [[variant]]\nname = \"three\"\nbackend = \"cuda\"\nkernel = \"saxpy_naive\"\n\
+                 scope = \"transfers\"\nhost_memory = \"pinned\"\nstreams = 3\n\
+                 [measure]\nwarmup = 1\nmin_samples = 3\nmax_samples = 3\n";
+    let cases = run_manifest(saxpy, KernelSource::default());
+    assert_eq!(cases.len(), 8);
+    assert_all_passed(&cases);
+
+    // A reduction's output is not elementwise: its cases fail with the reason, not a wrong sum.
+    let reduce = "[study]\nname = \"gpu-streams-reduce\"\nalgorithm = \"reduce\"\nseed = 5\n\
+                  [grid]\nn = 1000\ndtype = \"f32\"\n\
+                  [[variant]]\nname = \"fast\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n\
+                  scope = \"transfers\"\nhost_memory = \"pinned\"\nstreams = 2\n\
+                  [measure]\nwarmup = 1\nmin_samples = 3\nmax_samples = 3\n";
+    let cases = run_manifest(reduce, KernelSource::default());
+    assert_eq!(cases.len(), 1);
+    assert_ne!(cases[0].status, CaseStatus::Passed);
+    let reason = cases[0].reason.as_deref().unwrap_or("");
+    assert!(
+        reason.contains("different lengths") || reason.contains("cannot be split"),
+        "{reason}"
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn the_timer_holds_the_stream_batches_short_kernels_and_cross_checks_with_cupti() {
     let text = "[study]\nname = \"gpu-timer\"\nalgorithm = \"reduce\"\nseed = 16\n\
          [grid]\nn = [1000, 16_777_216]\ndtype = \"f32\"\n\

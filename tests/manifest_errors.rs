@@ -38,6 +38,8 @@ fn cases() -> Vec<Case> {
         ("empty axis", format!("{STUDY}[grid]\nn = []\n{VARIANT}"), 6, 5, Some("grid.n"), "no values"),
         ("unknown dtype", format!("{STUDY}[grid]\nn = [1]\ndtype = [\"f16\"]\n{VARIANT}"), 7, 9, Some("grid.dtype"), "unknown dtype `f16`"),
         ("bad block size", format!("{STUDY}[grid]\nn = [1]\nblock = [100]\n{VARIANT}"), 7, 9, Some("grid.block"), "power of two"),
+        ("streams without pinned transfers", format!("{STUDY}{GRID}[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\nscope = \"transfers\"\nstreams = 4\n"), 12, 11, Some("variant[0].streams"), "host_memory = \"pinned\""),
+        ("a single stream", format!("{STUDY}{GRID}[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\nscope = \"transfers\"\nhost_memory = \"pinned\"\nstreams = 1\n"), 13, 11, Some("variant[0].streams"), "2 to 16"),
         ("bad pow2", format!("{STUDY}[grid]\nn = {{ pow2 = [10] }}\n{VARIANT}"), 6, 5, Some("grid.n"), "two exponents"),
         ("zero step", format!("{STUDY}[grid]\nn = {{ start = 1, stop = 9, step = 0 }}\n{VARIANT}"), 6, 5, Some("grid.n"), "step must be positive"),
         ("zip of unequal axes", format!("{STUDY}[grid]\nn = [1, 2]\nblock = [32]\nzip = [[\"n\", \"block\"]]\n{VARIANT}"), 8, 7, Some("grid.zip"), "equal lengths"),

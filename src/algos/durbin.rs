@@ -59,6 +59,7 @@ static SPEC: Spec = Spec {
         "durbin_graph",
         "durbin_persistent",
     ],
+    library_kernels: &[],
     kernel_file: KernelFile {
         name: "durbin.cu",
         source: include_str!("../../kernels/durbin.cu"),

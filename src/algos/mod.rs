@@ -76,6 +76,9 @@ pub struct Spec {
     pub axes: &'static [AxisDef],
     pub cpu_impls: &'static [&'static str],
     pub kernels: &'static [&'static str],
+    /// Those of `kernels` that are library calls (cuBLAS, cuSPARSE) with no entry of their own in
+    /// the kernel file.
+    pub library_kernels: &'static [&'static str],
     pub kernel_file: KernelFile,
     /// The `[grid]` every CPU implementation is checked on by the generic harness
     /// (tests/harness.rs): awkward sizes (0 or 1 where legal, primes, non-powers of two).
@@ -773,7 +776,14 @@ mod tests {
                         .unwrap_or_else(|e| panic!("{}.{}: {e}", spec.name, axis.name));
                 }
             }
-            for kernel in spec.kernels {
+            for library_kernel in spec.library_kernels {
+                assert!(spec.kernels.contains(library_kernel), "{library_kernel}");
+            }
+            for kernel in spec
+                .kernels
+                .iter()
+                .filter(|k| !spec.library_kernels.contains(k))
+            {
                 assert!(
                     spec.kernel_file.source.contains(kernel),
                     "{} names kernel {kernel}, which {} does not mention",

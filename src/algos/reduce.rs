@@ -36,6 +36,7 @@ static SPEC: Spec = Spec {
         "reduce_unrolled",
         "reduce_fast",
     ],
+    library_kernels: &[],
     kernel_file: KernelFile {
         name: "reduce.cu",
         source: include_str!("../../kernels/reduce.cu"),

@@ -4,14 +4,15 @@
 //! reference is a x + y in float64 from the float32 values (a rounded to float32 first, as the
 //! kernels see it). Each element moves 12 bytes (x and y read, y written) for 2 flops.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Deserialize;
 
 use super::{unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, OutputSpec, Spec};
-use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, KernelFile, Launcher};
+use crate::device::blas::BlasCall;
+use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, KernelFile, Launcher, Stream};
 use crate::vocab::{DType, HostData, Tolerance};
 
 #[derive(Debug)]
@@ -26,7 +27,8 @@ static SPEC: Spec = Spec {
         AxisDef::BLOCK,
     ],
     cpu_impls: &["sequential", "threads"],
-    kernels: &["saxpy_naive", "saxpy_vector"],
+    kernels: &["saxpy_naive", "saxpy_vector", "saxpy_cublas"],
+    library_kernels: &["saxpy_cublas"],
     kernel_file: KernelFile {
         name: "saxpy.cu",
         source: include_str!("../../kernels/saxpy.cu"),
@@ -119,6 +121,22 @@ impl Algorithm for Saxpy {
         gpu: Gpu<'a>,
         io: &'a DeviceIo,
     ) -> Result<Box<dyn Launcher + 'a>> {
+        let (x, y) = (io.input("x")?, io.output("y")?);
+        if kernel == "saxpy_cublas" {
+            let blas = gpu.blas()?;
+            // One untimed call on scratch vectors first: cuBLAS loads its kernel on its first
+            // call, which must not happen while a sample waits behind the held stream (and must
+            // not touch y, which program scope times from its first value).
+            let scratch_len = p.n.min(1 << 24);
+            let scratch = (gpu.alloc(DType::F32, scratch_len)?, gpu.alloc(DType::F32, scratch_len)?);
+            // SAFETY: both scratch vectors live until the synchronize below.
+            unsafe { blas.saxpy(scratch_len, 1.0, &scratch.0, &scratch.1)?.launch()? };
+            gpu.synchronize()?;
+            return Ok(Box::new(CublasSaxpy {
+                call: blas.saxpy(p.n, p.a as f32, x, y)?,
+                _buffers: (x, y),
+            }));
+        }
         let block = p.block.context("saxpy's kernels need a block size")?;
         let n = p.n as u64;
         let per_block = match kernel {
@@ -127,22 +145,24 @@ impl Algorithm for Saxpy {
             other => return Err(unknown(&SPEC, "kernel", other)),
         };
         let grid = u32::try_from(n.div_ceil(per_block).max(1)).context("the grid is too large")?;
-        let (x, y) = (io.input("x")?, io.output("y")?);
         Ok(Box::new(Elementwise {
             kernel: gpu.kernel(kernel)?,
             dims: Dims::linear(grid, block, 0),
             args: [x.arg(), y.arg(), Arg::F32(p.a as f32), Arg::U64(n)],
-            _buffers: (x, y),
+            per_block,
+            buffers: (x, y),
         }))
     }
 }
 
-/// `saxpy_naive` and `saxpy_vector`: one launch over the arrays.
+/// `saxpy_naive` and `saxpy_vector`: one launch over the arrays, or over a chunk of them.
 struct Elementwise<'a> {
     kernel: Kernel,
     dims: Dims,
     args: [Arg; 4],
-    _buffers: (&'a DeviceBuf, &'a DeviceBuf),
+    /// Elements a block covers.
+    per_block: u64,
+    buffers: (&'a DeviceBuf, &'a DeviceBuf),
 }
 
 impl Launcher for Elementwise<'_> {
@@ -151,5 +171,34 @@ impl Launcher for Elementwise<'_> {
         // are distinct whole allocations of >= n floats (16-byte aligned), and the grid covers
         // n elements as each kernel's contract in saxpy.cu says.
         unsafe { self.kernel.launch(self.dims, &self.args) }
+    }
+
+    fn launch_chunk(&mut self, first: usize, count: usize, stream: &Stream) -> Result<()> {
+        let (x, y) = self.buffers;
+        if first + count > x.len() {
+            bail!("chunk {first} + {count} is past the end of {} elements", x.len());
+        }
+        let grid = u32::try_from((count as u64).div_ceil(self.per_block).max(1))
+            .context("the grid is too large")?;
+        let args = [x.arg_at(first)?, y.arg_at(first)?, self.args[2], Arg::U64(count as u64)];
+        // SAFETY: as in `launch`, over the `count` elements from `first` (checked above), which
+        // start 16-byte aligned (chunks start at multiples of CHUNK_ALIGN elements).
+        unsafe {
+            self.kernel
+                .launch_on_stream(stream, Dims { grid: (grid, 1, 1), ..self.dims }, &args)
+        }
+    }
+}
+
+/// `saxpy_cublas`: cublasSaxpy over the arrays, on the device's stream.
+struct CublasSaxpy<'a> {
+    call: BlasCall<'a>,
+    _buffers: (&'a DeviceBuf, &'a DeviceBuf),
+}
+
+impl Launcher for CublasSaxpy<'_> {
+    fn launch(&mut self) -> Result<()> {
+        // SAFETY: the call was made over x and y, which `_buffers` keeps alive, n elements each.
+        unsafe { self.call.launch() }
     }
 }

@@ -28,6 +28,7 @@ static SPEC: Spec = Spec {
     axes: &[AxisDef::size("n", "elements scanned"), AxisDef::BLOCK],
     cpu_impls: &["sequential"],
     kernels: &["scan_blelloch", "scan_blelloch_padded", "scan_lookback"],
+    library_kernels: &[],
     kernel_file: KERNEL_FILE,
     test_grid: "n = [0, 1, 2, 31, 1000, 4_099, 65_537, 1_000_003]",
     gpu_test_grid: "n = [0, 1, 2, 31, 1000, 4_099, 65_537, 1_000_003, 16_777_259]\n\
@@ -42,7 +43,7 @@ pub struct Params {
 }
 
 /// Elements per thread of the single-pass kernels (ITEMS in scan.cu).
-pub(super) const ITEMS: u64 = 16;
+pub(super) const ITEMS: u64 = 32;
 
 impl Algorithm for Scan {
     type Params = Params;

@@ -85,6 +85,7 @@ static SPEC: Spec = Spec {
         "symgs_colours",
         "symgs_cusparse",
     ],
+    library_kernels: &[],
     kernel_file: KernelFile {
         name: "symgs.cu",
         source: include_str!("../../kernels/symgs.cu"),

@@ -3,7 +3,8 @@
 //! queued behind the held stream. Where libcublas cannot be loaded, asking for it is an error that
 //! says so (cudarc would panic on the first call).
 //!
-//! Launchers describe each call once, when they are made (`Blas::syrk`, `Blas::gemm`: the shapes
+//! Launchers describe each call once, when they are made (`Blas::syrk`, `Blas::gemm`,
+//! `Blas::saxpy`: the shapes
 //! and buffers checked against each other there), and `BlasCall::launch` only queues it. A call
 //! holds its buffers' addresses, as a kernel's `Arg`s do: the launcher keeps the buffers alive.
 //! Matrices are column-major, as cuBLAS's are: a row-major M x N matrix with row stride ld is the
@@ -181,6 +182,38 @@ impl Blas {
     }
 }
 
+impl Blas {
+    /// y = alpha x + y over the first n elements of two float32 vectors (cublasSaxpy, unit
+    /// strides).
+    pub fn saxpy<'a>(
+        &'a self,
+        n: usize,
+        alpha: f32,
+        x: &DeviceBuf,
+        y: &DeviceBuf,
+    ) -> Result<BlasCall<'a>> {
+        if x.dtype != DType::F32 || y.dtype != DType::F32 {
+            bail!(
+                "saxpy takes float32 vectors, got {} and {}",
+                x.dtype,
+                y.dtype
+            );
+        }
+        if x.len < n || y.len < n {
+            bail!("saxpy of {n} elements: x has {}, y {}", x.len, y.len);
+        }
+        Ok(BlasCall {
+            blas: self,
+            op: Op::Saxpy {
+                n: int(n)?,
+                alpha,
+                x: x.ptr,
+                y: y.ptr,
+            },
+        })
+    }
+}
+
 impl Drop for Blas {
     fn drop(&mut self) {
         // SAFETY: the handle came from cublasCreate and is destroyed once; an error (a context
@@ -244,6 +277,12 @@ enum Op {
         lda: c_int,
         c: u64,
         ldc: c_int,
+    },
+    Saxpy {
+        n: c_int,
+        alpha: f32,
+        x: u64,
+        y: u64,
     },
     Gemm {
         dtype: DType,
@@ -404,6 +443,10 @@ impl BlasCall<'_> {
                     "cublasDgemm",
                 ),
             },
+            Op::Saxpy { n, alpha, x, y } => check(
+                unsafe { sys::cublasSaxpy_v2(h, n, &alpha, x as *const f32, 1, y as *mut f32, 1) },
+                "cublasSaxpy",
+            ),
         }
     }
 }

@@ -352,6 +352,18 @@ impl Device {
         self.stream.synchronize().map_err(driver_error)
     }
 
+    /// `count` new streams for work that overlaps copies and kernels.
+    pub fn new_streams(&self, count: usize) -> Result<Vec<Stream>> {
+        (0..count)
+            .map(|_| Ok(Stream(self.ctx.new_stream().map_err(driver_error)?)))
+            .collect()
+    }
+
+    /// Makes the device's stream wait for everything queued on `stream` so far.
+    pub fn join(&self, stream: &Stream) -> Result<()> {
+        self.stream.join(&stream.0).map_err(driver_error)
+    }
+
     // ---- What the timer queues around a sample (see `timer`). ----
 
     /// Reads the L2 flush buffer through L2, evicting whatever the last sample left there and
@@ -624,6 +636,22 @@ pub enum Arg {
 /// The most arguments a kernel takes here.
 const MAX_ARGS: usize = 16;
 
+/// Chunks of work split over streams start at multiples of this many elements, so that every
+/// chunk of every array stays 16-byte aligned for vector loads (1 KiB of float32).
+pub const CHUNK_ALIGN: usize = 256;
+
+/// A stream beside the device's own, for work that overlaps copies and kernels. Its work
+/// starts after what the device's stream has queued before `follow` and is waited for by
+/// `Device::join`.
+pub struct Stream(Arc<CudaStream>);
+
+impl Stream {
+    /// Makes this stream's later work wait for everything queued on the device's stream so far.
+    pub fn follow(&self, device: &Device) -> Result<()> {
+        self.0.join(&device.stream).map_err(driver_error)
+    }
+}
+
 /// A kernel of a loaded module, bound to the device's stream.
 pub struct Kernel {
     function: CudaFunction,
@@ -658,6 +686,20 @@ impl Kernel {
     /// pointer, the scalar variants for scalars of that exact width), and every buffer the kernel
     /// touches for these `dims` must be large enough and live until the launch has run.
     pub unsafe fn launch(&self, dims: Dims, args: &[Arg]) -> Result<()> {
+        // SAFETY: as this function's.
+        unsafe { self.launch_on(&self.stream, dims, args) }
+    }
+
+    /// Queues one launch on `stream` (a chunk of work beside the device's stream).
+    ///
+    /// # Safety
+    /// As `launch`.
+    pub unsafe fn launch_on_stream(&self, stream: &Stream, dims: Dims, args: &[Arg]) -> Result<()> {
+        // SAFETY: as this function's.
+        unsafe { self.launch_on(&stream.0, dims, args) }
+    }
+
+    unsafe fn launch_on(&self, stream: &CudaStream, dims: Dims, args: &[Arg]) -> Result<()> {
         if args.len() > MAX_ARGS {
             bail!("kernel `{}`: more than {MAX_ARGS} arguments", self.name);
         }
@@ -679,7 +721,7 @@ impl Kernel {
                 dims.grid,
                 dims.block,
                 dims.shared_bytes,
-                self.stream.cu_stream(),
+                stream.cu_stream(),
                 &mut params[..args.len()],
             )
         }
@@ -781,6 +823,85 @@ impl DeviceBuf {
         unsafe { sys::cuMemcpyDtoDAsync_v2(self.ptr, src.ptr, bytes, self.stream.cu_stream()) }
             .result()
             .map_err(driver_error)
+    }
+
+    /// The address of element `first`, as a kernel argument (a chunk of the buffer).
+    pub fn arg_at(&self, first: usize) -> Result<Arg> {
+        if first > self.len {
+            bail!(
+                "element {first} is past the end of a buffer of {}",
+                self.len
+            );
+        }
+        Ok(Arg::Ptr(
+            self.ptr + (first * self.dtype.size_bytes() as usize) as u64,
+        ))
+    }
+
+    /// Queues, on `stream`, a copy of elements `first .. first + count` of `src` (page-locked)
+    /// into the same elements of this buffer.
+    pub fn copy_chunk_from_pinned(
+        &self,
+        src: &PinnedBuf,
+        (first, count): (usize, usize),
+        stream: &Stream,
+    ) -> Result<()> {
+        let (offset, bytes) = self.chunk_bytes(src, first, count)?;
+        // SAFETY: the range lies within both buffers (checked by chunk_bytes); the pinned
+        // buffer's owner keeps it alive until the device's stream, which joins `stream`, is
+        // synchronized.
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                self.ptr + offset as u64,
+                src.ptr.add(offset) as *const c_void,
+                bytes,
+                stream.0.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver_error)
+    }
+
+    /// Queues, on `stream`, a copy of elements `first .. first + count` of this buffer into the
+    /// same elements of `dst` (page-locked).
+    pub fn copy_chunk_to_pinned(
+        &self,
+        dst: &PinnedBuf,
+        (first, count): (usize, usize),
+        stream: &Stream,
+    ) -> Result<()> {
+        let (offset, bytes) = self.chunk_bytes(dst, first, count)?;
+        // SAFETY: as in `copy_chunk_from_pinned`, the other way.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                dst.ptr.add(offset) as *mut c_void,
+                self.ptr + offset as u64,
+                bytes,
+                stream.0.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver_error)
+    }
+
+    /// The byte offset and length of elements `first .. first + count`, checked to lie within
+    /// this buffer and `pinned` (same element type).
+    fn chunk_bytes(
+        &self,
+        pinned: &PinnedBuf,
+        first: usize,
+        count: usize,
+    ) -> Result<(usize, usize)> {
+        self.check_same(pinned.dtype, pinned.len)?;
+        match first.checked_add(count) {
+            Some(end) if end <= pinned.len => {}
+            _ => bail!(
+                "elements {first} + {count} are past the end of {} elements",
+                pinned.len
+            ),
+        }
+        let size = self.dtype.size_bytes() as usize;
+        Ok((first * size, count * size))
     }
 
     /// Queues a copy of `src` (page-locked, so truly asynchronous) into this buffer.

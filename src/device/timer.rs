@@ -55,6 +55,20 @@ pub trait Launcher {
     fn waits_for_device(&self) -> Option<&'static str> {
         None
     }
+    /// Queues the run's work on elements `first .. first + count` alone, on `stream`: how a
+    /// variant with `streams` overlaps its copies and kernels chunk by chunk. Only elementwise
+    /// work can (each output element depends on the inputs' element of the same index); chunks
+    /// start at multiples of `super::CHUNK_ALIGN` elements.
+    fn launch_chunk(
+        &mut self,
+        _first: usize,
+        _count: usize,
+        _stream: &super::Stream,
+    ) -> Result<()> {
+        anyhow::bail!(
+            "this kernel's work cannot be split into chunks over streams (it is not elementwise)"
+        )
+    }
 }
 
 /// How one kernel-scope sample is taken.

@@ -332,8 +332,13 @@ impl Validator<'_> {
         for variant in &variants {
             let mut product: u64 = 1;
             for (name, values) in &axes {
-                // A zipped axis other than its group's first adds no factor.
-                if zip.iter().any(|g| g.contains(name) && g[0] != *name) {
+                // A zipped axis other than its group's first adds no factor, nor does an axis
+                // of the other backend (a CPU sum has no `block`): the plan drops it.
+                let other_backend = spec
+                    .axis(name)
+                    .and_then(|a| a.only_for)
+                    .is_some_and(|b| b != variant.backend);
+                if other_backend || zip.iter().any(|g| g.contains(name) && g[0] != *name) {
                     continue;
                 }
                 let len = variant.params.get(name).map_or(values.0.len(), Vec::len);

@@ -242,3 +242,15 @@ fn a_malformed_matrix_file_or_generator_is_refused_when_the_manifest_is_read() {
     assert_eq!(matrices.0.len(), 3);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_case_cap_counts_only_the_axes_each_backend_keeps() {
+    // 60,000 sizes x 2 block sizes: the CPU variant has no block, so it plans 60,000 cases, under
+    // the 100,000 cap; a CUDA variant would plan 120,000.
+    let grid = "[grid]\nn = { start = 1, stop = 60_000, step = 1 }\nblock = [32, 64]\n";
+    parse(Path::new("ok.toml"), &format!("{STUDY}{grid}{VARIANT}"))
+        .unwrap_or_else(|e| panic!("refused a 60,000-case study: {e}"));
+    let cuda = "[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n";
+    let e = error(&format!("{STUDY}{grid}{cuda}"));
+    assert!(e.message.contains("120000 cases"), "{e}");
+}

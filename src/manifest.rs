@@ -90,6 +90,10 @@ impl fmt::Display for ManifestError {
             Some(key) => writeln!(f, "error: {} (key `{}`)", self.message, key)?,
             None => writeln!(f, "error: {}", self.message)?,
         }
+        // An error about the whole file has no position to show: no `:1:1` that points nowhere.
+        if self.underline_len == 0 {
+            return write!(f, " --> {}", self.path.display());
+        }
         write!(
             f,
             " --> {}:{}:{}",
@@ -97,7 +101,7 @@ impl fmt::Display for ManifestError {
             self.line,
             self.column
         )?;
-        if self.underline_len > 0 {
+        {
             let gutter = " ".repeat(self.line.to_string().len());
             writeln!(f)?;
             writeln!(f, "{gutter} |")?;
@@ -434,10 +438,11 @@ impl Validator<'_> {
                 None => match def.default {
                     Some(default) => AxisValues(vec![default.to_param()]),
                     None => {
-                        return Err(ManifestError::whole_file(
-                            self.path,
-                            format!("[grid] must give axis `{}` ({})", def.name, def.doc),
-                        ))
+                        let message = format!("[grid] must give axis `{}` ({})", def.name, def.doc);
+                        return Err(match self.header_span("grid") {
+                            Some(span) => self.error(span, "grid", message),
+                            None => ManifestError::whole_file(self.path, message),
+                        });
                     }
                 },
             };
@@ -518,6 +523,20 @@ impl Validator<'_> {
             }
         };
         Ok((axes, zip, filter))
+    }
+
+    /// The span of a table's `[name]` header line, if the manifest has one.
+    fn header_span(&self, name: &str) -> Option<Range<usize>> {
+        let header = format!("[{name}]");
+        let mut offset = 0;
+        for line in self.source.split_inclusive('\n') {
+            let start = offset + (line.len() - line.trim_start().len());
+            offset += line.len();
+            if line.trim().starts_with(&header) {
+                return Some(start..start + header.len());
+            }
+        }
+        None
     }
 
     /// The span of the key in `key = value` (also inside an inline table), for errors about the

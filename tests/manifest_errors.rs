@@ -260,3 +260,15 @@ fn the_case_cap_counts_only_the_axes_each_backend_keeps() {
     let e = error(&format!("{STUDY}{grid}{cuda}"));
     assert!(e.message.contains("120000 cases"), "{e}");
 }
+
+#[test]
+fn errors_without_a_place_show_none_and_a_missing_axis_points_at_its_table() {
+    let e = error(&format!("{STUDY}[grid]\ndtype = \"f32\"\n{VARIANT}"));
+    assert_eq!((e.line, e.column), (5, 1), "{e}");
+    assert!(e.message.contains("must give axis `n`"), "{e}");
+    assert!(e.to_string().contains("bad.toml:5:1\n"), "{e}");
+    // No variant at all: nothing in the file to point at, so no `:1:1` pointing nowhere.
+    let e = error(&format!("{STUDY}{GRID}"));
+    assert!(e.message.contains("no [[variant]]"), "{e}");
+    assert!(e.to_string().ends_with(" --> bad.toml"), "{e}");
+}

@@ -645,3 +645,39 @@ fn a_where_syntax_error_names_the_token_not_its_rust_form() {
     assert!(stderr.contains("`>=`"), "{stderr}");
     assert!(!stderr.contains("Op("), "{stderr}");
 }
+
+#[test]
+fn work_that_is_mostly_arithmetic_shows_gflops_and_no_rate_reads_zero() {
+    // Durbin moves O(n) bytes for O(n^2) flops: its GB/s is tiny, its GFLOP/s is the measure.
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write(
+        dir.path(),
+        "d.toml",
+        "[study]\nname = \"durbin\"\nalgorithm = \"durbin\"\nseed = 1\n[grid]\nn = [100, 3000]\n\
+         [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+         [measure]\nwarmup = 1\nmin_samples = 3\nmax_samples = 3\n",
+    );
+    let assert = kbench()
+        .args(["run", &manifest, "--wide", "--out-dir"])
+        .arg(dir.path().join("out"))
+        .assert()
+        .code(0);
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    let header = stdout
+        .lines()
+        .find(|l| l.contains("│ variant"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let columns: Vec<&str> = header.split('│').map(str::trim).collect();
+    let gbytes = columns.iter().position(|c| *c == "GB/s").unwrap();
+    let gflops = columns.iter().position(|c| *c == "GFLOP/s").expect(&stdout);
+    for row in stdout.lines().filter(|l| l.starts_with("│ seq")) {
+        let cells: Vec<&str> = row.split('│').map(str::trim).collect();
+        for at in [gbytes, gflops] {
+            let rate: f64 = cells[at].parse().unwrap_or_else(|_| panic!("{row}"));
+            assert!(rate > 0.0, "a rate reads zero: {row}");
+            // Three significant digits, however small.
+            let digits = cells[at].trim_start_matches(['0', '.']).replace('.', "");
+            assert!(digits.len() >= 3, "{row}");
+        }
+    }
+}

@@ -681,3 +681,38 @@ fn work_that_is_mostly_arithmetic_shows_gflops_and_no_rate_reads_zero() {
         }
     }
 }
+
+#[test]
+fn progress_is_a_bar_on_a_terminal_stderr_even_with_stdout_redirected() {
+    // util-linux's `script` gives the command a terminal; the command sends stdout to a file.
+    let Some(script) = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        println!("skipped: `script` (util-linux) is not installed, so no terminal to test with");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write(dir.path(), "t.toml", &study("term", ""));
+    let stdout_file = dir.path().join("stdout.json");
+    let command = format!(
+        "{} run {manifest} --json --max-time-s 0.01 --out-dir {} > {}",
+        env!("CARGO_BIN_EXE_kbench"),
+        dir.path().join("out").display(),
+        stdout_file.display()
+    );
+    let output = std::process::Command::new(script)
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let terminal = String::from_utf8_lossy(&output.stdout).to_string();
+    // The bar redraws itself (how often is up to indicatif) and is cleared at the end.
+    assert!(terminal.contains("/18 cases, "), "{terminal:?}");
+    assert!(terminal.contains("\r\u{1b}[2K"), "{terminal:?}");
+    // The redirected stdout holds the JSON alone, and the terminal no per-case log lines.
+    let json = std::fs::read(&stdout_file).unwrap();
+    assert_eq!(stdout_json_lines(&json).len(), 1);
+    assert!(!terminal.contains("[1/18]"), "{terminal:?}");
+}

@@ -367,6 +367,10 @@ fn run(args: RunArgs) -> ExitCode {
             }
             for (manifest, cases) in loaded {
                 let measure = options.measure_settings(&manifest.measure);
+                // One sample count given against the manifest's other: said, not silent.
+                if let Some(note) = sample_count_note(&args, &manifest, &measure) {
+                    eprintln!("note: {}: {note}", manifest.path.display());
+                }
                 match ResultsFile::create(&args.out_dir, &manifest, cases.len(), measure) {
                     Ok(results) => studies.push((manifest, cases, results)),
                     Err(e) => return bad_input(e),
@@ -467,6 +471,26 @@ fn run(args: RunArgs) -> ExitCode {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// What a lone `--min-samples` or `--max-samples` did to a manifest's other bound, if anything.
+fn sample_count_note(
+    args: &RunArgs,
+    manifest: &Manifest,
+    measure: &kbench::schema::MeasureSettings,
+) -> Option<String> {
+    let declared = &manifest.measure;
+    match (args.min_samples, args.max_samples) {
+        (Some(min), None) if min > declared.max_samples => Some(format!(
+            "--min-samples {min} raises its max_samples {} to {}",
+            declared.max_samples, measure.max_samples
+        )),
+        (None, Some(max)) if max < declared.min_samples => Some(format!(
+            "--max-samples {max} is below its min_samples {}, which it keeps: {} samples at most",
+            declared.min_samples, measure.max_samples
+        )),
+        _ => None,
     }
 }
 

@@ -542,6 +542,25 @@ fn conflicting_or_missing_inputs_are_refused_with_exit_2() {
         .stderr(predicates::str::contains(
             "--min-samples 50 is more than --max-samples 10",
         ));
+    // One bound given against the manifest's other (min 3, max 5): it runs, and says what it did.
+    let noted = kbench()
+        .args([
+            "run",
+            &manifest,
+            "--max-samples",
+            "2",
+            "--max-time-s",
+            "0.01",
+        ])
+        .arg("--out-dir")
+        .arg(dir.path().join("noted"))
+        .assert()
+        .code(0);
+    let stderr = String::from_utf8_lossy(&noted.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("--max-samples 2 is below its min_samples 3, which it keeps"),
+        "{stderr}"
+    );
     for command in [&["run", &manifest][..], &["kernels"][..]] {
         kbench()
             .args(command)

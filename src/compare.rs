@@ -83,6 +83,32 @@ pub struct CompareSettings {
     pub allow_different_device: bool,
 }
 
+/// Why a case that is not `passed` with samples on both sides is not compared, in words that
+/// group well: "skipped in the baseline and the new run", "timed out in the baseline".
+fn not_compared_reason(base_runs: &[&CaseResult], new: &CaseResult) -> String {
+    let words = |c: &CaseResult| match (c.status, &c.measurement) {
+        (CaseStatus::Passed, Some(m)) if !m.samples_s.is_empty() => None,
+        (CaseStatus::Passed, _) => Some("without samples"),
+        (CaseStatus::AccuracyFailed, _) => Some("wrong answer"),
+        (CaseStatus::Error, _) => Some("error"),
+        (CaseStatus::TimedOut, _) => Some("timed out"),
+        (CaseStatus::Skipped, _) => Some("skipped"),
+    };
+    let mut base: Vec<&str> = Vec::new();
+    for word in base_runs.iter().filter_map(|c| words(c)) {
+        if !base.contains(&word) {
+            base.push(word);
+        }
+    }
+    let base = base.join(" or ");
+    match (base.as_str(), words(new)) {
+        ("", Some(new)) => format!("{new} in the new run"),
+        (base, None) => format!("{base} in the baseline"),
+        (base, Some(new)) if base == new => format!("{new} in the baseline and the new run"),
+        (base, Some(new)) => format!("{base} in the baseline, {new} in the new run"),
+    }
+}
+
 /// Refuses files that cannot be compared meaningfully: different studies, or different machines
 /// unless `allow_different_device`.
 pub fn check_comparable(
@@ -227,15 +253,7 @@ fn compare_case(base_runs: &[&CaseResult], new: &CaseResult) -> CaseComparison {
             s
         }
         _ => {
-            let statuses: Vec<String> = base_runs
-                .iter()
-                .map(|c| format!("{:?}", c.status))
-                .collect();
-            out.note = Some(format!(
-                "not passed on both sides (baseline {} / new {:?})",
-                statuses.join(", "),
-                new.status
-            ));
+            out.note = Some(not_compared_reason(base_runs, new));
             return out;
         }
     };

@@ -18,7 +18,7 @@ use crate::device::KernelSource;
 use crate::manifest::Manifest;
 use crate::plan::Case;
 use crate::results::ResultsFile;
-use crate::schema::{CaseStatus, MeasureSettings};
+use crate::schema::{CaseResult, CaseStatus, MeasureSettings};
 use crate::vocab::{describe_params, Backend};
 use crate::worker::{CaseOutcome, StudyJob, Worker, SETUP_LIMIT_S};
 
@@ -40,6 +40,9 @@ pub struct RunOptions {
     pub setup_limit_s: f64,
     /// A fault for the tests to inject into the workers (`kbench run` reads KBENCH_WORKER_FAULT).
     pub worker_fault: Option<String>,
+    /// Print one plain line on stderr per finished case: the progress of a run whose stderr is a
+    /// log (CI), where a progress bar cannot be drawn.
+    pub case_lines: bool,
 }
 
 impl RunOptions {
@@ -57,6 +60,7 @@ impl RunOptions {
             max_time_s: None,
             setup_limit_s: SETUP_LIMIT_S,
             worker_fault: None,
+            case_lines: false,
         }
     }
 
@@ -69,6 +73,23 @@ impl RunOptions {
         s.timeout_s = self.timeout_s.unwrap_or(s.timeout_s);
         s
     }
+}
+
+/// A finished case in one line for a log: `[3/18] reduction: seq dtype=f32 n=777: passed (0.2 s)`,
+/// with the first line of the reason for a case that failed (a skipped case's reason is in the
+/// table at the end, once for all the cases it covers).
+pub fn case_line(done: usize, total: usize, study: &str, result: &CaseResult) -> String {
+    let status = result.status.name().replace('_', " ");
+    let reason = match result.reason.as_deref().and_then(|r| r.lines().next()) {
+        Some(r) if result.failed() => format!(": {r}"),
+        _ => String::new(),
+    };
+    format!(
+        "[{done}/{total}] {study}: {} {}: {status}{reason} ({:.1} s)",
+        result.variant,
+        describe_params(&result.params),
+        result.wall_s
+    )
 }
 
 /// How a study's run ended.
@@ -101,7 +122,7 @@ pub fn run_study(
     let mut worker: Option<Worker> = None;
     // Set when opening the GPU hung: the CUDA cases after it are skipped, not hung on in turn.
     let mut gpu_hung: Option<String> = None;
-    for case in cases {
+    for (done_before, case) in cases.iter().enumerate() {
         if options.interrupted.load(Ordering::Relaxed) {
             return Ok(StudyEnd::Interrupted);
         }
@@ -162,6 +183,12 @@ pub fn run_study(
             }
         }
         result.wall_s = started.elapsed().as_secs_f64();
+        if options.case_lines {
+            eprintln!(
+                "{}",
+                case_line(done_before + 1, cases.len(), &manifest.study.name, &result)
+            );
+        }
         results.push(result)?;
         progress.inc(1);
     }

@@ -179,6 +179,21 @@ enum Token {
     RParen,
 }
 
+/// As a message names it: `>=`, `(`, the number 5.
+impl std::fmt::Display for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Token::Ident(name) => write!(f, "`{name}`"),
+            Token::Int(i) => write!(f, "the number {i}"),
+            Token::Float(x) => write!(f, "the number {x}"),
+            Token::Str(s) => write!(f, "the string {s:?}"),
+            Token::Op(op) => write!(f, "`{op}`"),
+            Token::LParen => write!(f, "`(`"),
+            Token::RParen => write!(f, "`)`"),
+        }
+    }
+}
+
 impl WhereExpr {
     /// Parses a filter; `axis_type` says which names are axes and their types, so a typo or a
     /// string compared with a number is refused here. Errors carry a byte offset into `text`.
@@ -197,7 +212,7 @@ impl WhereExpr {
         if let Some((offset, token)) = parser.tokens.get(parser.pos) {
             return Err((
                 *offset,
-                format!("unexpected {token:?} after a complete expression"),
+                format!("unexpected {token} after a complete expression"),
             ));
         }
         Ok(expr)
@@ -483,7 +498,7 @@ impl Parser<'_> {
             },
             Some(other) => Err((
                 at,
-                format!("expected an axis name, a number or a string, found {other:?}"),
+                format!("expected an axis name, a number or a string, found {other}"),
             )),
             None => Err((at, "the expression ends too early".into())),
         }

@@ -23,7 +23,7 @@ use kbench::plan::{self, Case};
 use kbench::report::{table, tables};
 use kbench::results::{self, ResultsFile};
 use kbench::schema::{ClaimStatus, ResultsDoc};
-use kbench::vocab::describe_params;
+use kbench::vocab::{describe_params, Backend};
 
 #[derive(Parser)]
 #[command(
@@ -38,19 +38,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run studies: every case is timed, checked for accuracy, printed and saved as JSON.
+    /// Run studies: time and check every case, print tables, save JSON.
     Run(RunArgs),
-    /// Validate manifests and print how many cases each would run; runs nothing.
+    /// Validate manifests and count the cases each would run; runs nothing.
     Check {
         /// Manifest files or glob patterns (quote globs: 'experiments/*.toml').
         #[arg(required = true)]
         manifests: Vec<String>,
     },
-    /// List the algorithms, their grid axes, CPU implementations and CUDA kernels.
+    /// List the algorithms: grid axes, CPU implementations, CUDA kernels.
     List,
-    /// Compile every CUDA kernel with NVRTC (no GPU needed) and report registers and spills.
+    /// Compile every kernel with NVRTC (no GPU needed): registers, spills.
     Kernels(KernelsArgs),
-    /// Compare two results files of one study: exit 1 if any case got slower or newly fails.
+    /// Compare runs of one study: exit 1 if a case got slower or newly fails.
     Compare(CompareArgs),
     /// Re-render a finished run: table, markdown or CSV, and plots.
     Report(ReportArgs),
@@ -82,6 +82,9 @@ struct CompareArgs {
     /// Where baselines are kept (as for `run`).
     #[arg(long, default_value = "out")]
     out_dir: PathBuf,
+    /// Show every column of the tables (by default they fit the terminal).
+    #[arg(long)]
+    wide: bool,
 }
 
 #[derive(clap::Args)]
@@ -103,6 +106,9 @@ struct ReportArgs {
     /// recorded in the results: to judge a saved run against claims written since.
     #[arg(long)]
     manifest: Option<PathBuf>,
+    /// Show every column of the tables (by default they fit the terminal).
+    #[arg(long)]
+    wide: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -155,6 +161,9 @@ struct RunArgs {
     /// Exit 3 if a claim of a manifest is refuted (when no case failed: failures exit 1).
     #[arg(long)]
     check_claims: bool,
+    /// Show every column of the tables (by default they fit the terminal).
+    #[arg(long)]
+    wide: bool,
 }
 
 /// As in the manifests: a finite number of seconds above zero.
@@ -217,11 +226,8 @@ fn load_all(args: &[String]) -> Result<Vec<(Manifest, Vec<Case>)>, ExitCode> {
     let mut studies = Vec::new();
     let mut failed = false;
     for path in paths {
-        match manifest::load(&path) {
-            Ok(m) => {
-                let cases = plan::expand(&m);
-                studies.push((m, cases));
-            }
+        match load_and_plan(&path) {
+            Ok(study) => studies.push(study),
             Err(e) => {
                 eprintln!("{e}\n");
                 failed = true;
@@ -234,24 +240,83 @@ fn load_all(args: &[String]) -> Result<Vec<(Manifest, Vec<Case>)>, ExitCode> {
     Ok(studies)
 }
 
-fn check(args: &[String]) -> ExitCode {
-    let studies = match load_all(args) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    for (m, cases) in &studies {
-        println!(
-            "ok: {}: study `{}`, {} cases ({} variants)",
-            m.path.display(),
-            m.study.name,
-            cases.len(),
-            m.variants.len()
-        );
+/// One manifest and its cases; a manifest that plans no case is refused, since a run of it
+/// would measure nothing and say it passed.
+fn load_and_plan(path: &std::path::Path) -> Result<(Manifest, Vec<Case>), String> {
+    let m = manifest::load(path).map_err(|e| e.to_string())?;
+    let cases = plan::expand(&m);
+    if cases.is_empty() {
+        return Err(no_case_error(&m).to_string());
     }
-    ExitCode::SUCCESS
+    Ok((m, cases))
+}
+
+/// "plans no case", at the `where` that removed every grid point where there is one.
+fn no_case_error(m: &Manifest) -> manifest::ManifestError {
+    #[derive(serde::Deserialize)]
+    struct GridOnly {
+        grid: Option<std::collections::BTreeMap<String, toml::Spanned<toml::Value>>>,
+    }
+    let where_span = toml::from_str::<GridOnly>(&m.source)
+        .ok()
+        .and_then(|g| Some(g.grid?.get("where")?.span()));
+    match where_span {
+        Some(span) => manifest::ManifestError::new(
+            &m.path,
+            &m.source,
+            span,
+            Some("grid.where".into()),
+            "the `where` filter removes every grid point: the study plans no case".into(),
+        ),
+        None => manifest::ManifestError::whole_file(&m.path, "the study plans no case".into()),
+    }
+}
+
+fn check(args: &[String]) -> ExitCode {
+    let paths = match kbench::expand_manifest_args(args) {
+        Ok(paths) => paths,
+        Err(e) => return bad_input(anyhow::anyhow!("{e}")),
+    };
+    // Every manifest is reported, the good ones too, whatever the others hold.
+    let mut failed = false;
+    for path in paths {
+        match load_and_plan(&path) {
+            Ok((m, cases)) => println!(
+                "ok: {}: study `{}`, {}, {}",
+                m.path.display(),
+                m.study.name,
+                count(cases.len(), "case", "cases"),
+                count(m.variants.len(), "variant", "variants")
+            ),
+            Err(e) => {
+                eprintln!("{e}\n");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// "1 case", "18 cases".
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn run(args: RunArgs) -> ExitCode {
+    if let (Some(min), Some(max)) = (args.min_samples, args.max_samples) {
+        if min > max {
+            return bad_input(anyhow::anyhow!(
+                "--min-samples {min} is more than --max-samples {max}"
+            ));
+        }
+    }
+    if let Err(e) = check_kernels_dir(args.kernels_dir.as_deref()) {
+        return bad_input(e);
+    }
     // /proc/self/exe still starts this kbench if its file is replaced (a rebuild) mid-run.
     let proc_self = PathBuf::from("/proc/self/exe");
     let worker_exe = if proc_self.exists() {
@@ -274,6 +339,8 @@ fn run(args: RunArgs) -> ExitCode {
         max_samples: args.max_samples,
         max_time_s: args.max_time_s,
         worker_fault: std::env::var("KBENCH_WORKER_FAULT").ok(),
+        // Progress goes to stderr, whatever stdout is: a bar on a terminal, else a line a case.
+        case_lines: !std::io::stderr().is_terminal(),
         ..RunOptions::new(worker_exe)
     };
     // Each study with the cases still to run and the results file they go to.
@@ -288,8 +355,22 @@ fn run(args: RunArgs) -> ExitCode {
                 Ok(s) => s,
                 Err(code) => return code,
             };
+            // Kernels from --kernels-dir are read before anything runs, GPU or not.
+            if options.kernels.dir.is_some() {
+                for (manifest, _) in &loaded {
+                    let uses_cuda = manifest.variants.iter().any(|v| v.backend == Backend::Cuda);
+                    let file = &manifest.algorithm.spec().kernel_file;
+                    if let (true, Err(e)) = (uses_cuda, options.kernels.read(file)) {
+                        return bad_input(e);
+                    }
+                }
+            }
             for (manifest, cases) in loaded {
                 let measure = options.measure_settings(&manifest.measure);
+                // One sample count given against the manifest's other: said, not silent.
+                if let Some(note) = sample_count_note(&args, &manifest, &measure) {
+                    eprintln!("note: {}: {note}", manifest.path.display());
+                }
                 match ResultsFile::create(&args.out_dir, &manifest, cases.len(), measure) {
                     Ok(results) => studies.push((manifest, cases, results)),
                     Err(e) => return bad_input(e),
@@ -297,17 +378,17 @@ fn run(args: RunArgs) -> ExitCode {
             }
         }
     }
-    let interactive = std::io::stdout().is_terminal();
+    let interactive = std::io::stderr().is_terminal();
     let mut any_failed = false;
     let mut any_refuted = false;
     for (manifest, cases, mut results) in studies {
         let manifest = &manifest;
         if !args.json {
             println!(
-                "study `{}` ({}): {} cases to run -> {}",
+                "study `{}` ({}): {} to run -> {}",
                 manifest.study.name,
                 manifest.path.display(),
-                cases.len(),
+                count(cases.len(), "case", "cases"),
                 results.path.display()
             );
         }
@@ -370,7 +451,12 @@ fn run(args: RunArgs) -> ExitCode {
             let axes = manifest.algorithm.spec().axis_names();
             println!(
                 "{}",
-                table::render(&results.doc, &axes, table::TableStyle::Terminal)
+                table::render_fitted(
+                    &results.doc,
+                    &axes,
+                    table::TableStyle::Terminal,
+                    table_width(args.wide)
+                )
             );
             print!(
                 "{}",
@@ -386,6 +472,31 @@ fn run(args: RunArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// What a lone `--min-samples` or `--max-samples` did to a manifest's other bound, if anything.
+fn sample_count_note(
+    args: &RunArgs,
+    manifest: &Manifest,
+    measure: &kbench::schema::MeasureSettings,
+) -> Option<String> {
+    let declared = &manifest.measure;
+    match (args.min_samples, args.max_samples) {
+        (Some(min), None) if min > declared.max_samples => Some(format!(
+            "--min-samples {min} raises its max_samples {} to {}",
+            declared.max_samples, measure.max_samples
+        )),
+        (None, Some(max)) if max < declared.min_samples => Some(format!(
+            "--max-samples {max} is below its min_samples {}, which it keeps: {} samples at most",
+            declared.min_samples, measure.max_samples
+        )),
+        _ => None,
+    }
+}
+
+/// The width a terminal table must fit: none with `--wide`.
+fn table_width(wide: bool) -> Option<usize> {
+    (!wide).then(table::terminal_width)
 }
 
 /// The manifest's declared tables and its claims' verdicts, as `doc` has them.
@@ -510,16 +621,26 @@ fn compare(args: CompareArgs) -> ExitCode {
             serde_json::to_string_pretty(&result).expect("comparison serializes")
         );
     } else {
-        let names: Vec<String> = base_paths.iter().map(|p| p.display().to_string()).collect();
-        println!(
-            "comparing {} with the baseline {}",
-            new_path.display(),
-            names.join(", ")
-        );
-        if bases.len() == 1 {
-            println!("note: one baseline run shows no run-to-run variation, so verdicts rest on its samples alone; save 3 or more baseline runs");
+        match base_paths.as_slice() {
+            [one] => println!(
+                "comparing {}\nwith the baseline {}",
+                new_path.display(),
+                one.display()
+            ),
+            several => {
+                println!(
+                    "comparing {}\nwith {} baseline runs:",
+                    new_path.display(),
+                    several.len()
+                );
+                several.iter().for_each(|p| println!("  {}", p.display()));
+            }
         }
-        println!("{}", compare_table(&result));
+        if bases.len() == 1 {
+            println!("note: one baseline run shows no run-to-run variation, so verdicts rest on");
+            println!("its samples alone; save 3 or more baseline runs");
+        }
+        println!("{}", compare_table(&result, table_width(args.wide)));
     }
     if result.regressed() {
         ExitCode::from(1)
@@ -528,48 +649,69 @@ fn compare(args: CompareArgs) -> ExitCode {
     }
 }
 
-fn compare_table(result: &compare::Comparison) -> String {
-    use kbench::report::table::format_seconds;
-    let mut builder = tabled::builder::Builder::default();
-    builder.push_record([
-        "variant",
-        "case",
-        "baseline",
-        "new",
-        "change",
-        "95% CI of change",
-        "p (BH)",
-        "verdict",
-    ]);
+/// The verdicts of the compared cases (and new failures) as a table that fits `max_width_chars`,
+/// then one line for the cases not compared, counted by reason.
+fn compare_table(result: &compare::Comparison, max_width_chars: Option<usize>) -> String {
+    use kbench::report::table::{draw_columns, format_seconds, Column};
+    let shown: Vec<&compare::CaseComparison> = result
+        .cases
+        .iter()
+        .filter(|c| c.verdict != Verdict::NotCompared)
+        .collect();
+    let column = |header: &str, cell: &dyn Fn(&compare::CaseComparison) -> String| {
+        Column::new(header, shown.iter().map(|c| cell(c)).collect())
+    };
     let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
-    for c in &result.cases {
-        builder.push_record([
-            c.variant.clone(),
-            c.params.clone(),
-            c.base_median_s.map_or("-".into(), format_seconds),
-            c.new_median_s.map_or("-".into(), format_seconds),
-            c.ratio.map_or("-".into(), pct),
+    let columns = vec![
+        column("variant", &|c| c.variant.clone()),
+        column("case", &|c| c.params.clone()),
+        column("baseline", &|c| {
+            c.base_median_s.map_or("-".into(), format_seconds)
+        })
+        .numeric()
+        .droppable(3),
+        column("new", &|c| {
+            c.new_median_s.map_or("-".into(), format_seconds)
+        })
+        .numeric()
+        .droppable(4),
+        column("change", &|c| c.ratio.map_or("-".into(), pct)).numeric(),
+        column("95% CI of change", &|c| {
             c.ratio_ci95
-                .map_or("-".into(), |(lo, hi)| format!("{} .. {}", pct(lo), pct(hi))),
-            c.p_adjusted.map_or("-".into(), |p| format!("{p:.3}")),
-            match c.verdict {
-                Verdict::Slower => "SLOWER".into(),
-                Verdict::NewFailure => {
-                    format!("NEW FAILURE: {}", c.note.clone().unwrap_or_default())
-                }
-                Verdict::NotCompared => {
-                    format!("not compared: {}", c.note.clone().unwrap_or_default())
-                }
-                v => format!("{v:?}").to_lowercase(),
-            },
-        ]);
+                .map_or("-".into(), |(lo, hi)| format!("{} .. {}", pct(lo), pct(hi)))
+        })
+        .numeric()
+        .droppable(2),
+        column("p (BH)", &|c| {
+            c.p_adjusted.map_or("-".into(), |p| format!("{p:.3}"))
+        })
+        .numeric()
+        .droppable(1),
+        column("verdict", &|c| match c.verdict {
+            Verdict::Slower => "SLOWER".into(),
+            Verdict::NewFailure => "NEW FAILURE".into(),
+            v => format!("{v:?}").to_lowercase(),
+        }),
+    ];
+    let mut out = String::new();
+    if shown.is_empty() {
+        out.push_str("no case was compared\n");
+    } else {
+        let drawn = draw_columns(columns, table::TableStyle::Terminal, max_width_chars);
+        out.push_str(&drawn.table);
+        out.push('\n');
+        out.push_str(&drawn.left_out_note());
     }
-    let mut out = builder
-        .build()
-        .with(tabled::settings::Style::rounded())
-        .to_string();
+    for c in shown.iter().filter(|c| c.verdict == Verdict::NewFailure) {
+        out.push_str(&format!(
+            "new failure: {} {}: {}\n",
+            c.variant,
+            c.params,
+            c.note.as_deref().unwrap_or("no reason recorded")
+        ));
+    }
     out.push_str(&format!(
-        "\n{} slower, {} faster, {} same, {} inconclusive, {} new failures, {} not compared (min effect {:.1}%, FDR {:.0}%)\n",
+        "\n{} slower, {} faster, {} same, {} inconclusive, {} new failures, {} not compared\n(min effect {:.1}%, false-discovery rate {:.0}%)\n",
         result.count(Verdict::Slower),
         result.count(Verdict::Faster),
         result.count(Verdict::Same),
@@ -579,6 +721,27 @@ fn compare_table(result: &compare::Comparison) -> String {
         result.min_effect * 100.0,
         result.fdr * 100.0,
     ));
+    // The cases not compared, grouped by reason, largest group first.
+    let mut reasons: Vec<(usize, &str)> = Vec::new();
+    for c in result
+        .cases
+        .iter()
+        .filter(|c| c.verdict == Verdict::NotCompared)
+    {
+        let reason = c.note.as_deref().unwrap_or("no reason recorded");
+        match reasons.iter_mut().find(|(_, r)| *r == reason) {
+            Some((count, _)) => *count += 1,
+            None => reasons.push((1, reason)),
+        }
+    }
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.0));
+    if !reasons.is_empty() {
+        let parts: Vec<String> = reasons
+            .iter()
+            .map(|(count, reason)| format!("{count} {reason}"))
+            .collect();
+        out.push_str(&format!("not compared: {}\n", parts.join("; ")));
+    }
     for key in &result.only_in_baseline {
         out.push_str(&format!("only in the baseline: {key}\n"));
     }
@@ -626,7 +789,11 @@ fn report(args: ReportArgs) -> ExitCode {
     };
     match (style, args.tables) {
         (Some(style), false) => {
-            println!("{}", table::render(&doc, &axes, style));
+            let width = match style {
+                table::TableStyle::Terminal => table_width(args.wide),
+                table::TableStyle::Markdown => None,
+            };
+            println!("{}", table::render_fitted(&doc, &axes, style, width));
             print!("{}", declared_tables(&manifest, &doc, style));
         }
         (Some(style), true) => print!("{}", declared_tables(&manifest, &doc, style)),
@@ -648,7 +815,9 @@ fn report(args: ReportArgs) -> ExitCode {
             Ok(paths) => paths
                 .iter()
                 .for_each(|p| eprintln!("wrote {}", p.display())),
-            Err(e) => return bad_input(e),
+            Err(e) => {
+                return bad_input(e.context(format!("cannot draw plots into {}", dir.display())))
+            }
         }
     }
     let refuted = doc.claims.iter().any(|v| v.status == ClaimStatus::Refuted);
@@ -703,10 +872,54 @@ fn list() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// A `--kernels-dir` must be a folder that is there, GPU or not: a typo is not a run without
+/// kernels.
+fn check_kernels_dir(dir: Option<&std::path::Path>) -> anyhow::Result<()> {
+    match dir {
+        Some(dir) if !dir.is_dir() => anyhow::bail!(
+            "--kernels-dir {}: {}",
+            dir.display(),
+            if dir.exists() {
+                "not a folder"
+            } else {
+                "no such folder"
+            }
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// NVRTC's architectures are named `sm_90`, `compute_90` (or `sm_90a`).
+fn check_arch(arch: &str) -> anyhow::Result<()> {
+    let number = arch
+        .strip_prefix("sm_")
+        .or_else(|| arch.strip_prefix("compute_"))
+        .map(|n| n.strip_suffix('a').unwrap_or(n));
+    match number {
+        Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => Ok(()),
+        _ => anyhow::bail!("--arch {arch}: expected an architecture such as sm_90 or compute_80"),
+    }
+}
+
 fn kernels(args: KernelsArgs) -> ExitCode {
+    let checked = check_kernels_dir(args.kernels_dir.as_deref())
+        .and_then(|()| args.archs.iter().try_for_each(|a| check_arch(a)))
+        .and_then(|()| match &args.ptxas {
+            Some(p) if !p.is_file() => anyhow::bail!("--ptxas {}: no such file", p.display()),
+            _ => Ok(()),
+        });
+    if let Err(e) = checked {
+        return bad_input(e);
+    }
     let source = KernelSource {
         dir: args.kernels_dir,
     };
+    // A source that cannot be read is bad input; one that does not compile fails (exit 1).
+    for file in kbench::algos::kernel_files() {
+        if let Err(e) = source.read(&file) {
+            return bad_input(e);
+        }
+    }
     let compiled = match nvrtc::compile_all(&source, &kbench::algos::kernel_files(), &args.archs) {
         Ok(c) => c,
         Err(e) => {

@@ -90,6 +90,10 @@ impl fmt::Display for ManifestError {
             Some(key) => writeln!(f, "error: {} (key `{}`)", self.message, key)?,
             None => writeln!(f, "error: {}", self.message)?,
         }
+        // An error about the whole file has no position to show: no `:1:1` that points nowhere.
+        if self.underline_len == 0 {
+            return write!(f, " --> {}", self.path.display());
+        }
         write!(
             f,
             " --> {}:{}:{}",
@@ -97,7 +101,7 @@ impl fmt::Display for ManifestError {
             self.line,
             self.column
         )?;
-        if self.underline_len > 0 {
+        {
             let gutter = " ".repeat(self.line.to_string().len());
             writeln!(f)?;
             writeln!(f, "{gutter} |")?;
@@ -333,8 +337,13 @@ impl Validator<'_> {
         for variant in &variants {
             let mut product: u64 = 1;
             for (name, values) in &axes {
-                // A zipped axis other than its group's first adds no factor.
-                if zip.iter().any(|g| g.contains(name) && g[0] != *name) {
+                // A zipped axis other than its group's first adds no factor, nor does an axis
+                // of the other backend (a CPU sum has no `block`): the plan drops it.
+                let other_backend = spec
+                    .axis(name)
+                    .and_then(|a| a.only_for)
+                    .is_some_and(|b| b != variant.backend);
+                if other_backend || zip.iter().any(|g| g.contains(name) && g[0] != *name) {
                     continue;
                 }
                 let len = variant.params.get(name).map_or(values.0.len(), Vec::len);
@@ -430,10 +439,11 @@ impl Validator<'_> {
                 None => match def.default {
                     Some(default) => AxisValues(vec![default.to_param()]),
                     None => {
-                        return Err(ManifestError::whole_file(
-                            self.path,
-                            format!("[grid] must give axis `{}` ({})", def.name, def.doc),
-                        ))
+                        let message = format!("[grid] must give axis `{}` ({})", def.name, def.doc);
+                        return Err(match self.header_span("grid") {
+                            Some(span) => self.error(span, "grid", message),
+                            None => ManifestError::whole_file(self.path, message),
+                        });
                     }
                 },
             };
@@ -514,6 +524,20 @@ impl Validator<'_> {
             }
         };
         Ok((axes, zip, filter))
+    }
+
+    /// The span of a table's `[name]` header line, if the manifest has one.
+    fn header_span(&self, name: &str) -> Option<Range<usize>> {
+        let header = format!("[{name}]");
+        let mut offset = 0;
+        for line in self.source.split_inclusive('\n') {
+            let start = offset + (line.len() - line.trim_start().len());
+            offset += line.len();
+            if line.trim().starts_with(&header) {
+                return Some(start..start + header.len());
+            }
+        }
+        None
     }
 
     /// The span of the key in `key = value` (also inside an inline table), for errors about the

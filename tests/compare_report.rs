@@ -277,3 +277,81 @@ fn report_rerenders_markdown_csv_and_plots() {
     let png = std::fs::read(plots.join("time-dtype_i32.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 }
+
+/// The results file with its cases of `variant` recorded as `status` (without samples), as a run
+/// records what it could not measure (no GPU) or what failed.
+fn with_status(from: &Path, to: &Path, variant: &str, status: &str) -> PathBuf {
+    edited(from, to, |doc| {
+        for case in doc["cases"].as_array_mut().unwrap() {
+            if case["variant"] == variant {
+                case["status"] = Value::from(status);
+                case["reason"] = Value::from("no CUDA driver (a test's edit)");
+                case["summary"] = Value::Null;
+                case["measurement"] = Value::Null;
+            }
+        }
+    })
+}
+
+#[test]
+fn compare_fits_80_columns_and_groups_what_it_did_not_compare_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, base) = run_once(dir.path());
+    let skipped = with_status(&base, &dir.path().join("skipped.json"), "tree", "skipped");
+    let timed_out = with_status(&skipped, &dir.path().join("t.json"), "seq", "timed_out");
+    for baselines in [1, 5] {
+        let assert = kbench()
+            .arg("compare")
+            .args(std::iter::repeat_n(&skipped, baselines))
+            .arg(&timed_out)
+            .env_remove("COLUMNS")
+            .assert();
+        let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+        assert!(
+            stdout.lines().all(|l| l.chars().count() <= 80),
+            "{baselines} baseline(s):\n{stdout}"
+        );
+        let not_compared: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.contains("not compared:"))
+            .collect();
+        assert_eq!(not_compared.len(), 1, "{stdout}");
+        assert!(
+            not_compared[0] == "not compared: 4 skipped in the baseline and the new run",
+            "{stdout}"
+        );
+        // `seq` timed out in the new run: a new failure, listed below the table with its reason.
+        assert!(stdout.contains("4 new failures"), "{stdout}");
+        assert!(
+            stdout.contains("new failure: seq dtype=i32 n=1000: no CUDA driver"),
+            "{stdout}"
+        );
+        for rust_name in ["Skipped", "TimedOut", "Passed", "NotCompared"] {
+            assert!(!stdout.contains(rust_name), "{rust_name}: {stdout}");
+        }
+        assert_eq!(assert.get_output().status.code(), Some(1));
+    }
+    // Both sides not passed, in different ways: one group per reason, counted.
+    let assert = kbench()
+        .arg("compare")
+        .arg(&timed_out)
+        .arg(&skipped)
+        .assert()
+        .code(0);
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("not compared: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let mut groups: Vec<&str> = line["not compared: ".len()..].split("; ").collect();
+    groups.sort();
+    assert_eq!(
+        groups,
+        [
+            "4 skipped in the baseline and the new run",
+            "4 timed out in the baseline"
+        ],
+        "{stdout}"
+    );
+    assert!(stdout.contains("no case was compared"), "{stdout}");
+}

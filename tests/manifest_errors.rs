@@ -96,9 +96,15 @@ fn a_valid_manifest_is_accepted() {
 
 #[test]
 fn every_shipped_experiment_is_valid() {
-    for entry in
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments")).unwrap()
-    {
+    // From the source tree; a bundled copy of this test (scripts/gpu-bundle.sh) runs elsewhere,
+    // from the repository root (scripts/gpu-tests.sh goes there).
+    let built_in = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = if built_in.is_dir() {
+        built_in
+    } else {
+        Path::new(".")
+    };
+    for entry in std::fs::read_dir(root.join("experiments")).unwrap() {
         let path = entry.unwrap().path();
         if let Err(e) = kbench::manifest::load(&path) {
             panic!("{e}");
@@ -243,4 +249,28 @@ fn a_malformed_matrix_file_or_generator_is_refused_when_the_manifest_is_read() {
     let matrices = &m.axes.iter().find(|(name, _)| name == "matrix").unwrap().1;
     assert_eq!(matrices.0.len(), 3);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_case_cap_counts_only_the_axes_each_backend_keeps() {
+    // 60,000 sizes x 2 block sizes: the CPU variant has no block, so it plans 60,000 cases, under
+    // the 100,000 cap; a CUDA variant would plan 120,000.
+    let grid = "[grid]\nn = { start = 1, stop = 60_000, step = 1 }\nblock = [32, 64]\n";
+    parse(Path::new("ok.toml"), &format!("{STUDY}{grid}{VARIANT}"))
+        .unwrap_or_else(|e| panic!("refused a 60,000-case study: {e}"));
+    let cuda = "[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n";
+    let e = error(&format!("{STUDY}{grid}{cuda}"));
+    assert!(e.message.contains("120000 cases"), "{e}");
+}
+
+#[test]
+fn errors_without_a_place_show_none_and_a_missing_axis_points_at_its_table() {
+    let e = error(&format!("{STUDY}[grid]\ndtype = \"f32\"\n{VARIANT}"));
+    assert_eq!((e.line, e.column), (5, 1), "{e}");
+    assert!(e.message.contains("must give axis `n`"), "{e}");
+    assert!(e.to_string().contains("bad.toml:5:1\n"), "{e}");
+    // No variant at all: nothing in the file to point at, so no `:1:1` pointing nowhere.
+    let e = error(&format!("{STUDY}{GRID}"));
+    assert!(e.message.contains("no [[variant]]"), "{e}");
+    assert!(e.to_string().ends_with(" --> bad.toml"), "{e}");
 }

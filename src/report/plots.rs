@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::table::{format_seconds, speedup};
+use super::table::speedup;
 use crate::schema::{CaseResult, ResultsDoc};
 use crate::vocab::{Backend, ParamValue};
 
@@ -212,6 +212,60 @@ pub fn write_plots(doc: &ResultsDoc, axis_order: &[&str], dir: &Path) -> Result<
     Ok(written)
 }
 
+/// Round ticks for a log axis covering `lo..hi`: 1, 2 and 5 times each power of ten where the
+/// range spans up to three decades, the powers of ten alone beyond; returns the range widened to
+/// the nearest tick outside each end, and the ticks within it.
+fn log_ticks(lo: f64, hi: f64) -> (f64, f64, Vec<f64>) {
+    let decades = (hi / lo).log10();
+    let mantissas: &[f64] = if decades <= 3.0 {
+        &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0]
+    };
+    let first = lo.log10().floor() as i32 - 1;
+    let last = hi.log10().ceil() as i32 + 1;
+    let candidates: Vec<f64> = (first..=last)
+        .flat_map(|k| mantissas.iter().map(move |m| m * 10f64.powi(k)))
+        .collect();
+    let low = candidates
+        .iter()
+        .copied()
+        .filter(|t| *t <= lo * (1.0 + 1e-9))
+        .fold(candidates[0], f64::max);
+    let high = candidates
+        .iter()
+        .copied()
+        .filter(|t| *t >= hi * (1.0 - 1e-9))
+        .fold(candidates[candidates.len() - 1], f64::min);
+    let ticks = candidates
+        .into_iter()
+        .filter(|t| *t >= low && *t <= high)
+        .collect();
+    (low, high, ticks)
+}
+
+/// A round tick without trailing zeros: 0.2, 1, 50, 2000.
+fn round_tick(v: f64) -> String {
+    let text = format!("{v:.6}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A round tick in seconds with its unit: 200 ns, 1 µs, 50 ms, 2 s.
+fn seconds_tick(s: f64) -> String {
+    // The rounding guards against 1e-6 landing a hair under 1 µs.
+    let at_least = |unit: f64| s >= unit * (1.0 - 1e-9);
+    let (scale, unit) = if at_least(1.0) {
+        (1.0, "s")
+    } else if at_least(1e-3) {
+        (1e3, "ms")
+    } else if at_least(1e-6) {
+        (1e6, "µs")
+    } else {
+        (1e9, "ns")
+    };
+    format!("{} {unit}", round_tick(s * scale))
+}
+
 fn distinct(cases: &[&CaseResult], axis: &str) -> usize {
     let mut seen: Vec<&ParamValue> = Vec::new();
     for c in cases {
@@ -256,12 +310,19 @@ where
         y_min = y_min.min(r);
         y_max = y_max.max(r);
     }
-    // Pad the ranges so end points and the legend are not on the frame.
-    let (x_lo, x_hi) = (x_min / 1.5, x_max * 1.5);
-    let (y_lo, y_hi) = if chart.log_y {
-        (y_min / 1.6, y_max * 1.6)
+    // Pad the ranges so end points and the legend are not on the frame; a log y axis then widens
+    // to its outermost ticks, so both ends and every decade shown carry a label.
+    // The x axis, whose ends are the sizes run, keeps its range and the ticks within it.
+    let (x_lo, x_hi) = (x_min / 1.3, x_max * 1.3);
+    let x_ticks: Vec<f64> = log_ticks(x_lo, x_hi)
+        .2
+        .into_iter()
+        .filter(|t| (x_lo..=x_hi).contains(t))
+        .collect();
+    let (y_lo, y_hi, y_ticks) = if chart.log_y {
+        log_ticks(y_min / 1.2, y_max * 1.2)
     } else {
-        (0.0, y_max * 1.15)
+        (0.0, y_max * 1.15, Vec::new())
     };
 
     let mut builder = ChartBuilder::on(&root);
@@ -269,11 +330,12 @@ where
         .caption(&chart.title, ("sans-serif", 22))
         .margin(16)
         .x_label_area_size(48)
-        .y_label_area_size(100);
+        .y_label_area_size(110);
     let series_style = |i: usize| COLORS[i % COLORS.len()];
+    // Ticks are round numbers (1, 2, 5 times a power of ten): each shown as short as it is exact.
     let y_text = |v: &f64| match chart.y_format {
-        YFormat::Seconds => format_seconds(*v),
-        YFormat::Times => format!("{v:.2}x"),
+        YFormat::Seconds => seconds_tick(*v),
+        YFormat::Times => format!("{}x", round_tick(*v)),
         YFormat::Percent => format!("{v:.0}%"),
     };
     macro_rules! plot_on {
@@ -329,15 +391,38 @@ where
                 .map_err(e)?;
         }};
     }
+    let x_range = (x_lo..x_hi).log_scale().with_key_points(x_ticks);
     if chart.log_y {
         plot_on!(builder
-            .build_cartesian_2d((x_lo..x_hi).log_scale(), (y_lo..y_hi).log_scale())
+            .build_cartesian_2d(x_range, (y_lo..y_hi).log_scale().with_key_points(y_ticks))
             .map_err(e)?);
     } else {
-        plot_on!(builder
-            .build_cartesian_2d((x_lo..x_hi).log_scale(), y_lo..y_hi)
-            .map_err(e)?);
+        plot_on!(builder.build_cartesian_2d(x_range, y_lo..y_hi).map_err(e)?);
     }
     root.present().map_err(e)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_ticks_label_both_ends_and_every_decade() {
+        // A speedup from 0.3x to 1.6x: ticks below 1x too.
+        let (lo, hi, ticks) = log_ticks(0.3, 1.6);
+        assert_eq!((lo, hi), (0.2, 2.0));
+        assert_eq!(ticks, [0.2, 0.5, 1.0, 2.0]);
+        // Seven decades of time: a tick at every power of ten, the top one included.
+        let (lo, hi, ticks) = log_ticks(3e-7, 0.4);
+        assert_eq!((lo, hi), (1e-7, 1.0));
+        assert_eq!(ticks.len(), 8);
+        let labels: Vec<String> = ticks.iter().map(|t| seconds_tick(*t)).collect();
+        assert_eq!(
+            labels,
+            ["100 ns", "1 µs", "10 µs", "100 µs", "1 ms", "10 ms", "100 ms", "1 s"]
+        );
+        assert_eq!(round_tick(0.5), "0.5");
+        assert_eq!(round_tick(20.0), "20");
+    }
 }

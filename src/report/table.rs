@@ -19,7 +19,19 @@ pub enum TableStyle {
     Markdown,
 }
 
+/// The table of every case with all its columns (as `--wide` draws it).
 pub fn render(doc: &ResultsDoc, axis_order: &[&str], style: TableStyle) -> String {
+    render_fitted(doc, axis_order, style, None)
+}
+
+/// The table of every case; with `max_width_chars`, the least needed columns (samples, CI,
+/// % peak, ...) are left out until it fits, and a line says which.
+pub fn render_fitted(
+    doc: &ResultsDoc,
+    axis_order: &[&str],
+    style: TableStyle,
+    max_width_chars: Option<usize>,
+) -> String {
     let cases = &doc.cases;
     // Axes with more than one value get a column; the others go in the heading.
     let mut axis_values: BTreeMap<&str, Vec<&ParamValue>> = BTreeMap::new();
@@ -49,81 +61,130 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str], style: TableStyle) -> Strin
         .device
         .as_ref()
         .map(|d| d.measured_copy_gbytes_per_s);
+    // Work that is mostly arithmetic (Durbin, Pearson's matrix: more flops than bytes) is shown
+    // in GFLOP/s too; its GB/s alone would read as nothing.
+    let show_gflops = cases
+        .iter()
+        .any(|c| matches!((c.gflops_per_s, c.gbytes_per_s), (Some(f), Some(b)) if f > b));
 
-    let mut header: Vec<String> = vec!["variant".into()];
-    header.extend(varying.iter().map(|a| a.to_string()));
-    if show_scope {
-        header.push("scope".into());
-    }
-    header.extend(["median", "95% CI", "GB/s"].map(String::from));
-    if peak_gbytes_per_s.is_some() {
-        header.push("% peak".into());
-    }
-    if doc.manifest.baseline.is_some() {
-        header.push("speedup".into());
-    }
-    header.extend(["samples", "accuracy (rel err)"].map(String::from));
-    let numeric_from = 1 + varying.len() + usize::from(show_scope);
-
-    let mut builder = Builder::default();
-    builder.push_record(header);
-    for case in cases {
-        let mut row = vec![case.variant.clone()];
-        row.extend(
-            varying
+    let text = |header: &str, cells: Vec<String>| Column::new(header, cells);
+    let mut columns = vec![text(
+        "variant",
+        cases.iter().map(|c| c.variant.clone()).collect(),
+    )];
+    for axis in &varying {
+        columns.push(text(
+            axis,
+            cases
                 .iter()
-                .map(|a| case.params.get(*a).map_or("-".into(), |v| v.to_string())),
+                .map(|c| c.params.get(*axis).map_or("-".into(), |v| v.to_string()))
+                .collect(),
+        ));
+    }
+    if show_scope {
+        columns.push(
+            text(
+                "scope",
+                cases
+                    .iter()
+                    .map(|c| c.scope.map_or("-".into(), |s| s.name().to_string()))
+                    .collect(),
+            )
+            .droppable(4),
         );
-        if show_scope {
-            row.push(case.scope.map_or("-".into(), |s| s.name().to_string()));
-        }
-        match &case.summary {
-            Some(s) => {
-                row.push(format_seconds(s.median_s));
+    }
+    let summary_cell = |f: &dyn Fn(&crate::schema::Summary) -> String| -> Vec<String> {
+        cases
+            .iter()
+            .map(|c| c.summary.as_ref().map_or("-".into(), f))
+            .collect()
+    };
+    columns.push(text("median", summary_cell(&|s| format_seconds(s.median_s))).numeric());
+    columns.push(
+        text(
+            "95% CI",
+            summary_cell(&|s| {
                 // Under 6 samples no order-statistic interval reaches 95%.
                 if s.samples < stats::MIN_SAMPLES_FOR_MEDIAN_CI {
-                    row.push("n/a".into());
+                    "n/a".into()
                 } else {
                     let half_width =
                         (s.median_ci95_s.1 - s.median_ci95_s.0) / 2.0 / s.median_s * 100.0;
-                    row.push(format!("±{half_width:.1}%"));
+                    format!("±{half_width:.1}%")
                 }
-                row.push(case.gbytes_per_s.map_or("-".into(), |g| format!("{g:.1}")));
-                if let Some(peak) = peak_gbytes_per_s {
-                    row.push(match (case.backend, case.gbytes_per_s) {
+            }),
+        )
+        .numeric()
+        .droppable(2),
+    );
+    columns.push(
+        text(
+            "GB/s",
+            cases
+                .iter()
+                .map(|c| c.gbytes_per_s.map_or("-".into(), format_rate))
+                .collect(),
+        )
+        .numeric()
+        .droppable(if show_gflops { 3 } else { 5 }),
+    );
+    if show_gflops {
+        columns.push(
+            text(
+                "GFLOP/s",
+                cases
+                    .iter()
+                    .map(|c| c.gflops_per_s.map_or("-".into(), format_rate))
+                    .collect(),
+            )
+            .numeric()
+            .droppable(5),
+        );
+    }
+    if let Some(peak) = peak_gbytes_per_s {
+        columns.push(
+            text(
+                "% peak",
+                cases
+                    .iter()
+                    .map(|c| match (c.backend, c.gbytes_per_s) {
                         (Backend::Cuda, Some(g)) => format!("{:.0}%", g / peak * 100.0),
                         _ => "-".into(),
-                    });
-                }
-            }
-            None => {
-                row.extend(["-", "-", "-"].map(String::from));
-                if peak_gbytes_per_s.is_some() {
-                    row.push("-".into());
-                }
-            }
-        }
-        if let Some(baseline) = &doc.manifest.baseline {
-            row.push(speedup(case, baseline, cases).map_or("-".into(), |s| format!("{s:.2}x")));
-        }
-        row.push(
-            case.summary
-                .as_ref()
-                .map_or("-".into(), |s| s.samples.to_string()),
+                    })
+                    .collect(),
+            )
+            .numeric()
+            .droppable(3),
         );
-        row.push(accuracy_cell(case));
-        builder.push_record(row);
     }
-    let mut table = builder.build();
-    match style {
-        TableStyle::Terminal => table.with(Style::rounded()),
-        TableStyle::Markdown => table.with(Style::markdown()),
-    };
-    table.modify(Columns::new(numeric_from..), Alignment::right());
+    if let Some(baseline) = &doc.manifest.baseline {
+        columns.push(
+            text(
+                "speedup",
+                cases
+                    .iter()
+                    .map(|c| speedup(c, baseline, cases).map_or("-".into(), |s| format!("{s:.2}x")))
+                    .collect(),
+            )
+            .numeric()
+            .droppable(7),
+        );
+    }
+    columns.push(
+        text("samples", summary_cell(&|s| s.samples.to_string()))
+            .numeric()
+            .droppable(1),
+    );
+    columns.push(
+        text("rel err", cases.iter().map(accuracy_cell).collect())
+            .numeric()
+            .droppable(6),
+    );
+    let drawn = draw_columns(columns, style, max_width_chars);
 
     let count = |status: CaseStatus| cases.iter().filter(|c| c.status == status).count();
     let mut out = format!(
-        "{}{}\n{} cases: {} passed, {} failed, {} skipped{}\n",
+        "{}{}\n{} {}: {} passed, {} failed, {} skipped{}\n",
         doc.study.name,
         if doc.study.title.is_empty() {
             String::new()
@@ -131,6 +192,7 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str], style: TableStyle) -> Strin
             format!(": {}", doc.study.title)
         },
         cases.len(),
+        if cases.len() == 1 { "case" } else { "cases" },
         count(CaseStatus::Passed),
         cases.iter().filter(|c| c.failed()).count(),
         count(CaseStatus::Skipped),
@@ -152,10 +214,138 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str], style: TableStyle) -> Strin
     if style == TableStyle::Markdown {
         out.push('\n');
     }
-    out.push_str(&table.to_string());
+    if cases.is_empty() {
+        out.push_str("no cases\n");
+        return out;
+    }
+    out.push_str(&drawn.table);
     out.push('\n');
+    out.push_str(&drawn.left_out_note());
     out.push_str(&reasons(cases));
     out
+}
+
+/// The width terminal tables are fitted to: `COLUMNS` where set (as clap reads it), else the
+/// width of the terminal stdout is, else 80 (a file or a pipe).
+pub fn terminal_width() -> usize {
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+    {
+        return columns;
+    }
+    terminal_size::terminal_size_of(std::io::stdout())
+        .map_or(80, |(terminal_size::Width(w), _)| usize::from(w))
+}
+
+/// One column of a table: its header, its cells, and whether it may be left out to fit a width
+/// (`drop_rank`: lowest first; `None`: always shown).
+pub struct Column {
+    pub header: String,
+    pub cells: Vec<String>,
+    pub right_aligned: bool,
+    pub drop_rank: Option<u8>,
+}
+
+impl Column {
+    pub fn new(header: &str, cells: Vec<String>) -> Column {
+        Column {
+            header: header.to_string(),
+            cells,
+            right_aligned: false,
+            drop_rank: None,
+        }
+    }
+
+    pub fn numeric(mut self) -> Column {
+        self.right_aligned = true;
+        self
+    }
+
+    pub fn droppable(mut self, rank: u8) -> Column {
+        self.drop_rank = Some(rank);
+        self
+    }
+}
+
+/// A drawn table and the headers of the columns left out to fit.
+pub struct Drawn {
+    pub table: String,
+    pub left_out: Vec<String>,
+    pub max_width_chars: Option<usize>,
+}
+
+impl Drawn {
+    /// `(left out to fit 80 columns: samples, 95% CI; --wide shows them)`, or nothing.
+    pub fn left_out_note(&self) -> String {
+        match (self.left_out.is_empty(), self.max_width_chars) {
+            (false, Some(width)) => format!(
+                "(left out to fit {width} columns: {}; --wide shows them)\n",
+                self.left_out.join(", ")
+            ),
+            _ => String::new(),
+        }
+    }
+}
+
+/// Draws `columns` in `style`; with `max_width_chars`, leaves out droppable columns, lowest rank
+/// first, until the table fits (or none is left to drop).
+pub fn draw_columns(
+    mut columns: Vec<Column>,
+    style: TableStyle,
+    max_width_chars: Option<usize>,
+) -> Drawn {
+    let mut left_out = Vec::new();
+    loop {
+        let table = build_table(&columns, style);
+        let fits = max_width_chars.is_none_or(|w| table.total_width() <= w);
+        let lowest = columns
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| Some((c.drop_rank?, i)))
+            .min();
+        match lowest {
+            Some((_, i)) if !fits => left_out.push(columns.remove(i).header),
+            _ => {
+                return Drawn {
+                    table: table.to_string(),
+                    left_out,
+                    max_width_chars,
+                }
+            }
+        }
+    }
+}
+
+fn build_table(columns: &[Column], style: TableStyle) -> tabled::Table {
+    let mut builder = Builder::default();
+    builder.push_record(columns.iter().map(|c| c.header.clone()));
+    let rows = columns.first().map_or(0, |c| c.cells.len());
+    for row in 0..rows {
+        builder.push_record(columns.iter().map(|c| c.cells[row].clone()));
+    }
+    let mut table = builder.build();
+    match style {
+        TableStyle::Terminal => table.with(Style::rounded()),
+        TableStyle::Markdown => table.with(Style::markdown()),
+    };
+    for (i, column) in columns.iter().enumerate() {
+        if column.right_aligned {
+            table.modify(Columns::one(i), Alignment::right());
+        }
+    }
+    table
+}
+
+/// A rate (GB/s, GFLOP/s) with three significant digits however small: 2981, 45.2, 0.0123.
+pub fn format_rate(rate: f64) -> String {
+    if rate >= 100.0 || rate == 0.0 || !rate.is_finite() {
+        format!("{rate:.0}")
+    } else {
+        let decimals = (2 - rate.log10().floor() as i32).clamp(0, 12) as usize;
+        format!("{rate:.decimals$}")
+    }
 }
 
 /// Every case as one CSV row of plain numbers (seconds, GB/s), for spreadsheets and scripts.
@@ -334,5 +524,43 @@ mod tests {
         assert_eq!(format_seconds(0.0008123), "812.3 µs");
         assert_eq!(format_seconds(2.5), "2.500 s");
         assert_eq!(format_seconds(3.2e-8), "32.00 ns");
+    }
+
+    #[test]
+    fn rates_keep_three_significant_digits_however_small() {
+        assert_eq!(format_rate(2981.4), "2981");
+        assert_eq!(format_rate(45.24), "45.2");
+        assert_eq!(format_rate(1.5), "1.50");
+        assert_eq!(format_rate(0.01234), "0.0123");
+        assert_eq!(format_rate(0.0), "0");
+    }
+
+    #[test]
+    fn columns_are_left_out_lowest_rank_first_until_the_table_fits() {
+        let columns = || {
+            vec![
+                Column::new("name", vec!["a long variant name".into()]),
+                Column::new("kept longest", vec!["x".repeat(20)]).droppable(9),
+                Column::new("first out", vec!["y".repeat(20)]).droppable(1),
+                Column::new("second out", vec!["z".repeat(20)]).droppable(2),
+            ]
+        };
+        let wide = draw_columns(columns(), TableStyle::Terminal, None);
+        assert!(wide.left_out.is_empty());
+        assert!(wide.table.lines().all(|l| l.chars().count() > 60));
+        let narrow = draw_columns(columns(), TableStyle::Terminal, Some(50));
+        assert_eq!(narrow.left_out, ["first out", "second out"]);
+        assert!(
+            narrow.table.lines().all(|l| l.chars().count() <= 50),
+            "{}",
+            narrow.table
+        );
+        assert!(narrow
+            .left_out_note()
+            .contains("fit 50 columns: first out, second out"));
+        // Nothing left to drop: drawn anyway, wider than asked.
+        let tight = draw_columns(columns(), TableStyle::Terminal, Some(10));
+        assert_eq!(tight.left_out.len(), 3);
+        assert!(tight.table.contains("a long variant name"));
     }
 }

@@ -54,9 +54,21 @@ enum Command {
     Compare(CompareArgs),
     /// Re-render a finished run: table, markdown or CSV, and plots.
     Report(ReportArgs),
+    /// Print the JSON Schema of manifests (for editors: Taplo / Even Better TOML, Tombi), or of
+    /// results files.
+    Schema {
+        #[arg(value_enum, default_value = "manifest")]
+        of: SchemaOf,
+    },
     /// Internal: runs the cases `kbench run` sends it on stdin (see src/worker.rs).
     #[command(hide = true)]
     Worker,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SchemaOf {
+    Manifest,
+    Results,
 }
 
 #[derive(clap::Args)]
@@ -198,6 +210,17 @@ fn main() -> ExitCode {
         Command::Kernels(args) => kernels(args),
         Command::Compare(args) => compare(args),
         Command::Report(args) => report(args),
+        Command::Schema { of } => {
+            let schema = match of {
+                SchemaOf::Manifest => manifest::manifest_schema(),
+                SchemaOf::Results => kbench::schema::json_schema(),
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).expect("a schema serializes")
+            );
+            ExitCode::SUCCESS
+        }
         Command::Worker => match kbench::worker::worker_main() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -20,6 +20,7 @@ use kbench::device::{nvrtc, KernelSource};
 use kbench::execute::{self, RunOptions, StudyEnd};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
+use kbench::report::export::{self, Export};
 use kbench::report::{table, tables};
 use kbench::results::{self, ResultsFile};
 use kbench::schema::{ClaimStatus, ResultsDoc};
@@ -52,7 +53,7 @@ enum Command {
     Kernels(KernelsArgs),
     /// Compare two results files of one study: exit 1 if any case got slower or newly fails.
     Compare(CompareArgs),
-    /// Re-render a finished run: table, markdown or CSV, and plots.
+    /// Re-render a finished run: table, markdown, CSV, JSON, CI dashboard formats, HTML, plots.
     Report(ReportArgs),
     /// Print the JSON Schema of manifests (for editors: Taplo / Even Better TOML, Tombi), or of
     /// results files.
@@ -100,8 +101,15 @@ struct CompareArgs {
 struct ReportArgs {
     /// A results file written by `kbench run`.
     results: PathBuf,
-    #[arg(long, value_enum, default_value = "table")]
-    format: ReportFormat,
+    /// What to print.
+    #[arg(long, default_value = "table", value_parser = format_names())]
+    format: String,
+    /// Also write the HTML report (one self-contained page) to this file.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Also write FORMAT to PATH (repeatable), e.g. `--export bmf=bench.json`.
+    #[arg(long, value_name = "FORMAT=PATH", value_parser = Export::parse)]
+    export: Vec<Export>,
     /// Also draw the charts (SVG and PNG) into this folder.
     #[arg(long)]
     plots: Option<PathBuf>,
@@ -117,11 +125,13 @@ struct ReportArgs {
     manifest: Option<PathBuf>,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ReportFormat {
-    Table,
-    Markdown,
-    Csv,
+/// The output formats (src/report/export.rs), for `--format`'s help and checking.
+fn format_names() -> clap::builder::PossibleValuesParser {
+    export::FORMATS
+        .iter()
+        .map(|f| clap::builder::PossibleValue::new(f.name).help(f.help))
+        .collect::<Vec<_>>()
+        .into()
 }
 
 #[derive(clap::Args)]
@@ -167,6 +177,11 @@ struct RunArgs {
     /// Exit 3 if a claim of a manifest is refuted (when no case failed: failures exit 1).
     #[arg(long)]
     check_claims: bool,
+    /// Also write each study's results as FORMAT to PATH (repeatable; `{study}` in PATH is the
+    /// study's name, needed with several studies): e.g. `--export bmf=bench.json`,
+    /// `--export html=out/{study}.html`. Formats as for `kbench report --format`.
+    #[arg(long, value_name = "FORMAT=PATH", value_parser = Export::parse)]
+    export: Vec<Export>,
 }
 
 /// As in the manifests: a finite number of seconds above zero.
@@ -311,6 +326,15 @@ fn run(args: RunArgs) -> ExitCode {
                 Ok(s) => s,
                 Err(code) => return code,
             };
+            let shared = args.export.iter().find(|e| !e.path.contains("{study}"));
+            if let (Some(e), 2..) = (shared, loaded.len()) {
+                return bad_input(anyhow::anyhow!(
+                    "--export {}={}: {} studies would write the same file; put {{study}} in the path",
+                    e.format.name,
+                    e.path,
+                    loaded.len()
+                ));
+            }
             for (manifest, cases) in loaded {
                 let measure = options.measure_settings(&manifest.measure);
                 match ResultsFile::create(&args.out_dir, &manifest, cases.len(), measure) {
@@ -369,6 +393,21 @@ fn run(args: RunArgs) -> ExitCode {
         if let Err(e) = results.set_claims(verdicts) {
             eprintln!("error: {e:#}");
             return ExitCode::from(2);
+        }
+        let report = export::Report {
+            doc: &results.doc,
+            manifest,
+            declared_only: false,
+        };
+        for e in &args.export {
+            match e.write(&report, &results.path) {
+                Ok(path) => eprintln!("wrote {}", path.display()),
+                Err(err) => {
+                    eprintln!("error: {err:#}");
+                    eprintln!("the results are in {}", results.path.display());
+                    return ExitCode::from(2);
+                }
+            }
         }
         if let Some(name) = &args.save_baseline {
             let dir = results::baseline_dir(&args.out_dir, &manifest.study.name, name);
@@ -642,28 +681,24 @@ fn report(args: ReportArgs) -> ExitCode {
     };
     doc.claims = kbench::claims::judge_all(&manifest, &doc);
     let axes = manifest.algorithm.spec().axis_names();
-    let style = match args.format {
-        ReportFormat::Table => Some(table::TableStyle::Terminal),
-        ReportFormat::Markdown => Some(table::TableStyle::Markdown),
-        ReportFormat::Csv => None,
+    let report = export::Report {
+        doc: &doc,
+        manifest: &manifest,
+        declared_only: args.tables,
     };
-    match (style, args.tables) {
-        (Some(style), false) => {
-            println!("{}", table::render(&doc, &axes, style));
-            print!("{}", declared_tables(&manifest, &doc, style));
-        }
-        (Some(style), true) => print!("{}", declared_tables(&manifest, &doc, style)),
-        (None, false) => match table::render_csv(&doc, &axes) {
-            Ok(csv) => print!("{csv}"),
+    let format = export::find(&args.format).expect("clap checked the format's name");
+    match (format.render)(&report) {
+        Ok(text) => print!("{text}"),
+        Err(e) => return bad_input(e),
+    }
+    let html = args.html.iter().map(|path| Export {
+        format: export::find("html").expect("html is a format"),
+        path: path.display().to_string(),
+    });
+    for e in args.export.iter().cloned().chain(html) {
+        match e.write(&report, &args.results) {
+            Ok(path) => eprintln!("wrote {}", path.display()),
             Err(e) => return bad_input(e),
-        },
-        (None, true) => {
-            for t in &manifest.tables {
-                match tables::render_csv(t, &doc) {
-                    Ok(csv) => print!("{csv}"),
-                    Err(e) => return bad_input(e),
-                }
-            }
         }
     }
     if let Some(dir) = &args.plots {

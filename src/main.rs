@@ -61,6 +61,16 @@ enum Command {
         #[arg(value_enum, default_value = "manifest")]
         of: SchemaOf,
     },
+    /// Print a shell completion script: e.g. `kbench completions bash > ~/.local/share/bash-completion/completions/kbench`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (kbench.1, kbench-run.1, ...) into a folder: `kbench man target/man`.
+    Man {
+        #[arg(value_name = "DIR")]
+        out_dir: PathBuf,
+    },
     /// Internal: runs the cases `kbench run` sends it on stdin (see src/worker.rs).
     #[command(hide = true)]
     Worker,
@@ -236,6 +246,12 @@ fn main() -> ExitCode {
             );
             ExitCode::SUCCESS
         }
+        Command::Completions { shell } => {
+            let mut cli = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cli, "kbench", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man { out_dir } => man_pages(&out_dir),
         Command::Worker => match kbench::worker::worker_main() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -243,6 +259,26 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+    }
+}
+
+/// The man pages, from the clap definition: kbench.1 and kbench-<command>.1 in `dir`.
+fn man_pages(dir: &std::path::Path) -> ExitCode {
+    let cli = <Cli as clap::CommandFactory>::command();
+    let written = std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cli, dir));
+    match written {
+        Ok(()) => {
+            println!(
+                "wrote the man pages to {} (read one with `man {}/kbench.1`)",
+                dir.display(),
+                dir.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => bad_input(anyhow::anyhow!(
+            "cannot write the man pages to {}: {e}",
+            dir.display()
+        )),
     }
 }
 

@@ -211,3 +211,30 @@ fn run_exports_each_study_and_refuses_a_shared_path_before_running() {
         .stderr(predicates::str::contains("{study}"));
     assert!(!out2.exists(), "a refused run must not write anything");
 }
+
+#[test]
+fn the_formats_the_docs_export_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut seen = 0;
+    for doc in [
+        "docs/ci/gpu-benchmarks.yml",
+        "README.md",
+        "docs/results-format.md",
+    ] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for (at, _) in text.match_indices("--export ") {
+            let rest = &text[at + "--export ".len()..];
+            let Some((name, _)) = rest.split_once('=') else {
+                continue;
+            };
+            if name.starts_with(|c: char| c.is_ascii_lowercase()) && !name.contains(' ') {
+                assert!(
+                    kbench::report::export::find(name).is_some(),
+                    "{doc} exports the unknown format `{name}`"
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 5, "only {seen} exports found in the docs");
+}

@@ -8,7 +8,8 @@
 //!
 //! Below the stages: `vocab` (shared types), `schema` (the results format), `numerics`,
 //! `device` (kbench's safe layer over CUDA, and the GPU timer), `algos` (the algorithms and the
-//! seam they plug into), `grid` (axis values and where-filters) and `env`.
+//! seam they plug into), `grid` (axis values and where-filters), `env`, and `json_schema` (the
+//! JSON Schemas of the manifest and results formats).
 
 pub mod algos;
 pub mod case;
@@ -18,6 +19,7 @@ pub mod device;
 pub mod env;
 pub mod execute;
 pub mod grid;
+pub mod json_schema;
 pub mod manifest;
 pub mod measure;
 pub mod numerics;

@@ -20,6 +20,7 @@ use kbench::device::{nvrtc, KernelSource};
 use kbench::execute::{self, RunOptions, StudyEnd};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
+use kbench::report::export::{self, Export};
 use kbench::report::{table, tables};
 use kbench::results::{self, ResultsFile};
 use kbench::schema::{ClaimStatus, ResultsDoc};
@@ -52,11 +53,33 @@ enum Command {
     Kernels(KernelsArgs),
     /// Compare runs of one study: exit 1 if a case got slower or newly fails.
     Compare(CompareArgs),
-    /// Re-render a finished run: table, markdown or CSV, and plots.
+    /// Re-render a finished run: table, markdown, CSV, JSON, CI dashboard formats, HTML, plots.
     Report(ReportArgs),
+    /// Print the JSON Schema of manifests (for editors: Taplo / Even Better TOML, Tombi), or of
+    /// results files.
+    Schema {
+        #[arg(value_enum, default_value = "manifest")]
+        of: SchemaOf,
+    },
+    /// Print a shell completion script: e.g. `kbench completions bash > ~/.local/share/bash-completion/completions/kbench`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (kbench.1, kbench-run.1, ...) into a folder: `kbench man target/man`.
+    Man {
+        #[arg(value_name = "DIR")]
+        out_dir: PathBuf,
+    },
     /// Internal: runs the cases `kbench run` sends it on stdin (see src/worker.rs).
     #[command(hide = true)]
     Worker,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SchemaOf {
+    Manifest,
+    Results,
 }
 
 #[derive(clap::Args)]
@@ -91,8 +114,15 @@ struct CompareArgs {
 struct ReportArgs {
     /// A results file written by `kbench run`.
     results: PathBuf,
-    #[arg(long, value_enum, default_value = "table")]
-    format: ReportFormat,
+    /// What to print.
+    #[arg(long, default_value = "table", value_parser = format_names())]
+    format: String,
+    /// Also write the HTML report (one self-contained page) to this file.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Also write FORMAT to PATH (repeatable), e.g. `--export bmf=bench.json`.
+    #[arg(long, value_name = "FORMAT=PATH", value_parser = Export::parse)]
+    export: Vec<Export>,
     /// Also draw the charts (SVG and PNG) into this folder.
     #[arg(long)]
     plots: Option<PathBuf>,
@@ -111,11 +141,13 @@ struct ReportArgs {
     wide: bool,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum ReportFormat {
-    Table,
-    Markdown,
-    Csv,
+/// The output formats (src/report/export.rs), for `--format`'s help and checking.
+fn format_names() -> clap::builder::PossibleValuesParser {
+    export::FORMATS
+        .iter()
+        .map(|f| clap::builder::PossibleValue::new(f.name).help(f.help))
+        .collect::<Vec<_>>()
+        .into()
 }
 
 #[derive(clap::Args)]
@@ -164,6 +196,11 @@ struct RunArgs {
     /// Show every column of the tables (by default they fit the terminal).
     #[arg(long)]
     wide: bool,
+    /// Also write each study's results as FORMAT to PATH (repeatable; `{study}` in PATH is the
+    /// study's name, needed with several studies): e.g. `--export bmf=bench.json`,
+    /// `--export html=out/{study}.html`. Formats as for `kbench report --format`.
+    #[arg(long, value_name = "FORMAT=PATH", value_parser = Export::parse)]
+    export: Vec<Export>,
 }
 
 /// As in the manifests: a finite number of seconds above zero.
@@ -207,6 +244,23 @@ fn main() -> ExitCode {
         Command::Kernels(args) => kernels(args),
         Command::Compare(args) => compare(args),
         Command::Report(args) => report(args),
+        Command::Schema { of } => {
+            let schema = match of {
+                SchemaOf::Manifest => manifest::manifest_schema(),
+                SchemaOf::Results => kbench::schema::json_schema(),
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).expect("a schema serializes")
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Completions { shell } => {
+            let mut cli = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cli, "kbench", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man { out_dir } => man_pages(&out_dir),
         Command::Worker => match kbench::worker::worker_main() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -214,6 +268,26 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+    }
+}
+
+/// The man pages, from the clap definition: kbench.1 and kbench-<command>.1 in `dir`.
+fn man_pages(dir: &std::path::Path) -> ExitCode {
+    let cli = <Cli as clap::CommandFactory>::command();
+    let written = std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(cli, dir));
+    match written {
+        Ok(()) => {
+            println!(
+                "wrote the man pages to {} (read one with `man {}/kbench.1`)",
+                dir.display(),
+                dir.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => bad_input(anyhow::anyhow!(
+            "cannot write the man pages to {}: {e}",
+            dir.display()
+        )),
     }
 }
 
@@ -365,6 +439,15 @@ fn run(args: RunArgs) -> ExitCode {
                     }
                 }
             }
+            let shared = args.export.iter().find(|e| !e.path.contains("{study}"));
+            if let (Some(e), 2..) = (shared, loaded.len()) {
+                return bad_input(anyhow::anyhow!(
+                    "--export {}={}: {} studies would write the same file; put {{study}} in the path",
+                    e.format.name,
+                    e.path,
+                    loaded.len()
+                ));
+            }
             for (manifest, cases) in loaded {
                 let measure = options.measure_settings(&manifest.measure);
                 // One sample count given against the manifest's other: said, not silent.
@@ -427,6 +510,22 @@ fn run(args: RunArgs) -> ExitCode {
         if let Err(e) = results.set_claims(verdicts) {
             eprintln!("error: {e:#}");
             return ExitCode::from(2);
+        }
+        let report = export::Report {
+            doc: &results.doc,
+            manifest,
+            declared_only: false,
+            width: None,
+        };
+        for e in &args.export {
+            match e.write(&report, &results.path) {
+                Ok(path) => eprintln!("wrote {}", path.display()),
+                Err(err) => {
+                    eprintln!("error: {err:#}");
+                    eprintln!("the results are in {}", results.path.display());
+                    return ExitCode::from(2);
+                }
+            }
         }
         if let Some(name) = &args.save_baseline {
             let dir = results::baseline_dir(&args.out_dir, &manifest.study.name, name);
@@ -782,32 +881,30 @@ fn report(args: ReportArgs) -> ExitCode {
     };
     doc.claims = kbench::claims::judge_all(&manifest, &doc);
     let axes = manifest.algorithm.spec().axis_names();
-    let style = match args.format {
-        ReportFormat::Table => Some(table::TableStyle::Terminal),
-        ReportFormat::Markdown => Some(table::TableStyle::Markdown),
-        ReportFormat::Csv => None,
+    let report = export::Report {
+        doc: &doc,
+        manifest: &manifest,
+        declared_only: args.tables,
+        width: table_width(args.wide),
     };
-    match (style, args.tables) {
-        (Some(style), false) => {
-            let width = match style {
-                table::TableStyle::Terminal => table_width(args.wide),
-                table::TableStyle::Markdown => None,
-            };
-            println!("{}", table::render_fitted(&doc, &axes, style, width));
-            print!("{}", declared_tables(&manifest, &doc, style));
-        }
-        (Some(style), true) => print!("{}", declared_tables(&manifest, &doc, style)),
-        (None, false) => match table::render_csv(&doc, &axes) {
-            Ok(csv) => print!("{csv}"),
+    let format = export::find(&args.format).expect("clap checked the format's name");
+    match (format.render)(&report) {
+        Ok(text) => print!("{text}"),
+        Err(e) => return bad_input(e),
+    }
+    let html = args.html.iter().map(|path| Export {
+        format: export::find("html").expect("html is a format"),
+        path: path.display().to_string(),
+    });
+    // Files get every column, whatever the terminal's width.
+    let report = export::Report {
+        width: None,
+        ..report
+    };
+    for e in args.export.iter().cloned().chain(html) {
+        match e.write(&report, &args.results) {
+            Ok(path) => eprintln!("wrote {}", path.display()),
             Err(e) => return bad_input(e),
-        },
-        (None, true) => {
-            for t in &manifest.tables {
-                match tables::render_csv(t, &doc) {
-                    Ok(csv) => print!("{csv}"),
-                    Err(e) => return bad_input(e),
-                }
-            }
         }
     }
     if let Some(dir) = &args.plots {

@@ -10,14 +10,17 @@ use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 mod findings;
+mod json_schema;
 
 pub use findings::{
     selected, Check, ClaimSpec, Dimension, Quantity, ReferenceRow, Select, TableSpec, Unit,
 };
+pub use json_schema::manifest_schema;
 
 use crate::algos::{self, AxisKind, DynAlgorithm, Spec};
 use crate::grid::{AxisValues, WhereExpr};
@@ -142,15 +145,19 @@ pub struct ReportSettings {
     pub baseline: Option<String>,
 }
 
-// ---- The TOML shape, as serde sees it. ----
+// ---- The TOML shape, as serde sees it (and, through schemars, the JSON Schema editors use:
+// a `Spanned<T>` is typed as `T`, raw TOML values by the functions in `json_schema`). ----
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
     study: RawStudy,
     #[serde(default)]
+    #[schemars(schema_with = "json_schema::grid")]
     grid: BTreeMap<String, Spanned<toml::Value>>,
+    /// The code timed over the grid: a CPU implementation or a CUDA kernel, one table each.
     #[serde(rename = "variant", default)]
+    #[schemars(with = "Vec<RawVariant>")]
     variants: Vec<Spanned<RawVariant>>,
     #[serde(default)]
     measure: RawMeasure,
@@ -160,61 +167,100 @@ struct RawManifest {
     report: RawReport,
     #[serde(default)]
     compare: RawCompare,
+    /// Tables to print after a run, with published figures beside kbench's.
     #[serde(rename = "table", default)]
+    #[schemars(with = "Vec<findings::RawTable>")]
     tables: Vec<Spanned<findings::RawTable>>,
+    /// Conclusions of a report, checked against the run.
     #[serde(rename = "claim", default)]
+    #[schemars(with = "Vec<findings::RawClaim>")]
     claims: Vec<Spanned<findings::RawClaim>>,
 }
 
-#[derive(Deserialize, Default)]
+/// What `kbench compare` uses for this study unless its command line says otherwise.
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawCompare {
+    /// Smallest relative change of a median that counts (0.03 = 3%).
+    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     min_effect: Option<Spanned<f64>>,
+    /// False-discovery rate across the study's cases.
+    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     fdr: Option<Spanned<f64>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawStudy {
+    /// Names the output folder: letters, digits, `_`, `-` and `.` (not first).
+    #[schemars(schema_with = "json_schema::safe_name")]
     name: Spanned<String>,
     title: Option<String>,
+    /// `kbench list` shows the algorithms.
+    #[schemars(schema_with = "json_schema::algorithm")]
     algorithm: Spanned<String>,
+    /// Seeds the inputs: the same seed, the same data.
     seed: u64,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawVariant {
+    /// Names output files: letters, digits, `_`, `-` and `.` (not first).
+    #[schemars(schema_with = "json_schema::safe_name")]
     name: Spanned<String>,
     backend: Backend,
+    /// A CPU variant's implementation.
     #[serde(rename = "impl")]
-    implementation: Option<Spanned<String>>,
-    kernel: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(schema_with = "json_schema::cpu_impl")]
+    implementation: Option<Spanned<String>>,
+    /// A CUDA variant's kernel.
+    #[serde(default)]
+    #[schemars(schema_with = "json_schema::kernel")]
+    kernel: Option<Spanned<String>>,
+    /// Axis values that replace the grid's for this variant.
+    #[serde(default)]
+    #[schemars(schema_with = "json_schema::params")]
     params: BTreeMap<String, Spanned<toml::Value>>,
     scope: Option<Scope>,
     host_memory: Option<HostMemory>,
+    /// Transfers split into chunks over this many streams, copies and kernels overlapped
+    /// (pinned transfers of an elementwise kernel).
+    #[schemars(with = "Option<u32>", range(min = 2, max = 16))]
     streams: Option<Spanned<u32>>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawMeasure {
+    /// Untimed runs before the samples.
     warmup: Option<u32>,
+    #[schemars(with = "Option<u32>", range(min = 1))]
     min_samples: Option<Spanned<u32>>,
+    #[schemars(with = "Option<u32>", range(min = 1))]
     max_samples: Option<Spanned<u32>>,
+    /// Time budget per case, in seconds.
+    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     max_time_s: Option<Spanned<f64>>,
+    /// Sampling stops once the median's 95% CI is this narrow, relative (0.01 = 1%).
+    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     target_rel_ci: Option<Spanned<f64>>,
     scope: Option<Scope>,
     cache: Option<CacheMode>,
     mode: Option<TimingMode>,
+    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     batch_min_window_s: Option<Spanned<f64>>,
+    /// A case still running after this many seconds is recorded as timed out.
+    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     timeout_s: Option<Spanned<f64>>,
+    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     timer_tolerance: Option<Spanned<f64>>,
+    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     timer_tolerance_s: Option<Spanned<f64>>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawAccuracy {
     #[serde(default)]
@@ -223,16 +269,22 @@ struct RawAccuracy {
     abs_tol: RawTolerances,
 }
 
-#[derive(Deserialize, Default)]
+/// Per floating-point dtype; integer outputs are always exact.
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawTolerances {
+    #[schemars(with = "Option<f64>", range(min = 0))]
     f32: Option<Spanned<f64>>,
+    #[schemars(with = "Option<f64>", range(min = 0))]
     f64: Option<Spanned<f64>>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawReport {
+    /// The variant the others' speedups are over.
+    #[serde(default)]
+    #[schemars(schema_with = "json_schema::safe_name")]
     baseline: Option<Spanned<String>>,
 }
 

@@ -159,16 +159,29 @@ pub fn baseline_dir(out_dir: &Path, study: &str, name: &str) -> PathBuf {
 pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // The version is checked before the fields, so a file of another version is refused for
+    // that, not for the first field that changed.
+    let version = serde_json::from_str::<serde_json::Value>(&text)
+        .with_context(|| format!("{} is not JSON", path.display()))?
+        .get("schema_version")
+        .map(|v| v.as_u64());
+    match version {
+        Some(Some(v)) if v == u64::from(SCHEMA_VERSION) => {}
+        Some(Some(v)) => bail!(
+            "{} has results schema_version {v}, this kbench reads {SCHEMA_VERSION} (docs/results-format.md); \
+             read it with the kbench that wrote it ({})",
+            path.display(),
+            if v > u64::from(SCHEMA_VERSION) { "a newer one" } else { "an older one" }
+        ),
+        Some(None) => bail!("{}: schema_version is not a whole number", path.display()),
+        None => bail!(
+            "{} has no schema_version: it is not a kbench results file, or one written before \
+             results were versioned, which this kbench cannot read (docs/results-format.md)",
+            path.display()
+        ),
+    }
     let doc: ResultsDoc = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a kbench results file", path.display()))?;
-    if doc.schema_version != SCHEMA_VERSION {
-        bail!(
-            "{} has results schema {}, this kbench reads {}",
-            path.display(),
-            doc.schema_version,
-            SCHEMA_VERSION
-        );
-    }
     Ok(doc)
 }
 

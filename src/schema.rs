@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::vocab::{Backend, CacheMode, HostMemory, Params, Scope, TimingMode, Tolerance};
@@ -12,7 +13,7 @@ use crate::vocab::{Backend, CacheMode, HostMemory, Params, Scope, TimingMode, To
 /// record, float parameters, case facts.
 pub const SCHEMA_VERSION: u32 = 2;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ResultsDoc {
     pub schema_version: u32,
     pub study: Study,
@@ -32,7 +33,7 @@ pub struct ResultsDoc {
     pub claims: Vec<ClaimVerdict>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClaimStatus {
     Holds,
@@ -51,7 +52,7 @@ impl ClaimStatus {
 }
 
 /// A claim of the manifest, judged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClaimVerdict {
     /// The report's sentence.
     pub text: String,
@@ -67,7 +68,7 @@ pub struct ClaimVerdict {
 }
 
 /// One grid point (or pair of points) of a claim.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClaimCase {
     pub point: String,
     pub status: ClaimStatus,
@@ -82,7 +83,7 @@ pub struct ClaimCase {
     pub margin: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Study {
     pub name: String,
     pub title: String,
@@ -90,7 +91,7 @@ pub struct Study {
     pub seed: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ManifestRecord {
     pub path: String,
     /// The manifest's text, exactly as read.
@@ -102,7 +103,7 @@ pub struct ManifestRecord {
     pub compare: CompareDefaults,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Variant {
     pub name: String,
     pub backend: Backend,
@@ -124,7 +125,7 @@ fn one_stream() -> u32 {
     1
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MeasureSettings {
     pub warmup: u32,
     pub min_samples: u32,
@@ -169,7 +170,7 @@ impl Default for MeasureSettings {
 }
 
 /// What `kbench compare` uses for this study unless the command line says otherwise.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CompareDefaults {
     /// Smallest relative change of a median that counts as slower or faster (0.03 = 3%).
     pub min_effect: f64,
@@ -186,7 +187,7 @@ impl Default for CompareDefaults {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Environment {
     pub host: String,
     pub os: String,
@@ -203,7 +204,7 @@ pub struct Environment {
 }
 
 /// What the results record about the device.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DeviceFingerprint {
     pub name: String,
     /// `0000:18:00.0`: which GPU of the host.
@@ -241,7 +242,7 @@ pub struct DeviceFingerprint {
     pub nvml_unavailable: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CaseStatus {
     Passed,
@@ -265,7 +266,7 @@ impl CaseStatus {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct CaseResult {
     pub index: usize,
     pub variant: String,
@@ -345,7 +346,7 @@ impl CaseResult {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// The median's CI reached the target width.
@@ -357,7 +358,7 @@ pub enum StopReason {
     TimedOut,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Measurement {
     /// One per sample: seconds per run (a batch's time divided by its runs).
     pub samples_s: Vec<f64>,
@@ -373,7 +374,7 @@ pub struct Measurement {
 }
 
 /// How a CUDA case's samples were taken, and what the second timer and the clocks said.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GpuTimer {
     /// `blocked_events`: the stream held by a spin kernel while the flush, events and kernels
     /// were queued, so host launch work falls outside the window; `events`: events around work
@@ -396,7 +397,7 @@ pub struct GpuTimer {
     pub clocks: Option<ClockRecord>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TimerMethod {
     BlockedEvents,
@@ -405,7 +406,7 @@ pub enum TimerMethod {
 }
 
 /// SM clocks and throttle reasons seen around a case's samples (NVML).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClockRecord {
     pub sm_clock_min_mhz: u32,
     pub sm_clock_max_mhz: u32,
@@ -413,7 +414,7 @@ pub struct ClockRecord {
     pub throttle_reasons: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
     pub samples: usize,
     pub median_s: f64,
@@ -433,7 +434,7 @@ pub struct Summary {
 }
 
 /// Counts of samples beyond Tukey's fences: mild past 1.5 IQR, severe past 3 IQR.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Outliers {
     pub low_severe: usize,
     pub low_mild: usize,
@@ -444,7 +445,7 @@ pub struct Outliers {
 }
 
 /// One output of a case against its reference.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct OutputCheck {
     pub name: String,
     /// Elements the case produced (for an output whose length depends on the data, what its
@@ -453,16 +454,18 @@ pub struct OutputCheck {
     pub accuracy: AccuracyReport,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AccuracyReport {
     pub passed: bool,
     pub tolerance: Tolerance,
     /// NaN when some output is NaN (written as null in JSON).
     #[serde(deserialize_with = "null_as_nan")]
+    #[schemars(with = "Option<f64>")]
     pub max_abs_err: f64,
     /// Norm-wise relative error, max |got - expected| / max |expected|: unlike an element-wise
     /// ratio it stays meaningful where some expected elements are (nearly) zero.
     #[serde(deserialize_with = "null_as_nan")]
+    #[schemars(with = "Option<f64>")]
     pub max_rel_err: f64,
     /// Elements of the reference: every element of the output, or the ones checked.
     pub elements: usize,
@@ -478,12 +481,28 @@ pub struct AccuracyReport {
 }
 
 /// One element that failed, for the report and the JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WrongElement {
     pub index: usize,
     #[serde(deserialize_with = "null_as_nan")]
+    #[schemars(with = "Option<f64>")]
     pub got: f64,
     pub expected: f64,
+}
+
+/// The results format's JSON Schema (draft 07), generated from these types: what `kbench schema
+/// results` prints and `schema/results.schema.json` holds.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema = crate::json_schema::generator()
+        .into_root_schema_for::<ResultsDoc>()
+        .to_value();
+    schema["title"] = "kbench results".into();
+    schema["description"] = format!(
+        "A kbench results file (out/<study>/<timestamp>.json), schema_version {SCHEMA_VERSION}; see docs/results-format.md"
+    )
+    .into();
+    schema["properties"]["schema_version"]["enum"] = serde_json::json!([SCHEMA_VERSION]);
+    schema
 }
 
 /// JSON has no NaN: serde_json writes it as null, and this reads null back as NaN.

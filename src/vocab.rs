@@ -7,7 +7,19 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Deserialize,
+    Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     I32,
@@ -97,7 +109,7 @@ macro_rules! with_float_dtype {
     };
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     Cpu,
@@ -114,7 +126,7 @@ impl fmt::Display for Backend {
 }
 
 /// Which region a GPU sample times. CPU variants always time the computation alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     /// The kernel launches alone; inputs already on the device.
@@ -137,7 +149,9 @@ impl Scope {
 
 /// Where the host side of timed transfers lives: ordinary (pageable) memory, which the driver
 /// stages through a bounce buffer, or page-locked (pinned) memory the GPU copies directly.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum HostMemory {
     #[default]
@@ -146,7 +160,7 @@ pub enum HostMemory {
 }
 
 /// Whether each GPU sample starts with a cold L2 cache (the default) or follows the last one hot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheMode {
     Cold,
@@ -155,7 +169,7 @@ pub enum CacheMode {
 
 /// How a GPU sample is timed (kernel scope): one run per event pair, behind a blocked stream; or a
 /// batch of back-to-back runs in one event pair, for kernels shorter than the events resolve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TimingMode {
     Single,
@@ -164,7 +178,7 @@ pub enum TimingMode {
 
 /// One axis value: sizes and block sizes are integers, floats are floats, dtypes, choices and
 /// files are strings.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum ParamValue {
     Int(i64),
@@ -390,7 +404,7 @@ impl HostData {
 }
 
 /// An output element passes when `|got - expected| <= abs + rel * |expected|`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tolerance {
     pub rel: f64,
     pub abs: f64,
@@ -418,7 +432,7 @@ impl Tolerance {
 }
 
 /// A manifest's `[accuracy]`: relative and absolute tolerances per floating-point dtype.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToleranceOverrides {
     pub rel_tol_f32: Option<f64>,
     pub rel_tol_f64: Option<f64>,

@@ -6,8 +6,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
+
+use super::json_schema;
 
 use super::{ManifestError, Validator};
 use crate::algos::Spec;
@@ -151,6 +154,11 @@ impl Unit {
         (Unit::Plain, "1"),
     ];
 
+    /// The units' names, as manifests write them.
+    pub fn names() -> Vec<&'static str> {
+        Unit::ALL.iter().map(|(_, name)| *name).collect()
+    }
+
     fn parse(text: &str) -> Option<Unit> {
         Unit::ALL.iter().find(|(_, n)| *n == text).map(|(u, _)| *u)
     }
@@ -246,46 +254,82 @@ impl Check {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTable {
     title: String,
+    /// What the rows run over: `variant` or an axis.
+    #[schemars(schema_with = "json_schema::dimension")]
     rows: Spanned<String>,
+    /// What the columns run over: `variant` or an axis.
+    #[schemars(schema_with = "json_schema::dimension")]
     columns: Spanned<String>,
+    /// The figure each cell shows.
+    #[schemars(schema_with = "json_schema::quantity")]
     value: Spanned<String>,
+    /// The variants shown, in this order (all if not given).
+    #[schemars(with = "Option<Vec<String>>")]
     variants: Option<Spanned<Vec<String>>>,
+    /// For each axis, the values kept.
+    #[serde(default)]
+    #[schemars(schema_with = "json_schema::select")]
     select: Option<Spanned<BTreeMap<String, toml::Value>>>,
+    /// For `speedup`: the variant the others are compared with.
+    #[schemars(with = "Option<String>")]
     baseline: Option<Spanned<String>>,
+    /// Published figures, shown beside kbench's.
     #[serde(rename = "reference", default)]
+    #[schemars(with = "Vec<RawReference>")]
     references: Vec<Spanned<RawReference>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawReference {
     label: String,
     source: String,
+    /// The unit of the published figures.
+    #[schemars(schema_with = "json_schema::unit")]
     unit: Spanned<String>,
+    /// The figures, keyed by the table's column values.
+    #[schemars(with = "BTreeMap<String, f64>")]
     values: Spanned<BTreeMap<String, f64>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawClaim {
+    /// The report's sentence, quoted.
     text: String,
     source: String,
+    /// faster (a than b), reaches_peak (a), passes (variants), rises or falls (quantity of a along an axis).
+    #[schemars(schema_with = "json_schema::claim_kind")]
     kind: Spanned<String>,
+    #[schemars(with = "Option<String>")]
     a: Option<Spanned<String>>,
+    #[schemars(with = "Option<String>")]
     b: Option<Spanned<String>>,
+    #[schemars(with = "Option<Vec<String>>")]
     variants: Option<Spanned<Vec<String>>>,
+    /// For `faster`: at least this many times faster.
+    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     by: Option<Spanned<f64>>,
+    /// For `reaches_peak`: the share of the measured copy peak (0.8 = 80%).
+    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     share: Option<Spanned<f64>>,
+    #[serde(default)]
+    #[schemars(schema_with = "json_schema::quantity")]
     quantity: Option<Spanned<String>>,
+    /// For `rises` and `falls`: the axis followed.
+    #[serde(default)]
+    #[schemars(schema_with = "json_schema::axis_name")]
     along: Option<Spanned<String>>,
+    #[serde(default)]
+    #[schemars(schema_with = "json_schema::select")]
     select: Option<Spanned<BTreeMap<String, toml::Value>>>,
 }
 
-const CLAIM_KINDS: &[&str] = &["faster", "reaches_peak", "passes", "rises", "falls"];
+pub(super) const CLAIM_KINDS: &[&str] = &["faster", "reaches_peak", "passes", "rises", "falls"];
 
 /// What the study has, for checking that tables and claims name only that.
 pub(super) struct StudyShape<'a> {

@@ -1,0 +1,200 @@
+//! The output layer `run` and `report` share: every format a results file can be written in,
+//! one entry each in `FORMATS` (a name, a line of help, a function from the results to text), so
+//! a new format is one file and one line here. The terminal table, markdown and CSV come from
+//! `table` and `tables`, unchanged; JSON is the results document itself.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use super::{bmf, gab, html, table, tables};
+use crate::manifest::Manifest;
+use crate::schema::{CaseResult, ResultsDoc};
+use crate::stats;
+
+/// What a format draws from: a finished (or interrupted) run and the manifest that says which
+/// tables and claims to show.
+pub struct Report<'a> {
+    pub doc: &'a ResultsDoc,
+    pub manifest: &'a Manifest,
+    /// Only the manifest's declared tables and claims, not every case (`report --tables`; the
+    /// table, markdown and CSV formats).
+    pub declared_only: bool,
+    /// The terminal table's width: the least needed columns are left out until it fits (None:
+    /// every column, as `--wide` and every file export draw it).
+    pub width: Option<usize>,
+}
+
+/// One output format.
+#[derive(Debug)]
+pub struct Format {
+    /// As `--format` and `--export NAME=PATH` take it.
+    pub name: &'static str,
+    pub help: &'static str,
+    pub render: fn(&Report) -> Result<String>,
+}
+
+pub const FORMATS: &[Format] = &[
+    Format {
+        name: "table",
+        help: "every case, then the declared tables and claims, for a terminal",
+        render: |r| Ok(tables_as(r, table::TableStyle::Terminal)),
+    },
+    Format {
+        name: "markdown",
+        help: "the same tables as markdown",
+        render: |r| Ok(tables_as(r, table::TableStyle::Markdown)),
+    },
+    Format {
+        name: "csv",
+        help: "one row per case (or per declared table cell with --tables), plain numbers",
+        render: csv,
+    },
+    Format {
+        name: "json",
+        help: "the results document (docs/results-format.md)",
+        render: |r| Ok(serde_json::to_string_pretty(r.doc)? + "\n"),
+    },
+    bmf::FORMAT,
+    gab::FORMAT,
+    html::FORMAT,
+];
+
+pub fn find(name: &str) -> Option<&'static Format> {
+    FORMATS.iter().find(|f| f.name == name)
+}
+
+pub fn names() -> Vec<&'static str> {
+    FORMATS.iter().map(|f| f.name).collect()
+}
+
+fn tables_as(r: &Report, style: table::TableStyle) -> String {
+    let mut out = String::new();
+    if !r.declared_only {
+        let axes = r.manifest.algorithm.spec().axis_names();
+        let width = match style {
+            table::TableStyle::Terminal => r.width,
+            table::TableStyle::Markdown => None,
+        };
+        out.push_str(&table::render_fitted(r.doc, &axes, style, width));
+        out.push('\n');
+    }
+    for t in &r.manifest.tables {
+        out.push_str(&tables::render(t, r.doc, style));
+        out.push('\n');
+    }
+    out.push_str(&tables::render_claims(&r.doc.claims, style));
+    out
+}
+
+fn csv(r: &Report) -> Result<String> {
+    if !r.declared_only {
+        let axes = r.manifest.algorithm.spec().axis_names();
+        return table::render_csv(r.doc, &axes);
+    }
+    let mut out = String::new();
+    for t in &r.manifest.tables {
+        out.push_str(&tables::render_csv(t, r.doc)?);
+    }
+    Ok(out)
+}
+
+/// An `--export FORMAT=PATH` request.
+#[derive(Debug, Clone)]
+pub struct Export {
+    pub format: &'static Format,
+    /// May hold `{study}`, replaced by each study's name.
+    pub path: String,
+}
+
+impl Export {
+    /// Parses `FORMAT=PATH` (for clap).
+    pub fn parse(text: &str) -> std::result::Result<Export, String> {
+        let Some((name, path)) = text.split_once('=') else {
+            return Err(format!(
+                "expected FORMAT=PATH, e.g. bmf=bench.json; formats: {}",
+                names().join(", ")
+            ));
+        };
+        let Some(format) = find(name) else {
+            return Err(format!(
+                "unknown format `{name}`; formats: {}",
+                names().join(", ")
+            ));
+        };
+        if path.is_empty() {
+            return Err(format!("no path after `{name}=`"));
+        }
+        Ok(Export {
+            format,
+            path: path.to_string(),
+        })
+    }
+
+    pub fn path_for(&self, study: &str) -> PathBuf {
+        PathBuf::from(self.path.replace("{study}", study))
+    }
+
+    /// Renders `report` and writes it to this export's path (folders made as needed); refuses
+    /// to write over the results file itself.
+    pub fn write(&self, report: &Report, results_path: &Path) -> Result<PathBuf> {
+        let path = self.path_for(&report.doc.study.name);
+        if same_file(&path, results_path) {
+            bail!(
+                "will not write the {} export over the results file {}",
+                self.format.name,
+                results_path.display()
+            );
+        }
+        let text = (self.format.render)(report)?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create the folder {}", parent.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(path)
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+// ---- Shared by the dashboard formats. ----
+
+/// A case's name on a dashboard: study, variant and parameters, unique within a results file.
+pub fn case_name(doc: &ResultsDoc, case: &CaseResult) -> String {
+    format!(
+        "{}/{} {}",
+        doc.study.name,
+        case.variant,
+        crate::vocab::describe_params(&case.params)
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// A passed case's median and (when it has enough samples for one) the 95% CI of the median,
+/// in nanoseconds rounded to the picosecond, so a file's numbers read plainly.
+pub struct Timing {
+    pub median_ns: f64,
+    pub ci95_ns: Option<(f64, f64)>,
+    pub samples: usize,
+}
+
+pub fn timing(case: &CaseResult) -> Option<Timing> {
+    if case.status != crate::schema::CaseStatus::Passed {
+        return None;
+    }
+    let summary = case.summary.as_ref()?;
+    let ns = |s: f64| (s * 1e12).round() / 1e3;
+    Some(Timing {
+        median_ns: ns(summary.median_s),
+        ci95_ns: (summary.samples >= stats::MIN_SAMPLES_FOR_MEDIAN_CI)
+            .then(|| (ns(summary.median_ci95_s.0), ns(summary.median_ci95_s.1))),
+        samples: summary.samples,
+    })
+}

@@ -1,0 +1,240 @@
+//! The output formats of src/report/export.rs: the CI dashboards' Bencher Metric Format and
+//! github-action-benchmark input, snapshot-tested on a results file made deterministic (a real
+//! CPU run whose samples, clocks and host are then fixed); `kbench run --export` and `kbench
+//! report --export` writing every format; and an export refused before anything runs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use kbench::device::KernelSource;
+use serde_json::Value;
+
+fn kbench() -> Command {
+    let mut cmd = Command::cargo_bin("kbench").unwrap();
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+const STUDY: &str = "[study]\nname = \"exported\"\nalgorithm = \"reduce\"\nseed = 7\n\
+[grid]\nn = [1000, 4096]\ndtype = [\"i32\", \"f32\"]\n\
+[[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+[[variant]]\nname = \"tree\"\nbackend = \"cpu\"\nimpl = \"pairwise\"\n\
+[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n\
+[measure]\nwarmup = 0\nmin_samples = 6\nmax_samples = 6\n";
+
+/// A real run of `STUDY`, then every measured number and the environment fixed, so what the
+/// exports print depends on nothing but the code. One case is given 3 samples: too few for a
+/// 95% CI of the median, which the exports must then leave out.
+fn deterministic_results(dir: &Path) -> PathBuf {
+    let (_out, results) = common::run_study(STUDY, KernelSource::default());
+    let mut doc = results.doc.clone();
+    doc.started_at = "2026-01-01T00:00:00+00:00".into();
+    doc.finished_at = Some("2026-01-01T00:01:00+00:00".into());
+    let env = &mut doc.environment;
+    env.host = "testhost".into();
+    env.cpu_model = "test cpu".into();
+    env.cpu_threads = 2;
+    env.kbench_version = "0.0.0".into();
+    env.git_revision = "test".into();
+    env.command_line = vec!["kbench".into(), "run".into()];
+    env.gpu_unavailable = Some("no GPU in this test".into());
+    for case in &mut doc.cases {
+        case.wall_s = 0.0;
+        let Some(measurement) = &mut case.measurement else {
+            continue;
+        };
+        let base_s = 1e-6 * (case.index + 1) as f64;
+        let count = if case.index == 0 { 3 } else { 6 };
+        measurement.samples_s = (0..count)
+            .map(|k| base_s * (1.0 + 0.01 * k as f64))
+            .collect();
+        let summary = kbench::stats::summarize(&measurement.samples_s);
+        case.gbytes_per_s = Some(case.bytes_moved as f64 / summary.median_s / 1e9);
+        case.summary = Some(summary);
+    }
+    let path = dir.join("exported.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    path
+}
+
+fn report(results: &Path, format: &str) -> String {
+    let out = kbench()
+        .arg("report")
+        .arg(results)
+        .args(["--format", format])
+        .assert()
+        .success();
+    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+}
+
+#[test]
+fn bencher_metric_format_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = deterministic_results(dir.path());
+    let bmf = report(&results, "bmf");
+    let parsed: Value = serde_json::from_str(&bmf).unwrap();
+    // Every passed case, none of the skipped CUDA ones.
+    assert_eq!(parsed.as_object().unwrap().len(), 8, "{bmf}");
+    assert!(!bmf.contains("exported/gpu"), "{bmf}");
+    insta::assert_snapshot!(bmf);
+}
+
+#[test]
+fn github_action_benchmark_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = deterministic_results(dir.path());
+    let gab = report(&results, "github-action-benchmark");
+    let parsed: Value = serde_json::from_str(&gab).unwrap();
+    let entries = parsed.as_array().unwrap();
+    assert_eq!(entries.len(), 8, "{gab}");
+    assert!(entries
+        .iter()
+        .all(|e| e["unit"] == "ns" && e["value"].is_number()));
+    // The case with 3 samples has no interval.
+    assert_eq!(
+        entries.iter().filter(|e| e.get("range").is_none()).count(),
+        1,
+        "{gab}"
+    );
+    insta::assert_snapshot!(gab);
+}
+
+#[test]
+fn report_exports_every_format_as_it_prints_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = deterministic_results(dir.path());
+    for format in kbench::report::export::names() {
+        let path = dir.path().join("exports").join(format!("x.{format}"));
+        kbench()
+            .arg("report")
+            .arg(&results)
+            .arg("--export")
+            .arg(format!("{format}={}", path.display()))
+            .assert()
+            .success()
+            .stderr(predicates::str::contains(format!(
+                "wrote {}",
+                path.display()
+            )));
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(written, report(&results, format), "{format}");
+    }
+    // The export may not replace the results it is made from.
+    kbench()
+        .arg("report")
+        .arg(&results)
+        .arg("--export")
+        .arg(format!("json={}", results.display()))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("over the results file"));
+    for bad in ["bmf", "nope=x.json", "bmf="] {
+        kbench()
+            .arg("report")
+            .arg(&results)
+            .args(["--export", bad])
+            .assert()
+            .code(2);
+    }
+}
+
+#[test]
+fn run_exports_each_study_and_refuses_a_shared_path_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("exported.toml");
+    std::fs::write(&manifest, STUDY).unwrap();
+    let out = dir.path().join("out");
+    let bmf = dir.path().join("bmf").join("{study}.json");
+    let gab = dir.path().join("gab.json");
+    kbench()
+        .arg("run")
+        .arg(&manifest)
+        .arg("--out-dir")
+        .arg(&out)
+        .arg("--export")
+        .arg(format!("bmf={}", bmf.display()))
+        .arg("--export")
+        .arg(format!("github-action-benchmark={}", gab.display()))
+        .assert()
+        .success();
+    let results = std::fs::read_dir(out.join("exported"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let doc = kbench::results::load_results(&results).unwrap();
+    let bmf: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("bmf").join("exported.json")).unwrap(),
+    )
+    .unwrap();
+    let gab: Value = serde_json::from_str(&std::fs::read_to_string(&gab).unwrap()).unwrap();
+    let passed: Vec<_> = doc.cases.iter().filter(|c| c.summary.is_some()).collect();
+    assert_eq!(passed.len(), 8);
+    for case in passed {
+        let name = kbench::report::export::case_name(&doc, case);
+        let median_ns = case.summary.as_ref().unwrap().median_s * 1e9;
+        let in_bmf = bmf[&name]["latency"]["value"].as_f64().unwrap();
+        assert!(
+            (in_bmf - median_ns).abs() <= 1e-3,
+            "{name}: {in_bmf} vs {median_ns}"
+        );
+        let entry = gab
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name.as_str())
+            .unwrap();
+        assert_eq!(entry["value"].as_f64(), Some(in_bmf));
+        let (lower, upper) = (
+            bmf[&name]["latency"]["lower_value"].as_f64().unwrap(),
+            bmf[&name]["latency"]["upper_value"].as_f64().unwrap(),
+        );
+        assert!(lower <= in_bmf && in_bmf <= upper, "{name}");
+    }
+
+    // Two studies, one path: refused before anything is measured.
+    let second = dir.path().join("second.toml");
+    std::fs::write(&second, STUDY.replace("exported", "second")).unwrap();
+    let out2 = dir.path().join("out2");
+    kbench()
+        .arg("run")
+        .arg(&manifest)
+        .arg(&second)
+        .arg("--out-dir")
+        .arg(&out2)
+        .arg("--export")
+        .arg(format!("bmf={}", dir.path().join("one.json").display()))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("{study}"));
+    assert!(!out2.exists(), "a refused run must not write anything");
+}
+
+#[test]
+fn the_formats_the_docs_export_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut seen = 0;
+    for doc in [
+        "docs/ci/gpu-benchmarks.yml",
+        "README.md",
+        "docs/results-format.md",
+    ] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for (at, _) in text.match_indices("--export ") {
+            let rest = &text[at + "--export ".len()..];
+            let Some((name, _)) = rest.split_once('=') else {
+                continue;
+            };
+            if name.starts_with(|c: char| c.is_ascii_lowercase()) && !name.contains(' ') {
+                assert!(
+                    kbench::report::export::find(name).is_some(),
+                    "{doc} exports the unknown format `{name}`"
+                );
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 5, "only {seen} exports found in the docs");
+}

@@ -1,0 +1,213 @@
+//! `kbench report RESULTS --html FILE`: one self-contained page, checked for what it holds and
+//! that it reaches nothing outside itself, then loaded in a real headless Chromium: no console
+//! errors, and a screenshot that shows the page. Without a Chromium on PATH the browser half is
+//! skipped with a message (CI installs Debian's `chromium`: see .ci/run).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use assert_cmd::Command;
+
+fn kbench() -> Command {
+    let mut cmd = Command::cargo_bin("kbench").unwrap();
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+const STUDY: &str = "[study]\nname = \"html\"\ntitle = \"sums <in> & out\"\nalgorithm = \"reduce\"\nseed = 2\n\
+[grid]\nn = [1000, 10_000, 100_000]\ndtype = [\"i32\", \"f32\"]\n\
+[[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+[[variant]]\nname = \"tree\"\nbackend = \"cpu\"\nimpl = \"pairwise\"\n\
+[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n\
+[measure]\nwarmup = 1\nmin_samples = 6\nmax_samples = 10\n\
+[report]\nbaseline = \"seq\"\n\
+[[table]]\ntitle = \"median time\"\nrows = \"variant\"\ncolumns = \"n\"\nvalue = \"median\"\nselect = { dtype = \"f32\" }\n\
+[[claim]]\ntext = \"every sum is within tolerance\"\nsource = \"test\"\nkind = \"passes\"\nvariants = [\"seq\", \"tree\"]\n";
+
+/// Runs `STUDY` and writes its HTML report; returns the page's path.
+fn html_report(dir: &Path) -> PathBuf {
+    let manifest = dir.join("html.toml");
+    std::fs::write(&manifest, STUDY).unwrap();
+    let out = dir.join("out");
+    kbench()
+        .arg("run")
+        .arg(&manifest)
+        .arg("--out-dir")
+        .arg(&out)
+        .assert()
+        .success();
+    let results = std::fs::read_dir(out.join("html"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let page = dir.join("report").join("html.html");
+    kbench()
+        .arg("report")
+        .arg(&results)
+        .arg("--html")
+        .arg(&page)
+        .assert()
+        .success();
+    page
+}
+
+#[test]
+fn the_html_report_holds_everything_and_reaches_nothing_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = html_report(dir.path());
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..100]);
+    for part in [
+        "<h2>Cases</h2>",
+        "<h2>Tables</h2>",
+        "<h2>Claims</h2>",
+        "<h2>Accuracy</h2>",
+        "<h2>Plots</h2>",
+        "<h2>Environment</h2>",
+        "<th>variant</th>",
+        "every sum is within tolerance",
+        "HOLDS",
+        "<svg",
+        "sums &lt;in&gt; &amp; out",
+        "<th>gpu</th>",
+    ] {
+        assert!(html.contains(part), "the page lacks {part}");
+    }
+    assert!(!html.contains("sums <in>"), "the title is not escaped");
+    assert!(html.matches("<table").count() >= 4);
+    assert!(html.matches("<svg").count() >= 2, "the plots are inline");
+    // Offline: no scripts, no links, no fetched resources; the only URLs are SVG's namespaces.
+    for outside in ["<script", "src=", "href=", "url(", "@import"] {
+        assert!(!html.contains(outside), "the page has {outside}");
+    }
+    let without_namespaces = html
+        .replace("http://www.w3.org/2000/svg", "")
+        .replace("http://www.w3.org/1999/xlink", "");
+    assert!(
+        !without_namespaces.contains("http://") && !without_namespaces.contains("https://"),
+        "the page names an external URL"
+    );
+}
+
+fn find_chromium() -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    [
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+    ]
+    .iter()
+    .flat_map(|name| std::env::split_paths(&paths).map(move |d| d.join(name)))
+    .find(|p| p.is_file())
+}
+
+/// Loads `page` in headless Chromium, screenshots it into `screenshot`, and returns Chromium's
+/// log (console messages included).
+fn load_in_chromium(chromium: &Path, page: &Path, screenshot: &Path, profile: &Path) -> String {
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1280,3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", screenshot.display()))
+        .arg(format!("file://{}", page.display()))
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let log =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "chromium failed:\n{log}");
+    log
+}
+
+/// Console messages and uncaught errors in Chromium's log.
+fn console_errors(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains(":CONSOLE") || l.contains("Uncaught"))
+        .collect()
+}
+
+#[test]
+fn the_html_report_loads_in_headless_chromium_without_console_errors() {
+    let Some(chromium) = find_chromium() else {
+        println!("skipped: no chromium on PATH (apt-get install chromium; CI installs it)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let page = html_report(dir.path());
+
+    // The check can fail: a page that logs an error is caught.
+    let probe = dir.path().join("probe.html");
+    std::fs::write(
+        &probe,
+        "<!DOCTYPE html><html><body><p>probe</p><script>console.error('kbench-probe-error')</script></body></html>",
+    )
+    .unwrap();
+    let log = load_in_chromium(
+        &chromium,
+        &probe,
+        &dir.path().join("probe.png"),
+        &dir.path().join("profile-probe"),
+    );
+    assert!(
+        console_errors(&log)
+            .iter()
+            .any(|l| l.contains("kbench-probe-error")),
+        "chromium's log does not show console errors, so this test could not see them:\n{log}"
+    );
+
+    let screenshot = dir.path().join("report.png");
+    let log = load_in_chromium(&chromium, &page, &screenshot, &dir.path().join("profile"));
+    let errors = console_errors(&log);
+    assert!(errors.is_empty(), "console errors:\n{}", errors.join("\n"));
+
+    let decoder = png::Decoder::new(std::fs::File::open(&screenshot).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut pixels = vec![0; reader.output_buffer_size()];
+    let frame = reader.next_frame(&mut pixels).unwrap();
+    let channels = frame.color_type.samples();
+    let pixels = &pixels[..frame.buffer_size()];
+    let total = pixels.len() / channels;
+    let inked = pixels
+        .chunks(channels)
+        .filter(|p| p[..3].iter().any(|&c| c < 200))
+        .count();
+    let mut colours: Vec<[u8; 3]> = pixels
+        .chunks(channels)
+        .map(|p| [p[0] & 0xf0, p[1] & 0xf0, p[2] & 0xf0])
+        .collect();
+    colours.sort_unstable();
+    colours.dedup();
+    // Text and table rules cover a few percent of a page; a blank or error page far less, and
+    // the plots' series bring colours that text alone does not.
+    assert!(
+        inked * 100 > total,
+        "the screenshot is nearly blank: {inked} of {total} pixels"
+    );
+    assert!(
+        colours.len() > 8,
+        "the screenshot has {} colours",
+        colours.len()
+    );
+    if let Ok(keep) = std::env::var("KBENCH_KEEP_SCREENSHOT") {
+        std::fs::copy(&screenshot, keep).unwrap();
+    }
+    println!(
+        "chromium {}: {inked} of {total} pixels inked, {} colours",
+        chromium.display(),
+        colours.len()
+    );
+}

@@ -59,11 +59,12 @@ fn deterministic_results(dir: &Path) -> PathBuf {
     path
 }
 
+/// What `report --format` prints, every column (as files get them).
 fn report(results: &Path, format: &str) -> String {
     let out = kbench()
         .arg("report")
         .arg(results)
-        .args(["--format", format])
+        .args(["--format", format, "--wide"])
         .assert()
         .success();
     String::from_utf8(out.get_output().stdout.clone()).unwrap()
@@ -120,6 +121,12 @@ fn report_exports_every_format_as_it_prints_it() {
             )));
         let written = std::fs::read_to_string(&path).unwrap();
         assert_eq!(written, report(&results, format), "{format}");
+        if format == "table" {
+            // On a terminal (80 columns where stdout is none) the table leaves columns out.
+            let fitted = kbench().arg("report").arg(&results).assert().success();
+            let fitted = String::from_utf8(fitted.get_output().stdout.clone()).unwrap();
+            assert!(fitted.lines().all(|l| l.chars().count() <= 80), "{fitted}");
+        }
     }
     // The export may not replace the results it is made from.
     kbench()

@@ -209,7 +209,11 @@ fn main() -> ExitCode {
 }
 
 /// Loads and plans every manifest before anything runs; prints every error, not just the first.
-fn load_all(args: &[String]) -> Result<Vec<(Manifest, Vec<Case>)>, ExitCode> {
+/// Planning stops (exit 130) soon after `interrupted` is set.
+fn load_all(
+    args: &[String],
+    interrupted: &AtomicBool,
+) -> Result<Vec<(Manifest, Vec<Case>)>, ExitCode> {
     let paths = kbench::expand_manifest_args(args).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(2)
@@ -218,10 +222,20 @@ fn load_all(args: &[String]) -> Result<Vec<(Manifest, Vec<Case>)>, ExitCode> {
     let mut failed = false;
     for path in paths {
         match manifest::load(&path) {
-            Ok(m) => {
-                let cases = plan::expand(&m);
-                studies.push((m, cases));
-            }
+            Ok(m) => match plan::plan(&m, interrupted) {
+                Ok(cases) => studies.push((m, cases)),
+                Err(plan::PlanError::Interrupted) => {
+                    eprintln!(
+                        "interrupted while planning {}: nothing was run",
+                        path.display()
+                    );
+                    return Err(ExitCode::from(130));
+                }
+                Err(plan::PlanError::Manifest(e)) => {
+                    eprintln!("{e}\n");
+                    failed = true;
+                }
+            },
             Err(e) => {
                 eprintln!("{e}\n");
                 failed = true;
@@ -235,7 +249,8 @@ fn load_all(args: &[String]) -> Result<Vec<(Manifest, Vec<Case>)>, ExitCode> {
 }
 
 fn check(args: &[String]) -> ExitCode {
-    let studies = match load_all(args) {
+    // No Ctrl-C handler here: the default one ends `check` at once, planning included.
+    let studies = match load_all(args, &AtomicBool::new(false)) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -284,7 +299,7 @@ fn run(args: RunArgs) -> ExitCode {
             Err(e) => return bad_input(e),
         },
         None => {
-            let loaded = match load_all(&args.manifests) {
+            let loaded = match load_all(&args.manifests, &options.interrupted) {
                 Ok(s) => s,
                 Err(code) => return code,
             };
@@ -422,7 +437,7 @@ fn interrupt_flag() -> Arc<AtomicBool> {
 fn resume_study(path: &std::path::Path) -> anyhow::Result<(Manifest, Vec<Case>, ResultsFile)> {
     let doc = results::load_results(path)?;
     let manifest = manifest::parse(std::path::Path::new(&doc.manifest.path), &doc.manifest.toml)?;
-    let plan = plan::expand(&manifest);
+    let plan = plan::expand(&manifest)?;
     for done in &doc.cases {
         let planned = plan.get(done.index);
         if planned.is_none_or(|c| {

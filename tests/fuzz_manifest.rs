@@ -162,11 +162,14 @@ fn mutated_manifests_never_panic_the_parser_or_planner() {
         runs += 1;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             match kbench::manifest::parse(Path::new("fuzz.toml"), &text) {
-                Ok(m) => {
-                    let cases = kbench::plan::expand(&m);
+                Ok(m) => match kbench::plan::expand(&m) {
+                    Ok(cases) => Some(cases.len()),
                     // Rendering an error or a plan must not panic either.
-                    Some(cases.len())
-                }
+                    Err(e) => {
+                        let _ = e.to_string();
+                        None
+                    }
+                },
                 Err(e) => {
                     let _ = e.to_string();
                     None

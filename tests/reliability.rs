@@ -667,3 +667,60 @@ fn a_full_disk_is_reported_before_measuring() {
     // Nothing is left behind: no empty results file.
     assert_eq!(results_file(&keep.join("out"), "many"), None);
 }
+
+/// A tiny CPU study for the results-file tests: `cases` sizes, one sample each.
+fn tiny_study(name: &str, cases: usize) -> String {
+    format!(
+        "[study]\nname = \"{name}\"\nalgorithm = \"reduce\"\nseed = 3\n\
+         [grid]\nn = {{ start = 1, stop = {cases} }}\n\
+         [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+         [measure]\nwarmup = 0\nmin_samples = 1\nmax_samples = 1\nmax_time_s = 0.01\n"
+    )
+}
+
+/// Runs `tiny_study` into `dir/out` and returns its results file.
+fn run_tiny(dir: &Path, name: &str, cases: usize, extra: &[&str]) -> PathBuf {
+    let manifest = dir.join(format!("{name}.toml"));
+    std::fs::write(&manifest, tiny_study(name, cases)).unwrap();
+    let status = Command::new(common::kbench_exe())
+        .arg("run")
+        .arg(&manifest)
+        .arg("--out-dir")
+        .arg(dir.join("out"))
+        .args(extra)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    results_file(&dir.join("out"), name).unwrap()
+}
+
+fn resume(path: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(common::kbench_exe())
+        .arg("run")
+        .arg("--resume")
+        .arg(path)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn resuming_a_file_whose_manifest_nests_too_deep_is_refused_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = run_tiny(dir.path(), "deep", 2, &[]);
+    let mut doc = read_json(&path);
+    let deep = format!("{}n > 1{}", "(".repeat(10_000), ")".repeat(10_000));
+    let toml = doc["manifest"]["toml"]
+        .as_str()
+        .unwrap()
+        .replace("[grid]\n", &format!("[grid]\nwhere = \"{deep}\"\n"));
+    doc["manifest"]["toml"] = Value::String(toml);
+    doc["complete"] = Value::Bool(false);
+    doc["cases"] = Value::Array(vec![]);
+    std::fs::write(&path, serde_json::to_string(&doc).unwrap()).unwrap();
+    let out = resume(&path, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("nests more than 200 levels"), "{stderr}");
+}

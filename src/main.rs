@@ -294,7 +294,7 @@ fn run(args: RunArgs) -> ExitCode {
     // Each study with the cases still to run and the results file they go to.
     let mut studies: Vec<(Manifest, Vec<Case>, ResultsFile)> = Vec::new();
     match &args.resume {
-        Some(path) => match resume_study(path) {
+        Some(path) => match resume_study(path, &options) {
             Ok(study) => studies.push(study),
             Err(e) => return bad_input(e),
         },
@@ -340,6 +340,13 @@ fn run(args: RunArgs) -> ExitCode {
         match outcome {
             Ok(StudyEnd::Finished) => {}
             Ok(StudyEnd::Interrupted) => {
+                // The journal holds every finished case already; folding it in leaves one file.
+                if let Err(e) = results.compact() {
+                    eprintln!(
+                        "warning: {e:#} (the cases stay in {})",
+                        results::journal_path(&results.path).display()
+                    );
+                }
                 eprintln!(
                     "interrupted: {} of {} cases are in {}; finish with `kbench run --resume {}`",
                     results.doc.cases.len(),
@@ -351,6 +358,8 @@ fn run(args: RunArgs) -> ExitCode {
             }
             Err(e) => {
                 eprintln!("error: {e:#}");
+                // On a full disk this may fail too: the journal then keeps the cases.
+                let _ = results.compact();
                 eprintln!("results so far are in {}", results.path.display());
                 return ExitCode::from(2);
             }
@@ -433,35 +442,108 @@ fn interrupt_flag() -> Arc<AtomicBool> {
 }
 
 /// An interrupted study: its manifest (as recorded in the results), the cases it has no result
-/// for, and its results file, reopened to be completed.
-fn resume_study(path: &std::path::Path) -> anyhow::Result<(Manifest, Vec<Case>, ResultsFile)> {
-    let doc = results::load_results(path)?;
-    let manifest = manifest::parse(std::path::Path::new(&doc.manifest.path), &doc.manifest.toml)?;
+/// for, and its results file, locked and reopened to be completed. The cases still to run are
+/// measured with the settings the file records (the original run's, command-line overrides
+/// included); an override on the resume's own command line that differs is refused, so one file
+/// never holds two settings.
+fn resume_study(
+    path: &std::path::Path,
+    options: &RunOptions,
+) -> anyhow::Result<(Manifest, Vec<Case>, ResultsFile)> {
+    let results = ResultsFile::resume(path)?;
+    let doc = &results.doc;
+    let mut manifest =
+        manifest::parse(std::path::Path::new(&doc.manifest.path), &doc.manifest.toml)?;
+    let recorded = &doc.manifest.measure;
+    let conflicts: Vec<String> = [
+        (
+            "--warmup",
+            options.warmup.map(f64::from),
+            "warmup",
+            f64::from(recorded.warmup),
+        ),
+        (
+            "--min-samples",
+            options.min_samples.map(f64::from),
+            "min_samples",
+            f64::from(recorded.min_samples),
+        ),
+        (
+            "--max-samples",
+            options.max_samples.map(f64::from),
+            "max_samples",
+            f64::from(recorded.max_samples),
+        ),
+        (
+            "--max-time-s",
+            options.max_time_s,
+            "max_time_s",
+            recorded.max_time_s,
+        ),
+        (
+            "--timeout-s",
+            options.timeout_s,
+            "timeout_s",
+            recorded.timeout_s,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(flag, given, key, was)| {
+        given
+            .filter(|g| *g != was)
+            .map(|g| format!("  {flag} {g}, but the run measured with {key} = {was}"))
+    })
+    .collect();
+    if !conflicts.is_empty() {
+        anyhow::bail!(
+            "{} was measured with other settings than this resume asks for:\n{}\nresume without them (the file's settings are used), or start a new run",
+            path.display(),
+            conflicts.join("\n")
+        );
+    }
+    manifest.measure = recorded.clone();
     let plan = plan::expand(&manifest)?;
-    for done in &doc.cases {
-        let planned = plan.get(done.index);
+    if doc.planned_cases != plan.len() {
+        anyhow::bail!(
+            "{} plans {} cases, but its own manifest plans {}: was the file edited, or written by another kbench?",
+            path.display(),
+            doc.planned_cases,
+            plan.len()
+        );
+    }
+    let mut done = std::collections::HashSet::new();
+    for case in &doc.cases {
+        let planned = plan.get(case.index);
+        let what = || {
+            format!(
+                "case {} ({} {})",
+                case.index,
+                case.variant,
+                describe_params(&case.params)
+            )
+        };
         if planned.is_none_or(|c| {
-            manifest.variants[c.variant].name != done.variant || c.params != done.params
+            manifest.variants[c.variant].name != case.variant || c.params != case.params
         }) {
             anyhow::bail!(
-                "{}: case {} ({} {}) is not in the plan of its own manifest; was the file edited?",
+                "{}: {} is not in the plan of its own manifest; was the file edited?",
                 path.display(),
-                done.index,
-                done.variant,
-                describe_params(&done.params)
+                what()
+            );
+        }
+        if !done.insert(case.index) {
+            anyhow::bail!(
+                "{}: {} is in the file twice; was the file edited or merged?",
+                path.display(),
+                what()
             );
         }
     }
-    let done: std::collections::HashSet<usize> = doc.cases.iter().map(|d| d.index).collect();
     let missing: Vec<Case> = plan
         .into_iter()
         .filter(|c| !done.contains(&c.index))
         .collect();
-    Ok((
-        manifest,
-        missing,
-        ResultsFile::reopen(path.to_path_buf(), doc),
-    ))
+    Ok((manifest, missing, results))
 }
 
 fn compare(args: CompareArgs) -> ExitCode {

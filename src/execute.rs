@@ -146,10 +146,10 @@ pub fn run_study(
             match running.run_case(case, timeout_s, options.setup_limit_s, &options.interrupted) {
                 CaseOutcome::Finished(report) => {
                     if let Some(device) = &report.device {
-                        results.set_device(device);
+                        results.set_device(device)?;
                     }
                     if let Some(reason) = &report.gpu_unavailable {
-                        results.set_gpu_unavailable(reason);
+                        results.set_gpu_unavailable(reason)?;
                     }
                     // A kernel fault leaves the CUDA context unusable for good, and CUDA offers
                     // no way back within the process: the next case gets a new worker.
@@ -171,7 +171,7 @@ pub fn run_study(
                             "opening the GPU hung in case #{} (killed after {} s), so the CUDA cases after it are skipped",
                             case.index, options.setup_limit_s
                         );
-                        results.set_gpu_unavailable(&skip);
+                        results.set_gpu_unavailable(&skip)?;
                         gpu_hung = Some(skip);
                     }
                     result.reason = Some(reason);

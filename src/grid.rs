@@ -49,14 +49,21 @@ impl AxisValues {
                 };
                 let keys: Vec<&str> = table.keys().map(String::as_str).collect();
                 if keys == ["pow2"] {
-                    let bounds: Vec<i64> = match table.get("pow2") {
+                    // Every element must be an integer: `[5, 7.5, 10]` is a mistake, not [5, 10].
+                    let bounds: Vec<Option<i64>> = match table.get("pow2") {
                         Some(toml::Value::Array(a)) => {
-                            a.iter().filter_map(toml::Value::as_integer).collect()
+                            a.iter().map(toml::Value::as_integer).collect()
                         }
                         _ => vec![],
                     };
-                    let [lo, hi] = bounds[..] else {
-                        return Err("pow2 takes two exponents, e.g. { pow2 = [10, 28] }".into());
+                    let [Some(lo), Some(hi)] = bounds[..] else {
+                        let found = match table.get("pow2") {
+                            Some(v) => v.to_string(),
+                            None => String::new(),
+                        };
+                        return Err(format!(
+                            "pow2 takes two integer exponents, e.g. {{ pow2 = [10, 28] }}; found {found}"
+                        ));
                     };
                     if !(0..=62).contains(&lo) || !(lo..=62).contains(&hi) {
                         return Err(format!(
@@ -138,6 +145,15 @@ pub fn grid_points(axes: &[(String, AxisValues)], zip: &[Vec<String>]) -> Vec<Pa
 
 // ---- where-filters: `n >= block and dtype != "i32"` ----
 
+/// The deepest a where-filter may nest: parentheses, `not`, and each link of an `and`, `or` or
+/// arithmetic chain count one level. Parsing, evaluating and dropping the filter recurse once per
+/// level, so a generated filter 10,000 levels deep would overflow the stack; no study needs more.
+pub const MAX_WHERE_DEPTH: usize = 200;
+
+/// A where-filter that cannot be evaluated at a grid point: the byte offset in the filter's text
+/// of the operator at fault, and why (division by zero, integer overflow).
+pub type WhereError = (usize, String);
+
 /// A parsed where-filter over axis values.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WhereExpr {
@@ -165,7 +181,13 @@ pub enum Operand {
     Float(f64),
     Str(String),
     Axis(String),
-    Arith(Box<Operand>, char, Box<Operand>),
+    /// `left op right`, with the byte offset of `op` in the filter's text for errors.
+    Arith {
+        left: Box<Operand>,
+        op: char,
+        right: Box<Operand>,
+        at: usize,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -206,81 +228,134 @@ impl WhereExpr {
             tokens,
             pos: 0,
             end: text.len(),
+            nesting: 0,
             axis_type,
         };
-        let expr = parser.or()?;
+        let (expr, _) = parser.or()?;
         if let Some((offset, token)) = parser.tokens.get(parser.pos) {
             return Err((
                 *offset,
-                format!("unexpected {token} after a complete expression"),
+                format!(
+                    "unexpected {} after a complete expression",
+                    token.describe()
+                ),
             ));
         }
         Ok(expr)
     }
 
-    pub fn matches(&self, point: &Params) -> bool {
-        match self {
-            WhereExpr::Or(a, b) => a.matches(point) || b.matches(point),
-            WhereExpr::And(a, b) => a.matches(point) && b.matches(point),
-            WhereExpr::Not(a) => !a.matches(point),
-            WhereExpr::Compare(a, op, b) => match (a.eval(point), b.eval(point)) {
-                (Some(x), Some(y)) => {
-                    let ord = match (&x, &y) {
-                        (ParamValue::Int(i), ParamValue::Float(f)) => (*i as f64).total_cmp(f),
-                        (ParamValue::Float(f), ParamValue::Int(i)) => f.total_cmp(&(*i as f64)),
-                        _ => x.cmp(&y),
-                    };
-                    match op {
-                        CmpOp::Eq => ord.is_eq(),
-                        CmpOp::Ne => ord.is_ne(),
-                        CmpOp::Lt => ord.is_lt(),
-                        CmpOp::Le => ord.is_le(),
-                        CmpOp::Gt => ord.is_gt(),
-                        CmpOp::Ge => ord.is_ge(),
-                    }
+    /// Whether the filter holds at `point`; an error where its arithmetic divides by zero or
+    /// overflows there (such a filter is a mistake to show, not a silent `false`).
+    pub fn matches(&self, point: &Params) -> Result<bool, WhereError> {
+        Ok(match self {
+            WhereExpr::Or(a, b) => a.matches(point)? || b.matches(point)?,
+            WhereExpr::And(a, b) => a.matches(point)? && b.matches(point)?,
+            WhereExpr::Not(a) => !a.matches(point)?,
+            WhereExpr::Compare(a, op, b) => {
+                let (x, y) = (a.eval(point)?, b.eval(point)?);
+                let ord = match (&x, &y) {
+                    (ParamValue::Int(i), ParamValue::Float(f)) => (*i as f64).total_cmp(f),
+                    (ParamValue::Float(f), ParamValue::Int(i)) => f.total_cmp(&(*i as f64)),
+                    _ => x.cmp(&y),
+                };
+                match op {
+                    CmpOp::Eq => ord.is_eq(),
+                    CmpOp::Ne => ord.is_ne(),
+                    CmpOp::Lt => ord.is_lt(),
+                    CmpOp::Le => ord.is_le(),
+                    CmpOp::Gt => ord.is_gt(),
+                    CmpOp::Ge => ord.is_ge(),
                 }
-                // Arithmetic that overflows or divides by zero matches nothing.
-                _ => false,
-            },
-        }
+            }
+        })
     }
 }
 
 impl Operand {
-    fn eval(&self, point: &Params) -> Option<ParamValue> {
+    fn eval(&self, point: &Params) -> Result<ParamValue, WhereError> {
         match self {
-            Operand::Int(i) => Some(ParamValue::Int(*i)),
-            Operand::Float(x) => Some(ParamValue::Float(*x)),
-            Operand::Str(s) => Some(ParamValue::Str(s.clone())),
-            Operand::Axis(name) => point.get(name).cloned(),
-            Operand::Arith(a, op, b) => match (a.eval(point)?, b.eval(point)?) {
-                (ParamValue::Int(x), ParamValue::Int(y)) => {
-                    let v = match op {
-                        '+' => x.checked_add(y),
-                        '-' => x.checked_sub(y),
-                        '*' => x.checked_mul(y),
-                        '/' => x.checked_div(y),
-                        _ => x.checked_rem(y),
-                    }?;
-                    Some(ParamValue::Int(v))
+            Operand::Int(i) => Ok(ParamValue::Int(*i)),
+            Operand::Float(x) => Ok(ParamValue::Float(*x)),
+            Operand::Str(s) => Ok(ParamValue::Str(s.clone())),
+            Operand::Axis(name) => point
+                .get(name)
+                .cloned()
+                .ok_or_else(|| (0, format!("axis `{name}` has no value at this point"))),
+            Operand::Arith {
+                left,
+                op,
+                right,
+                at,
+            } => {
+                let (x, y) = (left.eval(point)?, right.eval(point)?);
+                let at_point = || crate::vocab::describe_params(point);
+                let divides_by_zero = matches!(op, '/' | '%')
+                    && matches!(y, ParamValue::Int(0))
+                        | matches!(y, ParamValue::Float(f) if f == 0.0);
+                if divides_by_zero {
+                    return Err((
+                        *at,
+                        format!("`{op}` divides by zero at the grid point {}", at_point()),
+                    ));
                 }
-                (x, y) => {
-                    let number = |v: ParamValue| match v {
-                        ParamValue::Int(i) => Some(i as f64),
-                        ParamValue::Float(f) => Some(f),
-                        ParamValue::Str(_) => None,
-                    };
-                    let (x, y) = (number(x)?, number(y)?);
-                    let v = match op {
-                        '+' => x + y,
-                        '-' => x - y,
-                        '*' => x * y,
-                        '/' => x / y,
-                        _ => x % y,
-                    };
-                    v.is_finite().then_some(ParamValue::Float(v))
+                let overflow = || {
+                    (
+                        *at,
+                        format!(
+                            "`{op}` overflows a 64-bit number at the grid point {} ({x} {op} {y})",
+                            at_point()
+                        ),
+                    )
+                };
+                match (&x, &y) {
+                    (ParamValue::Int(a), ParamValue::Int(b)) => {
+                        let v = match op {
+                            '+' => a.checked_add(*b),
+                            '-' => a.checked_sub(*b),
+                            '*' => a.checked_mul(*b),
+                            '/' => a.checked_div(*b),
+                            _ => a.checked_rem(*b),
+                        };
+                        v.map(ParamValue::Int).ok_or_else(overflow)
+                    }
+                    _ => {
+                        let number = |v: &ParamValue| match v {
+                            ParamValue::Int(i) => *i as f64,
+                            ParamValue::Float(f) => *f,
+                            // The parser refuses arithmetic on strings.
+                            ParamValue::Str(_) => f64::NAN,
+                        };
+                        let (a, b) = (number(&x), number(&y));
+                        let v = match op {
+                            '+' => a + b,
+                            '-' => a - b,
+                            '*' => a * b,
+                            '/' => a / b,
+                            _ => a % b,
+                        };
+                        if v.is_finite() {
+                            Ok(ParamValue::Float(v))
+                        } else {
+                            Err(overflow())
+                        }
+                    }
                 }
-            },
+            }
+        }
+    }
+}
+
+impl Token {
+    /// The token as the user wrote it, for messages.
+    fn describe(&self) -> String {
+        match self {
+            Token::Ident(name) => format!("`{name}`"),
+            Token::Int(i) => format!("the number {i}"),
+            Token::Float(x) => format!("the number {x}"),
+            Token::Str(s) => format!("the string {s:?}"),
+            Token::Op(op) => format!("`{op}`"),
+            Token::LParen => "`(`".into(),
+            Token::RParen => "`)`".into(),
         }
     }
 }
@@ -290,8 +365,9 @@ fn tokenize(text: &str) -> Result<Vec<(usize, Token)>, (usize, String)> {
     let mut tokens = Vec::new();
     let mut i = 0;
     while i < bytes.len() {
-        let c = bytes[i] as char;
         let start = i;
+        // Whole characters, so a `≥` is reported as itself and not as its first byte.
+        let c = text[i..].chars().next().unwrap_or(' ');
         if c.is_ascii_whitespace() {
             i += 1;
             continue;
@@ -320,11 +396,15 @@ fn tokenize(text: &str) -> Result<Vec<(usize, Token)>, (usize, String)> {
                         .map_err(|_| (start, format!("bad number `{digits}`")))?,
                 )
             } else {
-                Token::Int(
-                    digits
-                        .parse()
-                        .map_err(|_| (start, format!("integer `{digits}` is too large")))?,
-                )
+                Token::Int(digits.parse().map_err(|_| {
+                    (
+                        start,
+                        format!(
+                            "integer `{digits}` does not fit in 64 bits (the largest is {})",
+                            i64::MAX
+                        ),
+                    )
+                })?)
             }
         } else if c == '"' || c == '\'' {
             i += 1;
@@ -349,7 +429,23 @@ fn tokenize(text: &str) -> Result<Vec<(usize, Token)>, (usize, String)> {
             } else if "<>+-*/%!".contains(c) {
                 &text[i..i + 1]
             } else {
-                return Err((start, format!("unexpected character `{c}`")));
+                let hint = match c {
+                    '≥' => " (write `>=`)",
+                    '≤' => " (write `<=`)",
+                    '≠' => " (write `!=`)",
+                    '×' => " (write `*`)",
+                    '÷' => " (write `/`)",
+                    '=' => " (write `==` to compare)",
+                    '&' => " (write `and` or `&&`)",
+                    '|' => " (write `or` or `||`)",
+                    _ => "",
+                };
+                let shown = if c.is_control() {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                };
+                return Err((start, format!("unexpected character `{shown}`{hint}")));
             };
             i += op.len();
             Token::Op(op.to_string())
@@ -363,10 +459,24 @@ struct Parser<'a> {
     tokens: Vec<(usize, Token)>,
     pos: usize,
     end: usize,
+    /// Parentheses and `not`s open around the current token: each is one level of recursion.
+    nesting: usize,
     axis_type: &'a dyn Fn(&str) -> Option<ValueType>,
 }
 
 type ParseResult<T> = Result<T, (usize, String)>;
+
+/// A parsed piece and the depth of its tree (a leaf is 1).
+type Parsed<T> = (T, usize);
+
+fn too_deep(at: usize) -> (usize, String) {
+    (
+        at,
+        format!(
+            "the filter nests more than {MAX_WHERE_DEPTH} levels deep (parentheses, `not`, and each `and`, `or` or arithmetic operator in a chain count one level); simplify it"
+        ),
+    )
+}
 
 impl Parser<'_> {
     fn peek(&self) -> Option<&Token> {
@@ -388,41 +498,73 @@ impl Parser<'_> {
         hit
     }
 
-    fn or(&mut self) -> ParseResult<WhereExpr> {
-        let mut left = self.and()?;
-        while self.eat_word(&["or", "||"]) {
-            left = WhereExpr::Or(Box::new(left), Box::new(self.and()?));
+    /// The depth of a node over two subtrees, refused past the limit at the operator's offset.
+    fn joined(at: usize, left: usize, right: usize) -> ParseResult<usize> {
+        let depth = left.max(right) + 1;
+        if depth > MAX_WHERE_DEPTH {
+            return Err(too_deep(at));
         }
-        Ok(left)
+        Ok(depth)
     }
 
-    fn and(&mut self) -> ParseResult<WhereExpr> {
-        let mut left = self.not()?;
-        while self.eat_word(&["and", "&&"]) {
-            left = WhereExpr::And(Box::new(left), Box::new(self.not()?));
+    fn or(&mut self) -> ParseResult<Parsed<WhereExpr>> {
+        let (mut left, mut depth) = self.and()?;
+        loop {
+            let at = self.offset();
+            if !self.eat_word(&["or", "||"]) {
+                break;
+            }
+            let (right, right_depth) = self.and()?;
+            depth = Self::joined(at, depth, right_depth)?;
+            left = WhereExpr::Or(Box::new(left), Box::new(right));
         }
-        Ok(left)
+        Ok((left, depth))
     }
 
-    fn not(&mut self) -> ParseResult<WhereExpr> {
-        if self.eat_word(&["not", "!"]) {
-            return Ok(WhereExpr::Not(Box::new(self.not()?)));
+    fn and(&mut self) -> ParseResult<Parsed<WhereExpr>> {
+        let (mut left, mut depth) = self.not()?;
+        loop {
+            let at = self.offset();
+            if !self.eat_word(&["and", "&&"]) {
+                break;
+            }
+            let (right, right_depth) = self.not()?;
+            depth = Self::joined(at, depth, right_depth)?;
+            left = WhereExpr::And(Box::new(left), Box::new(right));
         }
-        if self.peek() == Some(&Token::LParen) {
+        Ok((left, depth))
+    }
+
+    fn not(&mut self) -> ParseResult<Parsed<WhereExpr>> {
+        let at = self.offset();
+        let is_not = self.eat_word(&["not", "!"]);
+        let is_paren = !is_not && self.peek() == Some(&Token::LParen);
+        if !is_not && !is_paren {
+            return self.compare();
+        }
+        self.nesting += 1;
+        if self.nesting > MAX_WHERE_DEPTH {
+            return Err(too_deep(at));
+        }
+        let parsed = if is_not {
+            let (inner, depth) = self.not()?;
+            (WhereExpr::Not(Box::new(inner)), Self::joined(at, depth, 0)?)
+        } else {
             self.pos += 1;
             let inner = self.or()?;
             if self.peek() != Some(&Token::RParen) {
                 return Err((self.offset(), "expected `)`".into()));
             }
             self.pos += 1;
-            return Ok(inner);
-        }
-        self.compare()
+            inner
+        };
+        self.nesting -= 1;
+        Ok(parsed)
     }
 
-    fn compare(&mut self) -> ParseResult<WhereExpr> {
+    fn compare(&mut self) -> ParseResult<Parsed<WhereExpr>> {
         let left_at = self.offset();
-        let (left, left_is_str) = self.sum()?;
+        let (left, left_is_str, left_depth) = self.sum()?;
         let op_at = self.offset();
         let op = match self.peek() {
             Some(Token::Op(op)) => match op.as_str() {
@@ -442,19 +584,20 @@ impl Parser<'_> {
             _ => return Err((op_at, "expected a comparison (==, !=, <, <=, >, >=)".into())),
         };
         self.pos += 1;
-        let (right, right_is_str) = self.sum()?;
+        let (right, right_is_str, right_depth) = self.sum()?;
         if left_is_str != right_is_str {
             return Err((left_at, "compares a string with a number".into()));
         }
-        Ok(WhereExpr::Compare(left, op, right))
+        let depth = Self::joined(op_at, left_depth, right_depth)?;
+        Ok((WhereExpr::Compare(left, op, right), depth))
     }
 
-    /// Returns the operand and whether it is a string.
-    fn sum(&mut self) -> ParseResult<(Operand, bool)> {
+    /// Returns the operand, whether it is a string, and its depth.
+    fn sum(&mut self) -> ParseResult<(Operand, bool, usize)> {
         self.arithmetic("+-", Self::product)
     }
 
-    fn product(&mut self) -> ParseResult<(Operand, bool)> {
+    fn product(&mut self) -> ParseResult<(Operand, bool, usize)> {
         self.arithmetic("*/%", Self::atom)
     }
 
@@ -462,8 +605,8 @@ impl Parser<'_> {
     fn arithmetic(
         &mut self,
         ops: &str,
-        operand: fn(&mut Self) -> ParseResult<(Operand, bool)>,
-    ) -> ParseResult<(Operand, bool)> {
+        operand: fn(&mut Self) -> ParseResult<(Operand, bool, usize)>,
+    ) -> ParseResult<(Operand, bool, usize)> {
         let mut left = operand(self)?;
         while let Some(Token::Op(op)) = self.peek() {
             let op = op.chars().next().unwrap_or(' ');
@@ -476,29 +619,48 @@ impl Parser<'_> {
             if left.1 || right.1 {
                 return Err((at, "arithmetic on a string".into()));
             }
+            let zero = matches!(right.0, Operand::Int(0)) || right.0 == Operand::Float(0.0);
+            if zero && (op == '/' || op == '%') {
+                return Err((at, format!("`{op}` divides by zero")));
+            }
+            let depth = Self::joined(at, left.2, right.2)?;
             left = (
-                Operand::Arith(Box::new(left.0), op, Box::new(right.0)),
+                Operand::Arith {
+                    left: Box::new(left.0),
+                    op,
+                    right: Box::new(right.0),
+                    at,
+                },
                 false,
+                depth,
             );
         }
         Ok(left)
     }
 
-    fn atom(&mut self) -> ParseResult<(Operand, bool)> {
+    fn atom(&mut self) -> ParseResult<(Operand, bool, usize)> {
         let at = self.offset();
         let token = self.tokens.get(self.pos).map(|(_, t)| t.clone());
         self.pos += 1;
         match token {
-            Some(Token::Int(i)) => Ok((Operand::Int(i), false)),
-            Some(Token::Float(x)) => Ok((Operand::Float(x), false)),
-            Some(Token::Str(s)) => Ok((Operand::Str(s), true)),
+            Some(Token::Int(i)) => Ok((Operand::Int(i), false, 1)),
+            Some(Token::Float(x)) => Ok((Operand::Float(x), false, 1)),
+            Some(Token::Str(s)) => Ok((Operand::Str(s), true, 1)),
             Some(Token::Ident(name)) => match (self.axis_type)(&name) {
-                Some(kind) => Ok((Operand::Axis(name), kind == ValueType::Str)),
+                Some(kind) => Ok((Operand::Axis(name), kind == ValueType::Str, 1)),
                 None => Err((at, format!("`{name}` is not an axis of this algorithm"))),
             },
+            Some(Token::LParen) => Err((
+                at,
+                "parentheses group conditions, not arithmetic: write `n * 2 + 1`, not `n * (2 + 1)`"
+                    .into(),
+            )),
             Some(other) => Err((
                 at,
-                format!("expected an axis name, a number or a string, found {other}"),
+                format!(
+                    "expected an axis name, a number or a string, found {}",
+                    other.describe()
+                ),
             )),
             None => Err((at, "the expression ends too early".into())),
         }
@@ -544,7 +706,12 @@ mod tests {
             ("a".to_string(), ParamValue::Float(2.5)),
         ]
         .into();
-        let holds = |text: &str| WhereExpr::parse(text, &kind).unwrap().matches(&point);
+        let holds = |text: &str| {
+            WhereExpr::parse(text, &kind)
+                .unwrap()
+                .matches(&point)
+                .unwrap()
+        };
         assert!(holds("a < n"));
         assert!(holds("a * 2 == 5"));
         assert!(holds("n / 2 == 1"), "integer division stays integer");

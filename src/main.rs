@@ -292,7 +292,11 @@ fn man_pages(dir: &std::path::Path) -> ExitCode {
 }
 
 /// Loads and plans every manifest before anything runs; prints every error, not just the first.
-fn load_all(args: &[String]) -> Result<Vec<(Manifest, Vec<Case>)>, ExitCode> {
+/// Planning stops (exit 130) soon after `interrupted` is set.
+fn load_all(
+    args: &[String],
+    interrupted: &AtomicBool,
+) -> Result<Vec<(Manifest, Vec<Case>)>, ExitCode> {
     let paths = kbench::expand_manifest_args(args).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(2)
@@ -300,9 +304,16 @@ fn load_all(args: &[String]) -> Result<Vec<(Manifest, Vec<Case>)>, ExitCode> {
     let mut studies = Vec::new();
     let mut failed = false;
     for path in paths {
-        match load_and_plan(&path) {
+        match load_and_plan(&path, interrupted) {
             Ok(study) => studies.push(study),
-            Err(e) => {
+            Err(NotPlanned::Interrupted) => {
+                eprintln!(
+                    "interrupted while planning {}: nothing was run",
+                    path.display()
+                );
+                return Err(ExitCode::from(130));
+            }
+            Err(NotPlanned::Error(e)) => {
                 eprintln!("{e}\n");
                 failed = true;
             }
@@ -314,35 +325,24 @@ fn load_all(args: &[String]) -> Result<Vec<(Manifest, Vec<Case>)>, ExitCode> {
     Ok(studies)
 }
 
-/// One manifest and its cases; a manifest that plans no case is refused, since a run of it
-/// would measure nothing and say it passed.
-fn load_and_plan(path: &std::path::Path) -> Result<(Manifest, Vec<Case>), String> {
-    let m = manifest::load(path).map_err(|e| e.to_string())?;
-    let cases = plan::expand(&m);
-    if cases.is_empty() {
-        return Err(no_case_error(&m).to_string());
-    }
-    Ok((m, cases))
+/// Why a manifest gives no study.
+enum NotPlanned {
+    /// Its error, formatted with the file and line.
+    Error(String),
+    Interrupted,
 }
 
-/// "plans no case", at the `where` that removed every grid point where there is one.
-fn no_case_error(m: &Manifest) -> manifest::ManifestError {
-    #[derive(serde::Deserialize)]
-    struct GridOnly {
-        grid: Option<std::collections::BTreeMap<String, toml::Spanned<toml::Value>>>,
-    }
-    let where_span = toml::from_str::<GridOnly>(&m.source)
-        .ok()
-        .and_then(|g| Some(g.grid?.get("where")?.span()));
-    match where_span {
-        Some(span) => manifest::ManifestError::new(
-            &m.path,
-            &m.source,
-            span,
-            Some("grid.where".into()),
-            "the `where` filter removes every grid point: the study plans no case".into(),
-        ),
-        None => manifest::ManifestError::whole_file(&m.path, "the study plans no case".into()),
+/// One manifest and its cases (planning refuses a manifest that plans no case, since a run of
+/// it would measure nothing and say it passed).
+fn load_and_plan(
+    path: &std::path::Path,
+    interrupted: &AtomicBool,
+) -> Result<(Manifest, Vec<Case>), NotPlanned> {
+    let m = manifest::load(path).map_err(|e| NotPlanned::Error(e.to_string()))?;
+    match plan::plan(&m, interrupted) {
+        Ok(cases) => Ok((m, cases)),
+        Err(plan::PlanError::Interrupted) => Err(NotPlanned::Interrupted),
+        Err(plan::PlanError::Manifest(e)) => Err(NotPlanned::Error(e.to_string())),
     }
 }
 
@@ -351,10 +351,11 @@ fn check(args: &[String]) -> ExitCode {
         Ok(paths) => paths,
         Err(e) => return bad_input(anyhow::anyhow!("{e}")),
     };
-    // Every manifest is reported, the good ones too, whatever the others hold.
+    // Every manifest is reported, the good ones too, whatever the others hold. No Ctrl-C
+    // handler here: the default one ends `check` at once, planning included.
     let mut failed = false;
     for path in paths {
-        match load_and_plan(&path) {
+        match load_and_plan(&path, &AtomicBool::new(false)) {
             Ok((m, cases)) => println!(
                 "ok: {}: study `{}`, {}, {}",
                 m.path.display(),
@@ -362,10 +363,11 @@ fn check(args: &[String]) -> ExitCode {
                 count(cases.len(), "case", "cases"),
                 count(m.variants.len(), "variant", "variants")
             ),
-            Err(e) => {
+            Err(NotPlanned::Error(e)) => {
                 eprintln!("{e}\n");
                 failed = true;
             }
+            Err(NotPlanned::Interrupted) => unreachable!("check sets no interrupt flag"),
         }
     }
     if failed {
@@ -420,12 +422,12 @@ fn run(args: RunArgs) -> ExitCode {
     // Each study with the cases still to run and the results file they go to.
     let mut studies: Vec<(Manifest, Vec<Case>, ResultsFile)> = Vec::new();
     match &args.resume {
-        Some(path) => match resume_study(path) {
+        Some(path) => match resume_study(path, &options) {
             Ok(study) => studies.push(study),
             Err(e) => return bad_input(e),
         },
         None => {
-            let loaded = match load_all(&args.manifests) {
+            let loaded = match load_all(&args.manifests, &options.interrupted) {
                 Ok(s) => s,
                 Err(code) => return code,
             };
@@ -489,6 +491,13 @@ fn run(args: RunArgs) -> ExitCode {
         match outcome {
             Ok(StudyEnd::Finished) => {}
             Ok(StudyEnd::Interrupted) => {
+                // The journal holds every finished case already; folding it in leaves one file.
+                if let Err(e) = results.compact() {
+                    eprintln!(
+                        "warning: {e:#} (the cases stay in {})",
+                        results::journal_path(&results.path).display()
+                    );
+                }
                 eprintln!(
                     "interrupted: {} of {} cases are in {}; finish with `kbench run --resume {}`",
                     results.doc.cases.len(),
@@ -500,6 +509,8 @@ fn run(args: RunArgs) -> ExitCode {
             }
             Err(e) => {
                 eprintln!("error: {e:#}");
+                // On a full disk this may fail too: the journal then keeps the cases.
+                let _ = results.compact();
                 eprintln!("results so far are in {}", results.path.display());
                 return ExitCode::from(2);
             }
@@ -628,35 +639,108 @@ fn interrupt_flag() -> Arc<AtomicBool> {
 }
 
 /// An interrupted study: its manifest (as recorded in the results), the cases it has no result
-/// for, and its results file, reopened to be completed.
-fn resume_study(path: &std::path::Path) -> anyhow::Result<(Manifest, Vec<Case>, ResultsFile)> {
-    let doc = results::load_results(path)?;
-    let manifest = manifest::parse(std::path::Path::new(&doc.manifest.path), &doc.manifest.toml)?;
-    let plan = plan::expand(&manifest);
-    for done in &doc.cases {
-        let planned = plan.get(done.index);
+/// for, and its results file, locked and reopened to be completed. The cases still to run are
+/// measured with the settings the file records (the original run's, command-line overrides
+/// included); an override on the resume's own command line that differs is refused, so one file
+/// never holds two settings.
+fn resume_study(
+    path: &std::path::Path,
+    options: &RunOptions,
+) -> anyhow::Result<(Manifest, Vec<Case>, ResultsFile)> {
+    let results = ResultsFile::resume(path)?;
+    let doc = &results.doc;
+    let mut manifest =
+        manifest::parse(std::path::Path::new(&doc.manifest.path), &doc.manifest.toml)?;
+    let recorded = &doc.manifest.measure;
+    let conflicts: Vec<String> = [
+        (
+            "--warmup",
+            options.warmup.map(f64::from),
+            "warmup",
+            f64::from(recorded.warmup),
+        ),
+        (
+            "--min-samples",
+            options.min_samples.map(f64::from),
+            "min_samples",
+            f64::from(recorded.min_samples),
+        ),
+        (
+            "--max-samples",
+            options.max_samples.map(f64::from),
+            "max_samples",
+            f64::from(recorded.max_samples),
+        ),
+        (
+            "--max-time-s",
+            options.max_time_s,
+            "max_time_s",
+            recorded.max_time_s,
+        ),
+        (
+            "--timeout-s",
+            options.timeout_s,
+            "timeout_s",
+            recorded.timeout_s,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(flag, given, key, was)| {
+        given
+            .filter(|g| *g != was)
+            .map(|g| format!("  {flag} {g}, but the run measured with {key} = {was}"))
+    })
+    .collect();
+    if !conflicts.is_empty() {
+        anyhow::bail!(
+            "{} was measured with other settings than this resume asks for:\n{}\nresume without them (the file's settings are used), or start a new run",
+            path.display(),
+            conflicts.join("\n")
+        );
+    }
+    manifest.measure = recorded.clone();
+    let plan = plan::expand(&manifest)?;
+    if doc.planned_cases != plan.len() {
+        anyhow::bail!(
+            "{} plans {} cases, but its own manifest plans {}: was the file edited, or written by another kbench?",
+            path.display(),
+            doc.planned_cases,
+            plan.len()
+        );
+    }
+    let mut done = std::collections::HashSet::new();
+    for case in &doc.cases {
+        let planned = plan.get(case.index);
+        let what = || {
+            format!(
+                "case {} ({} {})",
+                case.index,
+                case.variant,
+                describe_params(&case.params)
+            )
+        };
         if planned.is_none_or(|c| {
-            manifest.variants[c.variant].name != done.variant || c.params != done.params
+            manifest.variants[c.variant].name != case.variant || c.params != case.params
         }) {
             anyhow::bail!(
-                "{}: case {} ({} {}) is not in the plan of its own manifest; was the file edited?",
+                "{}: {} is not in the plan of its own manifest; was the file edited?",
                 path.display(),
-                done.index,
-                done.variant,
-                describe_params(&done.params)
+                what()
+            );
+        }
+        if !done.insert(case.index) {
+            anyhow::bail!(
+                "{}: {} is in the file twice; was the file edited or merged?",
+                path.display(),
+                what()
             );
         }
     }
-    let done: std::collections::HashSet<usize> = doc.cases.iter().map(|d| d.index).collect();
     let missing: Vec<Case> = plan
         .into_iter()
         .filter(|c| !done.contains(&c.index))
         .collect();
-    Ok((
-        manifest,
-        missing,
-        ResultsFile::reopen(path.to_path_buf(), doc),
-    ))
+    Ok((manifest, missing, results))
 }
 
 fn compare(args: CompareArgs) -> ExitCode {

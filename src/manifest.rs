@@ -26,7 +26,7 @@ use crate::algos::{self, AxisKind, DynAlgorithm, Spec};
 use crate::grid::{AxisValues, WhereExpr};
 use crate::schema::{CompareDefaults, MeasureSettings, Study, Variant};
 use crate::vocab::{
-    Backend, CacheMode, HostMemory, ParamValue, Scope, TimingMode, ToleranceOverrides,
+    Backend, CacheMode, DType, HostMemory, ParamValue, Scope, TimingMode, ToleranceOverrides,
 };
 
 /// A mistake in a manifest, located in its source.
@@ -50,7 +50,9 @@ impl ManifestError {
         key: Option<String>,
         message: String,
     ) -> Self {
-        let start = span.start.min(source.len());
+        // A span from a string's decoded value, or any slip, must not split a character.
+        let start = floor_char_boundary(source, span.start);
+        let end = floor_char_boundary(source, span.end.max(start));
         let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = source[start..]
             .find('\n')
@@ -60,7 +62,10 @@ impl ManifestError {
         let source_line = source[line_start..line_end]
             .trim_end_matches('\r')
             .to_string();
-        let underline_len = span.end.min(line_end).saturating_sub(start).max(1);
+        let underline_len = source[start..end.min(line_end).max(start)]
+            .chars()
+            .count()
+            .max(1);
         ManifestError {
             path: path.to_path_buf(),
             line,
@@ -89,9 +94,10 @@ impl ManifestError {
 /// Rendered the way cargo renders TOML errors: message, location, the line and a caret.
 impl fmt::Display for ManifestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let message = printable(&self.message);
         match &self.key {
-            Some(key) => writeln!(f, "error: {} (key `{}`)", self.message, key)?,
-            None => writeln!(f, "error: {}", self.message)?,
+            Some(key) => writeln!(f, "error: {message} (key `{}`)", printable(key))?,
+            None => writeln!(f, "error: {message}")?,
         }
         // An error about the whole file has no position to show: no `:1:1` that points nowhere.
         if self.underline_len == 0 {
@@ -108,8 +114,14 @@ impl fmt::Display for ManifestError {
             let gutter = " ".repeat(self.line.to_string().len());
             writeln!(f)?;
             writeln!(f, "{gutter} |")?;
-            writeln!(f, "{} | {}", self.line, self.source_line)?;
-            let pad = " ".repeat(self.column - 1);
+            writeln!(f, "{} | {}", self.line, printable_line(&self.source_line))?;
+            // Tabs are kept under tabs so the caret lands under its column in a terminal.
+            let pad: String = self
+                .source_line
+                .chars()
+                .take(self.column - 1)
+                .map(|c| if c == '\t' { '\t' } else { ' ' })
+                .collect();
             write!(f, "{gutter} | {pad}{}", "^".repeat(self.underline_len))?;
         }
         Ok(())
@@ -117,6 +129,47 @@ impl fmt::Display for ManifestError {
 }
 
 impl std::error::Error for ManifestError {}
+
+/// The largest char boundary at or before `offset` (clamped to the text).
+fn floor_char_boundary(text: &str, offset: usize) -> usize {
+    let mut at = offset.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// Text from a manifest as it may be printed to a terminal: control characters (an escape
+/// sequence in a title) are written as `\u{1b}`, never sent raw.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A source line under which carets are drawn: each control character (tabs aside) becomes one
+/// replacement character, so the columns stay where they were.
+fn printable_line(line: &str) -> String {
+    line.chars()
+        .map(|c| {
+            if c.is_control() && c != '\t' {
+                '\u{fffd}'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// The most bytes a manifest may have: a study is a page of TOML, and a file past this (or a
+/// device such as /dev/zero) is a mistake, not something to read until memory runs out.
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 /// A validated study, ready to plan.
 #[derive(Debug, Clone)]
@@ -138,6 +191,130 @@ pub struct Manifest {
     pub tables: Vec<TableSpec>,
     /// Conclusions to check against the results (`[[claim]]`).
     pub claims: Vec<ClaimSpec>,
+    /// Where its parts are in `source`, for the mistakes only planning finds.
+    pub spans: SourceSpans,
+}
+
+/// Where parts of a manifest are in its source: the plan reports a filter that divides by zero
+/// or a size that cannot run at the line that sets it.
+#[derive(Debug, Clone, Default)]
+pub struct SourceSpans {
+    /// The `[grid]` header, or the file's start when there is none.
+    pub grid: Range<usize>,
+    /// The `where` string, quotes included.
+    pub where_value: Option<Range<usize>>,
+    /// Each grid axis's value.
+    pub axes: BTreeMap<String, Range<usize>>,
+    /// Each variant's name, in variant order.
+    pub variant_names: Vec<Range<usize>>,
+    /// Each variant's `params` values, in variant order.
+    pub variant_params: Vec<BTreeMap<String, Range<usize>>>,
+}
+
+impl Manifest {
+    /// A mistake at `span` of this manifest's source.
+    pub fn error_at(&self, span: Range<usize>, key: &str, message: String) -> ManifestError {
+        ManifestError::new(
+            &self.path,
+            &self.source,
+            span,
+            Some(key.to_string()),
+            message,
+        )
+    }
+
+    /// A mistake at byte `offset` of the `where` filter's text (as the filter reports them).
+    pub fn where_error(&self, offset: usize, message: String) -> ManifestError {
+        let span = match &self.spans.where_value {
+            Some(value) => where_source_span(&self.source, value.clone(), offset),
+            None => 0..0,
+        };
+        self.error_at(span, "grid.where", message)
+    }
+
+    /// The span of axis `axis` as variant number `variant` sees it, and its key: the variant's
+    /// own `params` value, else the grid's, else the `[grid]` header (an axis at its default).
+    pub fn axis_span(&self, variant: usize, axis: &str) -> (Range<usize>, String) {
+        if let Some(span) = self
+            .spans
+            .variant_params
+            .get(variant)
+            .and_then(|p| p.get(axis))
+        {
+            return (span.clone(), format!("variant[{variant}].params.{axis}"));
+        }
+        match self.spans.axes.get(axis) {
+            Some(span) => (span.clone(), format!("grid.{axis}")),
+            None => (self.spans.grid.clone(), "grid".to_string()),
+        }
+    }
+}
+
+/// The span in `source` of byte `offset` of a string value whose literal (quotes included) is at
+/// `literal`: TOML escapes (`\t`, `\"`, `\u00e9`), line-ending backslashes and the newline that
+/// opens a `"""` string make the value's offsets differ from the source's.
+fn where_source_span(source: &str, literal: Range<usize>, offset: usize) -> Range<usize> {
+    let Some(text) = source.get(literal.clone()) else {
+        return literal.start..literal.start;
+    };
+    let at = literal.start + string_value_offset_in_literal(text, offset);
+    let len = source[at..].chars().next().map_or(0, char::len_utf8);
+    at..at + len
+}
+
+/// Where the `offset`-th byte of a TOML string's value is in its `literal` as written.
+fn string_value_offset_in_literal(literal: &str, offset: usize) -> usize {
+    let delimiter = ["\"\"\"", "'''", "\"", "'"]
+        .into_iter()
+        .find(|d| literal.starts_with(d))
+        .unwrap_or("");
+    let basic = delimiter.starts_with('"');
+    let multi_line = delimiter.len() == 3;
+    let mut i = delimiter.len();
+    if multi_line {
+        // A newline right after the opening delimiter is not part of the value.
+        if literal[i..].starts_with("\r\n") {
+            i += 2;
+        } else if literal[i..].starts_with('\n') {
+            i += 1;
+        }
+    }
+    let body_end = literal.len().saturating_sub(delimiter.len()).max(i);
+    let mut decoded = 0;
+    while i < body_end && decoded < offset {
+        let Some(c) = literal[i..].chars().next() else {
+            break;
+        };
+        if !(basic && c == '\\') {
+            decoded += c.len_utf8();
+            i += c.len_utf8();
+            continue;
+        }
+        let escape = literal[i + 1..].chars().next().unwrap_or(' ');
+        let hex_digits = match escape {
+            'u' => 4,
+            'U' => 8,
+            'x' => 2,
+            _ => 0,
+        };
+        if hex_digits > 0 {
+            let code = literal
+                .get(i + 2..i + 2 + hex_digits)
+                .and_then(|h| u32::from_str_radix(h, 16).ok());
+            decoded += code.and_then(char::from_u32).map_or(1, char::len_utf8);
+            i += 2 + hex_digits;
+        } else if multi_line && escape.is_whitespace() {
+            // A line-ending backslash: it and the whitespace after it (newlines too) vanish.
+            i += 1;
+            while i < body_end && literal[i..].starts_with([' ', '\t', '\r', '\n']) {
+                i += 1;
+            }
+        } else {
+            decoded += 1;
+            i += 1 + escape.len_utf8();
+        }
+    }
+    floor_char_boundary(literal, i.min(body_end))
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -154,7 +331,7 @@ struct RawManifest {
     study: RawStudy,
     #[serde(default)]
     #[schemars(schema_with = "json_schema::grid")]
-    grid: BTreeMap<String, Spanned<toml::Value>>,
+    grid: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
     /// The code timed over the grid: a CPU implementation or a CUDA kernel, one table each.
     #[serde(rename = "variant", default)]
     #[schemars(with = "Vec<RawVariant>")]
@@ -195,7 +372,8 @@ struct RawStudy {
     /// Names the output folder: letters, digits, `_`, `-` and `.` (not first).
     #[schemars(schema_with = "json_schema::safe_name")]
     name: Spanned<String>,
-    title: Option<String>,
+    #[schemars(with = "Option<String>")]
+    title: Option<Spanned<String>>,
     /// `kbench list` shows the algorithms.
     #[schemars(schema_with = "json_schema::algorithm")]
     algorithm: Spanned<String>,
@@ -223,8 +401,10 @@ struct RawVariant {
     #[serde(default)]
     #[schemars(schema_with = "json_schema::params")]
     params: BTreeMap<String, Spanned<toml::Value>>,
-    scope: Option<Scope>,
-    host_memory: Option<HostMemory>,
+    #[schemars(with = "Option<Scope>")]
+    scope: Option<Spanned<Scope>>,
+    #[schemars(with = "Option<HostMemory>")]
+    host_memory: Option<Spanned<HostMemory>>,
     /// Transfers split into chunks over this many streams, copies and kernels overlapped
     /// (pinned transfers of an elementwise kernel).
     #[schemars(with = "Option<u32>", range(min = 2, max = 16))]
@@ -246,7 +426,8 @@ struct RawMeasure {
     /// Sampling stops once the median's 95% CI is this narrow, relative (0.01 = 1%).
     #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     target_rel_ci: Option<Spanned<f64>>,
-    scope: Option<Scope>,
+    #[schemars(with = "Option<Scope>")]
+    scope: Option<Spanned<Scope>>,
     cache: Option<CacheMode>,
     mode: Option<TimingMode>,
     #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
@@ -290,9 +471,50 @@ struct RawReport {
 
 /// Reads and validates one manifest file.
 pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-    let source = std::fs::read_to_string(path)
-        .map_err(|e| ManifestError::whole_file(path, format!("cannot read manifest: {e}")))?;
+    let source = read_source(path)?;
     parse(path, &source)
+}
+
+/// A manifest's text: a regular file (a FIFO would block `check` forever), at most
+/// `MAX_MANIFEST_BYTES`, in UTF-8 (a bad byte is reported at its own line and column).
+pub fn read_source(path: &Path) -> Result<String, ManifestError> {
+    use std::io::Read;
+    let cannot =
+        |e: std::io::Error| ManifestError::whole_file(path, format!("cannot read manifest: {e}"));
+    let metadata = std::fs::metadata(path).map_err(cannot)?;
+    if !metadata.is_file() {
+        return Err(ManifestError::whole_file(
+            path,
+            "cannot read manifest: not a regular file (a manifest is a TOML file, not a device, pipe or folder)".into(),
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(ManifestError::whole_file(
+            path,
+            format!(
+                "the manifest is larger than {} MiB; the limit is {MAX_MANIFEST_BYTES} bytes",
+                MAX_MANIFEST_BYTES >> 20
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let valid_up_to = e.utf8_error().valid_up_to();
+        let bytes = e.into_bytes();
+        // The text before the bad byte is valid: locate it there, and show the line up to it.
+        let before = String::from_utf8_lossy(&bytes[..valid_up_to]).into_owned();
+        let bad = bytes[valid_up_to];
+        ManifestError::new(
+            path,
+            &before,
+            before.len()..before.len(),
+            None,
+            format!("the manifest is not UTF-8 text: byte 0x{bad:02x} is not valid here (save the file as UTF-8)"),
+        )
+    })
 }
 
 /// Parses and validates manifest text; `path` is used only in error messages.
@@ -322,13 +544,74 @@ fn serde_error(path: &Path, source: &str, error: toml::de::Error) -> ManifestErr
         (key, None) => key,
     };
     match error.span() {
-        Some(span) => ManifestError::new(path, source, span, key, message),
+        Some(span) => {
+            let start = floor_char_boundary(source, span.start);
+            let line_start = source[..start].rfind('\n').map_or(0, |i| i + 1);
+            let line = source[line_start..].lines().next().unwrap_or("");
+            let message = plain_serde_message(&message, key.as_deref(), line);
+            ManifestError::new(path, source, span, key, message)
+        }
         None => {
             let mut e = ManifestError::whole_file(path, message);
             e.key = key;
             e
         }
     }
+}
+
+/// serde's message in the manifest's words: `expected struct RawMeasure`, `u32` or `a sequence`
+/// name kbench's insides, not what to write. `line` is the source line the error points at.
+fn plain_serde_message(message: &str, key: Option<&str>, line: &str) -> String {
+    const ARRAYS_OF_TABLES: [&str; 3] = ["variant", "table", "claim"];
+    const TABLES: [&str; 6] = ["study", "grid", "measure", "accuracy", "report", "compare"];
+    let header = line.trim_start();
+    match key {
+        Some(k)
+            if ARRAYS_OF_TABLES.contains(&k)
+                && header.starts_with('[')
+                && !header.starts_with("[[") =>
+        {
+            return format!("`[{k}]` declares a single table, but each {k} is an entry of an array of tables: write `[[{k}]]` (two brackets)");
+        }
+        Some(k) if TABLES.contains(&k) && header.starts_with("[[") => {
+            return format!("`[[{k}]]` declares an array of tables, but a study has one {k}: write `[{k}]` (one bracket)");
+        }
+        _ => {}
+    }
+    if message == "wanted string or table" {
+        return "expected a name in quotes (a string)".into();
+    }
+    let parts = message
+        .strip_prefix("invalid type: ")
+        .or_else(|| message.strip_prefix("invalid value: "))
+        .and_then(|rest| rest.split_once(", expected "));
+    let Some((found, expected)) = parts else {
+        return message.to_string();
+    };
+    let found = match found {
+        "map" => "a table".to_string(),
+        "sequence" => "an array".to_string(),
+        other => {
+            // `integer `3``, `floating point `1.5``, `boolean `true``: the value alone.
+            let value = other.split('`').nth(1);
+            match (other.strip_prefix("string "), value) {
+                (Some(text), _) => format!("the string {text}"),
+                (None, Some(value)) => value.to_string(),
+                (None, None) => other.to_string(),
+            }
+        }
+    };
+    let expected = match expected {
+        e if e.starts_with("struct ") => "a table".to_string(),
+        "a sequence" => "an array".to_string(),
+        "a map" => "a table".to_string(),
+        "u32" => format!("a whole number from 0 to {}", u32::MAX),
+        "u64" => format!("a whole number from 0 to {}", u64::MAX),
+        "f64" => "a number".to_string(),
+        "a string" => "a string in quotes".to_string(),
+        other => other.to_string(),
+    };
+    format!("expected {expected}, found {found}")
 }
 
 struct Validator<'a> {
@@ -359,20 +642,66 @@ impl Validator<'_> {
             return Err(self.error(
                 raw.study.name.span(),
                 "study.name",
-                format!("study name `{name}` must be non-empty ASCII letters, digits, `_`, `-` or `.` (it names the output folder)"),
+                format!(
+                    "study name `{name}` breaks the rule: {NAME_RULE} (it names the output folder)"
+                ),
             ));
+        }
+        if let Some(title) = &raw.study.title {
+            if let Some(c) = title
+                .get_ref()
+                .chars()
+                .find(|c| c.is_control() && *c != '\t')
+            {
+                return Err(self.error(
+                    title.span(),
+                    "study.title",
+                    format!(
+                        "the title holds the control character {}; a title is printed to terminals, so write it as plain text",
+                        c.escape_unicode()
+                    ),
+                ));
+            }
         }
         let study = Study {
             name: name.clone(),
-            title: raw.study.title.unwrap_or_default(),
+            title: raw.study.title.map(Spanned::into_inner).unwrap_or_default(),
             algorithm: spec.name.to_string(),
             seed: raw.study.seed,
         };
 
-        let (axes, zip, filter) = self.validate_grid(spec, raw.grid)?;
+        let grid_span = raw
+            .grid
+            .as_ref()
+            .map_or(0..0, |g| self.table_header_span(g.span()));
+        let grid = raw.grid.map(Spanned::into_inner).unwrap_or_default();
+        let axis_spans: BTreeMap<String, Range<usize>> = grid
+            .iter()
+            .map(|(name, value)| (name.clone(), value.span()))
+            .collect();
+        let (axes, zip, filter, filter_span) = self.validate_grid(spec, grid)?;
+        let measure_scope = raw.measure.scope.as_ref().map(Spanned::span);
         let measure = self.validate_measure(raw.measure)?;
+        let variant_names = raw
+            .variants
+            .iter()
+            .map(|v| v.get_ref().name.span())
+            .collect();
+        let variant_params = raw
+            .variants
+            .iter()
+            .map(|v| {
+                v.get_ref()
+                    .params
+                    .iter()
+                    .map(|(name, value)| (name.clone(), value.span()))
+                    .collect()
+            })
+            .collect();
         let variants = self.validate_variants(spec, &axes, &zip, raw.variants, measure.scope)?;
-        let accuracy = self.validate_accuracy(raw.accuracy)?;
+        self.refuse_backend_settings_no_variant_uses(spec, &variants, &axis_spans, measure_scope)?;
+        let accuracy =
+            self.validate_accuracy(raw.accuracy, study_dtypes(spec, &axes, &variants))?;
 
         let baseline = match raw.report.baseline {
             Some(b) if !variants.iter().any(|v| &v.name == b.get_ref()) => {
@@ -404,9 +733,25 @@ impl Validator<'_> {
             cases = cases.saturating_add(product);
         }
         if cases > MAX_CASES {
-            return Err(ManifestError::whole_file(
-                self.path,
-                format!("the grid expands to {cases} cases or more; the limit is {MAX_CASES}"),
+            let factors: Vec<String> = axes
+                .iter()
+                .filter(|(name, _)| !zip.iter().any(|g| g.contains(name) && g[0] != *name))
+                .filter(|(_, values)| values.0.len() > 1)
+                .map(|(name, values)| format!("{name}: {}", values.0.len()))
+                .collect();
+            let over = if cases == u64::MAX {
+                "more than 2^64".to_string()
+            } else {
+                cases.to_string()
+            };
+            return Err(self.error(
+                grid_span,
+                "grid",
+                format!(
+                    "the grid expands to {over} cases before `where` ({} values, over {} variant(s) and their `params`); the limit is {MAX_CASES}: shorten an axis",
+                    factors.join(" x "),
+                    variants.len()
+                ),
             ));
         }
 
@@ -451,7 +796,60 @@ impl Validator<'_> {
             compare,
             tables,
             claims,
+            spans: SourceSpans {
+                grid: grid_span,
+                where_value: filter_span,
+                axes: axis_spans,
+                variant_names,
+                variant_params,
+            },
         })
+    }
+
+    /// The header line of a table (`[grid]`) whose span toml gives as `span`; the span itself
+    /// when the header is not found before it (an inline or dotted table).
+    fn table_header_span(&self, span: Range<usize>) -> Range<usize> {
+        let start = floor_char_boundary(self.source, span.start);
+        let line_end = self.source[start..]
+            .find('\n')
+            .map_or(self.source.len(), |i| start + i);
+        start..line_end
+    }
+
+    /// Settings that a study's variants would all ignore are refused, not silently dropped: an
+    /// axis meant for one backend (`block`) or `scope` / `host_memory` in a study or a variant
+    /// with no CUDA code. The user meant something by them; a warning would scroll away in a
+    /// batch job, so the run does not start until the line is removed or a variant uses it.
+    fn refuse_backend_settings_no_variant_uses(
+        &self,
+        spec: &'static Spec,
+        variants: &[Variant],
+        axis_spans: &BTreeMap<String, Range<usize>>,
+        measure_scope: Option<Range<usize>>,
+    ) -> Result<(), ManifestError> {
+        let has = |backend: Backend| variants.iter().any(|v| v.backend == backend);
+        for (name, span) in axis_spans {
+            let Some(backend) = spec.axis(name).and_then(|a| a.only_for) else {
+                continue;
+            };
+            if !has(backend) {
+                return Err(self.error(
+                    span.clone(),
+                    format!("grid.{name}"),
+                    format!("axis `{name}` applies only to {backend} variants, and this study has none: remove it or add a {backend} variant"),
+                ));
+            }
+        }
+        if let Some(span) = measure_scope {
+            if !has(Backend::Cuda) {
+                return Err(self.error(
+                    span,
+                    "measure.scope",
+                    "`scope` says what a CUDA case times, and this study has no cuda variant (CPU cases time the computation alone): remove it".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 
     #[allow(clippy::type_complexity)]
@@ -464,6 +862,7 @@ impl Validator<'_> {
             Vec<(String, AxisValues)>,
             Vec<Vec<String>>,
             Option<WhereExpr>,
+            Option<Range<usize>>,
         ),
         ManifestError,
     > {
@@ -568,14 +967,14 @@ impl Validator<'_> {
                 let expr =
                     WhereExpr::parse(text, &|name| spec.axis(name).map(|a| a.kind.value_type()))
                         .map_err(|(offset, message)| {
-                            // +1 skips the opening quote; exact for strings without escapes.
-                            let at = span.start + 1 + offset;
-                            self.error(at..at + 1, "grid.where", message)
+                            let at = where_source_span(self.source, span.clone(), offset);
+                            self.error(at, "grid.where", message)
                         })?;
-                Some(expr)
+                Some((expr, span))
             }
         };
-        Ok((axes, zip, filter))
+        let (filter, filter_span) = filter.unzip();
+        Ok((axes, zip, filter, filter_span))
     }
 
     /// The span of a table's `[name]` header line, if the manifest has one.
@@ -721,7 +1120,7 @@ impl Validator<'_> {
             max_samples,
             max_time_s,
             target_rel_ci,
-            scope: raw.scope.unwrap_or(d.scope),
+            scope: raw.scope.map_or(d.scope, Spanned::into_inner),
             cache: raw.cache.unwrap_or(d.cache),
             mode: raw.mode.unwrap_or(d.mode),
             batch_min_window_s,
@@ -754,7 +1153,10 @@ impl Validator<'_> {
                 return Err(self.error(
                     raw.name.span(),
                     key("name"),
-                    format!("variant name `{}` must be non-empty ASCII letters, digits, `_`, `-` or `.` (it names output files)", raw.name.get_ref()),
+                    format!(
+                        "variant name `{}` breaks the rule: {NAME_RULE} (it names output files)",
+                        raw.name.get_ref()
+                    ),
                 ));
             }
             if variants.iter().any(|v| &v.name == raw.name.get_ref()) {
@@ -826,6 +1228,13 @@ impl Validator<'_> {
                         format!("`{name}` is not an axis of algorithm `{}`", spec.name),
                     ));
                 };
+                if let Some(backend) = def.only_for.filter(|b| *b != raw.backend) {
+                    return Err(self.error(
+                        self.key_span(value),
+                        param_key,
+                        format!("axis `{name}` applies only to {backend} variants; this {} variant would ignore it", raw.backend),
+                    ));
+                }
                 let values = self.axis_values(&param_key, def.kind, value)?;
                 let grid_len = axes
                     .iter()
@@ -840,8 +1249,25 @@ impl Validator<'_> {
                 }
                 params.insert(name.clone(), values.0);
             }
-            let scope = raw.scope.unwrap_or(default_scope);
-            let host_memory = raw.host_memory.unwrap_or_default();
+            if raw.backend == Backend::Cpu {
+                let cuda_only = [
+                    raw.scope.as_ref().map(|s| (s.span(), "scope")),
+                    raw.host_memory.as_ref().map(|h| (h.span(), "host_memory")),
+                ];
+                if let Some((span, field)) = cuda_only.into_iter().flatten().next() {
+                    return Err(self.error(
+                        span,
+                        key(field),
+                        format!("`{field}` says how a CUDA case is timed; a cpu variant times its computation alone, so it would be ignored: remove it"),
+                    ));
+                }
+            }
+            let scope = raw.scope.as_ref().map_or(default_scope, |s| *s.get_ref());
+            let host_memory = raw
+                .host_memory
+                .as_ref()
+                .map(|h| *h.get_ref())
+                .unwrap_or_default();
             let streams = match &raw.streams {
                 None => 1,
                 Some(streams) => {
@@ -877,17 +1303,37 @@ impl Validator<'_> {
         Ok(variants)
     }
 
-    fn validate_accuracy(&self, raw: RawAccuracy) -> Result<ToleranceOverrides, ManifestError> {
+    /// `dtypes`: the element types the study's cases take, where the algorithm has a dtype axis;
+    /// a tolerance for a float type no case has would do nothing, and is refused.
+    fn validate_accuracy(
+        &self,
+        raw: RawAccuracy,
+        dtypes: Option<Vec<DType>>,
+    ) -> Result<ToleranceOverrides, ManifestError> {
         let check = |value: &Option<Spanned<f64>>,
                      key: &str|
          -> Result<Option<f64>, ManifestError> {
-            match value {
-                Some(v) if !(v.get_ref().is_finite() && *v.get_ref() >= 0.0) => Err(self.error(
+            let dtype = if key.ends_with("f32") {
+                DType::F32
+            } else {
+                DType::F64
+            };
+            match (value, &dtypes) {
+                (Some(v), _) if !(v.get_ref().is_finite() && *v.get_ref() >= 0.0) => Err(self.error(
                     v.span(),
                     key,
                     "a tolerance must be a finite number >= 0".into(),
                 )),
-                v => Ok(v.as_ref().map(|v| *v.get_ref())),
+                (Some(v), Some(dtypes)) if !dtypes.contains(&dtype) => Err(self.error(
+                    v.span(),
+                    key,
+                    format!(
+                        "no case of this study is {} (its dtypes: {}), so this tolerance would do nothing; integers are always compared exactly",
+                        dtype.name(),
+                        dtypes.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+                    ),
+                )),
+                (v, _) => Ok(v.as_ref().map(|v| *v.get_ref())),
             }
         };
         Ok(ToleranceOverrides {
@@ -897,6 +1343,35 @@ impl Validator<'_> {
             abs_tol_f64: check(&raw.abs_tol.f64, "accuracy.abs_tol.f64")?,
         })
     }
+}
+
+/// The element types a study's cases take, when its algorithm has a `dtype` axis: the grid's, and
+/// every variant's own.
+fn study_dtypes(
+    spec: &Spec,
+    axes: &[(String, AxisValues)],
+    variants: &[Variant],
+) -> Option<Vec<DType>> {
+    spec.axis("dtype")
+        .filter(|a| matches!(a.kind, AxisKind::Dtype(_)))?;
+    let grid = axes
+        .iter()
+        .filter(|(name, _)| name == "dtype")
+        .flat_map(|(_, v)| &v.0);
+    let own = variants
+        .iter()
+        .filter_map(|v| v.params.get("dtype"))
+        .flatten();
+    let mut dtypes: Vec<DType> = grid
+        .chain(own)
+        .filter_map(|v| match v {
+            ParamValue::Str(s) => DType::parse(s),
+            _ => None,
+        })
+        .collect();
+    dtypes.sort_by_key(|d| d.name());
+    dtypes.dedup();
+    Some(dtypes)
 }
 
 /// The files a file axis names: a path, or a glob matching at least one file, each with one of
@@ -940,6 +1415,10 @@ fn expand_files(pattern: &str, extensions: &[&str]) -> Result<Vec<ParamValue>, S
         .map(|p| ParamValue::Str(p.display().to_string()))
         .collect())
 }
+
+/// `is_safe_name`'s rule, as error messages state it.
+pub const NAME_RULE: &str =
+    "1 to 100 ASCII letters, digits, `_`, `-` or `.`, not starting with `.`";
 
 /// Names that become file and folder names: no separators, no `..`, nothing hidden.
 pub fn is_safe_name(name: &str) -> bool {

@@ -1,13 +1,22 @@
 //! The results file: `out/<study>/<timestamp>.json`, a schema-versioned record of the manifest,
 //! the environment, and every case with its statistics and raw samples.
 //!
-//! The file is rewritten after every case through a temporary file and a rename, so it is always
-//! complete, valid JSON; its name is reserved with `create_new`, so an earlier run's file is never
-//! overwritten.
+//! Each finished case is appended as one JSON line to a journal beside it,
+//! `<timestamp>.cases.jsonl`, so writing a case costs the same at the 20,000th case as at the
+//! first. The journal is folded into the JSON file (written to a temporary file, then renamed
+//! over it: a reader never sees half a file) when the study completes, is interrupted, records
+//! its device, or is resumed; `load_results` reads both, so a file whose run was killed still
+//! shows every finished case, and a torn last line (a kill mid-append) is ignored.
+//!
+//! The file's name is reserved with `create_new`, so an earlier run's file is never
+//! overwritten; the run that writes it holds an exclusive lock on its journal, so a second
+//! `--resume` of the same file is refused instead of running the same cases again.
 
-use std::fs::{self, OpenOptions};
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -21,6 +30,59 @@ use crate::vocab::HostData;
 pub struct ResultsFile {
     pub path: PathBuf,
     pub doc: ResultsDoc,
+    journal: Journal,
+    /// When the journal was last flushed to the disk (see `push`).
+    journal_synced: Instant,
+}
+
+/// The journal, open for appending and locked for as long as this run writes the file.
+struct Journal {
+    file: File,
+    path: PathBuf,
+}
+
+/// An emptied journal is removed when the run lets the file go; one that still holds cases
+/// (an error before compacting) is kept for `load_results` and `--resume`.
+impl Drop for Journal {
+    fn drop(&mut self) {
+        if self.file.metadata().is_ok_and(|m| m.len() == 0) {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// How often the journal is flushed to the disk. A killed kbench loses no appended case (the
+/// kernel holds them); a power cut loses at most this much of the study. Flushing after every
+/// case instead costs an fsync each: about 3.5 ms here, 70 s of a 20,000-case study.
+const JOURNAL_SYNC_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The journal of finished cases beside a results file: `<stamp>.json` -> `<stamp>.cases.jsonl`.
+pub fn journal_path(results: &Path) -> PathBuf {
+    results.with_extension("cases.jsonl")
+}
+
+/// Opens (creating it if need be) and locks the journal of `results`: refused while another
+/// kbench writes the same file.
+fn lock_journal(results: &Path) -> Result<Journal> {
+    let path = journal_path(results);
+    let journal = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match journal.try_lock() {
+        Ok(()) => Ok(Journal {
+            file: journal,
+            path,
+        }),
+        Err(fs::TryLockError::WouldBlock) => bail!(
+            "another kbench is writing {} (a run or a resume of it is still going): wait for it to finish",
+            results.display()
+        ),
+        Err(fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("cannot lock {}", path.display()))
+        }
+    }
 }
 
 impl ResultsFile {
@@ -38,6 +100,13 @@ impl ResultsFile {
         let now = chrono::Utc::now();
         let stamp = now.format("%Y%m%dT%H%M%SZ").to_string();
         let path = reserve(&dir, &stamp)?;
+        let journal = match lock_journal(&path) {
+            Ok(journal) => journal,
+            Err(e) => {
+                let _ = fs::remove_file(&path);
+                return Err(e);
+            }
+        };
         let file = ResultsFile {
             path,
             doc: ResultsDoc {
@@ -60,43 +129,109 @@ impl ResultsFile {
                 cases: Vec::new(),
                 claims: Vec::new(),
             },
+            journal,
+            journal_synced: Instant::now(),
         };
         if let Err(e) = file.write() {
             let _ = fs::remove_file(&file.path);
+            let _ = fs::remove_file(journal_path(&file.path));
             return Err(e);
         }
         Ok(file)
     }
 
-    /// An unfinished results file, to be completed by `kbench run --resume`.
-    pub fn reopen(path: PathBuf, mut doc: ResultsDoc) -> ResultsFile {
+    /// An unfinished results file, to be completed by `kbench run --resume`: locked, and read
+    /// with its journal (folded into the file when the resumed run compacts it).
+    pub fn resume(path: &Path) -> Result<ResultsFile> {
+        let journal = lock_journal(path)?;
+        let mut doc = load_results(path)?;
         doc.resumed_at.push(chrono::Utc::now().to_rfc3339());
-        ResultsFile { path, doc }
+        if doc.cases.len() >= doc.planned_cases && !doc.complete {
+            doc.complete = true;
+            doc.finished_at = Some(chrono::Utc::now().to_rfc3339());
+        }
+        // A line torn by a kill or a full disk would glue itself to the next one appended.
+        let journaled = fs::read(journal_path(path)).unwrap_or_default();
+        let whole_lines = journaled
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |i| i + 1);
+        if whole_lines < journaled.len() {
+            journal
+                .file
+                .set_len(whole_lines as u64)
+                .with_context(|| format!("cannot repair {}", journal_path(path).display()))?;
+        }
+        let file = ResultsFile {
+            path: path.to_path_buf(),
+            doc,
+            journal,
+            journal_synced: Instant::now(),
+        };
+        // A run killed while renaming leaves its temporary file: the lock says no one writes it.
+        let _ = fs::remove_file(path.with_extension("json.tmp"));
+        Ok(file)
     }
 
+    /// Records a finished case: one line appended to the journal (the JSON file as a whole is
+    /// rewritten only when the study completes).
     pub fn push(&mut self, case: CaseResult) -> Result<()> {
+        let mut line = serde_json::to_vec(&case).context("a case result serializes")?;
+        line.push(b'\n');
         self.doc.cases.push(case);
+        let journal = journal_path(&self.path);
+        // One write call per line: a kill leaves at most a torn last line, which readers skip.
+        self.journal
+            .file
+            .write_all(&line)
+            .with_context(|| format!("cannot write {}", journal.display()))?;
+        if self.journal_synced.elapsed() >= JOURNAL_SYNC_INTERVAL {
+            self.journal
+                .file
+                .sync_data()
+                .with_context(|| format!("cannot write {}", journal.display()))?;
+            self.journal_synced = Instant::now();
+        }
         if self.doc.cases.len() == self.doc.planned_cases {
             self.doc.complete = true;
             self.doc.finished_at = Some(chrono::Utc::now().to_rfc3339());
+            self.compact()?;
         }
-        self.write()
+        Ok(())
     }
 
-    pub fn set_device(&mut self, device: &DeviceFingerprint) {
+    pub fn set_device(&mut self, device: &DeviceFingerprint) -> Result<()> {
         if self.doc.environment.device.is_none() {
             self.doc.environment.device = Some(device.clone());
+            self.compact()?;
         }
+        Ok(())
     }
 
-    pub fn set_gpu_unavailable(&mut self, reason: &str) {
-        self.doc.environment.gpu_unavailable = Some(reason.to_string());
+    pub fn set_gpu_unavailable(&mut self, reason: &str) -> Result<()> {
+        if self.doc.environment.gpu_unavailable.as_deref() != Some(reason) {
+            self.doc.environment.gpu_unavailable = Some(reason.to_string());
+            self.compact()?;
+        }
+        Ok(())
     }
 
     /// Records the claims' verdicts and writes the file.
     pub fn set_claims(&mut self, claims: Vec<crate::schema::ClaimVerdict>) -> Result<()> {
         self.doc.claims = claims;
-        self.write()
+        self.compact()
+    }
+
+    /// Folds the journal into the JSON file: the whole record is written and renamed into place,
+    /// then the journal emptied. A kill between the two leaves cases in both, which
+    /// `load_results` reads once.
+    pub fn compact(&mut self) -> Result<()> {
+        self.write()?;
+        let journal = journal_path(&self.path);
+        self.journal
+            .file
+            .set_len(0)
+            .with_context(|| format!("cannot empty {}", journal.display()))
     }
 
     fn write(&self) -> Result<()> {
@@ -155,7 +290,7 @@ pub fn baseline_dir(out_dir: &Path, study: &str, name: &str) -> PathBuf {
     out_dir.join("baselines").join(study).join(name)
 }
 
-/// Reads a results file.
+/// Reads a results file, with the cases its journal holds that the file does not yet.
 pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -180,8 +315,37 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
             path.display()
         ),
     }
-    let doc: ResultsDoc = serde_json::from_str(&text)
+    let mut doc: ResultsDoc = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a kbench results file", path.display()))?;
+    let journal = journal_path(path);
+    let lines = match fs::read(&journal) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(doc),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", journal.display())),
+    };
+    // Cases the file already holds came back from a compaction the journal outlived.
+    let in_file: HashSet<usize> = doc.cases.iter().map(|c| c.index).collect();
+    let complete_lines = match lines.iter().rposition(|b| *b == b'\n') {
+        Some(last) => &lines[..=last],
+        // No complete line: at most one torn by a kill.
+        None => &[][..],
+    };
+    for (number, line) in complete_lines.split(|b| *b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let case: CaseResult = serde_json::from_slice(line).with_context(|| {
+            format!(
+                "{}:{}: not a case result (the journal of {})",
+                journal.display(),
+                number + 1,
+                path.display()
+            )
+        })?;
+        if !in_file.contains(&case.index) {
+            doc.cases.push(case);
+        }
+    }
     Ok(doc)
 }
 

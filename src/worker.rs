@@ -533,7 +533,7 @@ mod tests {
         let text = "[study]\nname = \"t\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\nn = [3]\n\
                     [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n";
         let manifest = manifest::parse(Path::new("t.toml"), text).unwrap();
-        let case = &crate::plan::expand(&manifest)[0];
+        let case = &crate::plan::expand(&manifest).unwrap()[0];
         let mut result = case::new_result(&manifest, case);
         let samples_s = vec![1.0593499054713601e-9, 0.1 + 0.2, 7.0e-7 / 3.0];
         result.summary = Some(crate::stats::summarize(&samples_s));

@@ -120,7 +120,7 @@ fn samples(median_s: f64) -> Vec<f64> {
 /// A finished run of MANIFEST whose cases `time` says how long each took (None: skipped).
 fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, ResultsDoc) {
     let manifest = kbench::manifest::parse(Path::new("claims.toml"), MANIFEST).unwrap();
-    let cases = kbench::plan::expand(&manifest);
+    let cases = kbench::plan::expand(&manifest).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut file =
         ResultsFile::create(dir.path(), &manifest, cases.len(), manifest.measure.clone()).unwrap();

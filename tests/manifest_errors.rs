@@ -29,8 +29,8 @@ fn cases() -> Vec<Case> {
     vec![
         ("typo in a key", format!("{STUDY}{GRID}{VARIANT}[measure]\nwarmpu = 3\n"), 12, 1, Some("measure.warmpu"), "unknown field `warmpu`"),
         ("unknown table", format!("{STUDY}{GRID}{VARIANT}[mesure]\n"), 11, 2, Some("mesure"), "unknown field `mesure`"),
-        ("wrong type", format!("{STUDY}{GRID}{VARIANT}[measure]\nwarmup = \"three\"\n"), 12, 10, Some("measure.warmup"), "invalid type"),
-        ("negative count", format!("{STUDY}{GRID}{VARIANT}[measure]\nmin_samples = -1\n"), 12, 15, Some("measure.min_samples"), "invalid value"),
+        ("wrong type", format!("{STUDY}{GRID}{VARIANT}[measure]\nwarmup = \"three\"\n"), 12, 10, Some("measure.warmup"), "expected a whole number from 0 to 4294967295, found the string \"three\""),
+        ("negative count", format!("{STUDY}{GRID}{VARIANT}[measure]\nmin_samples = -1\n"), 12, 15, Some("measure.min_samples"), "expected a whole number from 0 to 4294967295, found -1"),
         ("unknown algorithm", format!("[study]\nname = \"s\"\nalgorithm = \"reduse\"\nseed = 1\n{GRID}{VARIANT}"), 3, 13, Some("study.algorithm"), "unknown algorithm `reduse`"),
         ("missing seed", format!("[study]\nname = \"s\"\nalgorithm = \"reduce\"\n{GRID}{VARIANT}"), 1, 1, Some("study"), "missing field `seed`"),
         ("unknown axis", format!("{STUDY}[grid]\nn = [1]\nsize = [2]\n{VARIANT}"), 7, 1, Some("grid.size"), "not an axis"),
@@ -40,7 +40,7 @@ fn cases() -> Vec<Case> {
         ("bad block size", format!("{STUDY}[grid]\nn = [1]\nblock = [100]\n{VARIANT}"), 7, 9, Some("grid.block"), "power of two"),
         ("streams without pinned transfers", format!("{STUDY}{GRID}[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\nscope = \"transfers\"\nstreams = 4\n"), 12, 11, Some("variant[0].streams"), "host_memory = \"pinned\""),
         ("a single stream", format!("{STUDY}{GRID}[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\nscope = \"transfers\"\nhost_memory = \"pinned\"\nstreams = 1\n"), 13, 11, Some("variant[0].streams"), "2 to 16"),
-        ("bad pow2", format!("{STUDY}[grid]\nn = {{ pow2 = [10] }}\n{VARIANT}"), 6, 5, Some("grid.n"), "two exponents"),
+        ("bad pow2", format!("{STUDY}[grid]\nn = {{ pow2 = [10] }}\n{VARIANT}"), 6, 5, Some("grid.n"), "two integer exponents"),
         ("zero step", format!("{STUDY}[grid]\nn = {{ start = 1, stop = 9, step = 0 }}\n{VARIANT}"), 6, 5, Some("grid.n"), "step must be positive"),
         ("zip of unequal axes", format!("{STUDY}[grid]\nn = [1, 2]\nblock = [32]\nzip = [[\"n\", \"block\"]]\n{VARIANT}"), 8, 7, Some("grid.zip"), "equal lengths"),
         ("where naming no axis", format!("{STUDY}[grid]\nn = [1]\nwhere = \"n > blok\"\n{VARIANT}"), 7, 14, Some("grid.where"), "`blok` is not an axis"),
@@ -54,7 +54,7 @@ fn cases() -> Vec<Case> {
         ("bad scope", format!("{STUDY}{GRID}{VARIANT}[measure]\nscope = \"all\"\n"), 12, 9, Some("measure.scope"), "unknown variant `all`"),
         ("min above max samples", format!("{STUDY}{GRID}{VARIANT}[measure]\nmin_samples = 10\nmax_samples = 5\n"), 13, 15, Some("measure.max_samples"), "below min_samples"),
         ("variant override of an unknown axis", format!("{STUDY}{GRID}[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\nparams = {{ threads = 64 }}\n"), 11, 12, Some("variant[0].params.threads"), "not an axis"),
-        ("study name that is a path", format!("[study]\nname = \"../etc\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 2, 8, Some("study.name"), "must be non-empty ASCII"),
+        ("study name that is a path", format!("[study]\nname = \"../etc\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 2, 8, Some("study.name"), "1 to 100 ASCII letters, digits, `_`, `-` or `.`, not starting with `.`"),
         ("broken TOML", format!("{STUDY}[grid\nn = [1]\n"), 5, 6, None, ""),
     ]
 }
@@ -123,13 +123,13 @@ fn more_malformed_manifests_are_refused_with_their_location() {
         ("duplicate key", format!("{STUDY}[grid]\nn = [1]\nn = [2]\n{VARIANT}"), 7, 1, None, "duplicate key"),
         ("float size", format!("{STUDY}[grid]\nn = [1.5]\n{VARIANT}"), 6, 5, Some("grid.n"), "expected an integer, found the float 1.5"),
         ("kernel on a cpu variant", format!("{STUDY}{GRID}[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nkernel = \"reduce_fast\"\n"), 10, 10, Some("variant[0].kernel"), "not `kernel`"),
-        ("empty study name", format!("[study]\nname = \"\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 2, 8, Some("study.name"), "must be non-empty"),
+        ("empty study name", format!("[study]\nname = \"\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 2, 8, Some("study.name"), "breaks the rule: 1 to 100"),
         ("negative time limit", format!("{STUDY}{GRID}{VARIANT}[measure]\ntimeout_s = -3.0\n"), 12, 13, Some("measure.timeout_s"), "positive number of seconds"),
         ("min effect above 1", format!("{STUDY}{GRID}{VARIANT}[compare]\nmin_effect = 2.0\n"), 12, 14, Some("compare.min_effect"), "between 0 and 1"),
         ("variant name with a path", format!("{STUDY}{GRID}[[variant]]\nname = \"../../etc\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n"), 8, 8, Some("variant[0].name"), "names output files"),
-        ("seed that is not a number", format!("[study]\nname = \"s\"\nalgorithm = \"reduce\"\nseed = \"x\"\n{GRID}{VARIANT}"), 4, 8, Some("study.seed"), "invalid type"),
+        ("seed that is not a number", format!("[study]\nname = \"s\"\nalgorithm = \"reduce\"\nseed = \"x\"\n{GRID}{VARIANT}"), 4, 8, Some("study.seed"), "expected a whole number from 0 to 18446744073709551615, found the string \"x\""),
         ("unknown key in a variant", format!("{STUDY}{GRID}[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"sequential\"\nthreads = 4\n"), 11, 1, Some("variant.threads"), "unknown field `threads`"),
-        ("a grid too large to plan", format!("{STUDY}[grid]\nn = {{ start = 1, stop = 9999 }}\nblock = {{ pow2 = [5, 10] }}\ndtype = [\"i32\", \"f32\", \"f64\"]\n[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n"), 1, 1, None, "the limit is 100000"),
+        ("a grid too large to plan", format!("{STUDY}[grid]\nn = {{ start = 1, stop = 9999 }}\nblock = {{ pow2 = [5, 10] }}\ndtype = [\"i32\", \"f32\", \"f64\"]\n[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n"), 5, 1, Some("grid"), "(n: 9999 x dtype: 3 x block: 6 values, over 1 variant(s)"),
     ];
     let mut failures = Vec::new();
     for (what, text, line, column, key, words) in cases {
@@ -273,4 +273,186 @@ fn errors_without_a_place_show_none_and_a_missing_axis_points_at_its_table() {
     let e = error(&format!("{STUDY}{GRID}"));
     assert!(e.message.contains("no [[variant]]"), "{e}");
     assert!(e.to_string().ends_with(" --> bad.toml"), "{e}");
+}
+
+/// Parses and plans: the mistakes only planning finds are manifest errors too.
+fn plan_error(text: &str) -> ManifestError {
+    match parse(Path::new("bad.toml"), text) {
+        Err(e) => e,
+        Ok(m) => match kbench::plan::expand(&m) {
+            Ok(cases) => panic!("planned {} cases of a bad manifest:\n{text}", cases.len()),
+            Err(e) => e,
+        },
+    }
+}
+
+/// The column (1-based, in characters) where `needle` starts on line `line` of `text`.
+fn column_of(text: &str, line: usize, needle: &str) -> usize {
+    let l = text.lines().nth(line - 1).unwrap();
+    l[..l.find(needle).unwrap()].chars().count() + 1
+}
+
+#[test]
+fn where_errors_after_escapes_or_in_multi_line_strings_point_at_the_right_character() {
+    // Each `where` has its mistake (`blok`) after escapes and non-ASCII text: an offset that
+    // ignores them lands inside `é` or `≥` (a panic) or on the wrong column.
+    let cases = [
+        r#"where = "dtype == \"f32\" and n\t>= 1 and \"é\" != dtype and blok > 1""#,
+        r#"where = "dtype == '\u00e9\u00e9' or blok > 1""#,
+        "where = \"\"\"\nn >= 1 and dtype == 'é' and blok > 1\"\"\"",
+        "where = \"\"\"n > 1 and \\\n    dtype == \"é\" and blok > 1\"\"\"",
+        "where = '''\n'é' == dtype and blok > 1'''",
+        "where = '\"é\" == dtype and blok > 1'",
+    ];
+    for (k, filter) in cases.iter().enumerate() {
+        let text = format!("{STUDY}[grid]\nn = [1]\n{filter}\n{VARIANT}");
+        let e = error(&text);
+        let blok_line = 7 + filter.split("blok").next().unwrap().matches('\n').count();
+        let blok_column = column_of(&text, blok_line, "blok");
+        assert!(e.message.contains("`blok` is not an axis"), "case {k}: {e}");
+        assert_eq!(
+            (e.line, e.column),
+            (blok_line, blok_column),
+            "case {k}: {e}"
+        );
+        // The caret sits under `blok` in the rendered error.
+        let rendered = e.to_string();
+        let caret_line = rendered.lines().last().unwrap();
+        let caret_at = caret_line.split(" | ").nth(1).unwrap();
+        assert_eq!(
+            caret_at.chars().take_while(|c| *c != '^').count(),
+            blok_column - 1,
+            "case {k}:\n{rendered}"
+        );
+    }
+    // A mistake that is an escape's own character is reported at the escape.
+    let e = error(&format!(
+        "{STUDY}[grid]\nn = [1]\nwhere = \"n \\u2265 1\"\n{VARIANT}"
+    ));
+    assert_eq!((e.line, e.column), (7, 12), "{e}");
+    assert!(
+        e.message.contains("unexpected character `≥` (write `>=`)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn deep_filters_are_refused_not_a_stack_overflow() {
+    for filter in [
+        format!("{}n > 1{}", "(".repeat(10_000), ")".repeat(10_000)),
+        format!("{}n > 1", "not ".repeat(30_000)),
+        format!("{}n > 1", "! ".repeat(30_000)),
+        vec!["n > 1"; 20_000].join(" and "),
+        vec!["n > 1"; 20_000].join(" || "),
+        format!("n{} > 1", " + n".repeat(20_000)),
+    ] {
+        let e = error(&format!(
+            "{STUDY}[grid]\nn = [1]\nwhere = \"{filter}\"\n{VARIANT}"
+        ));
+        assert_eq!((e.line, e.key.as_deref()), (7, Some("grid.where")), "{e}");
+        assert!(e.message.contains("nests more than 200 levels"), "{e}");
+    }
+    // Within the limit is fine.
+    let fine = format!("{}n > 1{}", "(".repeat(150), ")".repeat(150));
+    let m = parse(
+        Path::new("ok.toml"),
+        &format!("{STUDY}[grid]\nn = [1, 2]\nwhere = \"{fine}\"\n{VARIANT}"),
+    )
+    .unwrap();
+    assert_eq!(kbench::plan::expand(&m).unwrap().len(), 1);
+}
+
+#[test]
+fn nonsense_that_only_planning_finds_is_refused_at_its_line() {
+    let cases: Vec<Case> = vec![
+        ("division by zero at a point", format!("{STUDY}[grid]\nn = [0, 2]\nwhere = \"100 / n > 1\"\n{VARIANT}"), 7, 14, Some("grid.where"), "`/` divides by zero at the grid point"),
+        ("modulo by zero at a point", format!("{STUDY}[grid]\nn = [2, 0]\nwhere = \"n > 1 or 7 % n == 1\"\n{VARIANT}"), 7, 21, Some("grid.where"), "`%` divides by zero"),
+        ("division by a literal zero", format!("{STUDY}[grid]\nn = [2]\nwhere = \"n / 0 == 1\"\n{VARIANT}"), 7, 12, Some("grid.where"), "`/` divides by zero"),
+        ("integer overflow", format!("{STUDY}[grid]\nn = [10, 100000000]\nwhere = \"n*n*n*n*n > 0\"\n{VARIANT}"), 7, 13, Some("grid.where"), "`*` overflows a 64-bit number"),
+        ("a filter that never holds", format!("{STUDY}[grid]\nn = [1, 2]\nwhere = \"n != n\"\n{VARIANT}"), 7, 10, Some("grid.where"), "holds at no grid point"),
+        ("a negative size", format!("{STUDY}[grid]\nn = [1, 2]\nwhere = \"n < 0\"\n{VARIANT}"), 7, 10, Some("grid.where"), "holds at no grid point"),
+        ("a variant left with no point", format!("{STUDY}[grid]\nn = [1, 2]\nwhere = \"dtype == 'f32'\"\n[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"sequential\"\nparams = {{ dtype = [\"f64\"] }}\n[[variant]]\nname = \"d\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n"), 9, 8, Some("variant[0].name"), "variant `c` runs at no grid point"),
+        ("a size no machine holds", format!("{STUDY}[grid]\nn = [1, {}]\n{VARIANT}", 1i64 << 62), 6, 5, Some("grid.n"), "past the 2^57 bytes"),
+        ("a size no machine holds, in a variant", format!("{STUDY}[grid]\nn = [1]\n{VARIANT}params = {{ n = {{ pow2 = [60, 60] }} }}\n"), 11, 16, Some("variant[0].params.n"), "could never run"),
+        ("pow2 with a string", format!("{STUDY}[grid]\nn = {{ pow2 = [5, 10, \"junk\"] }}\n{VARIANT}"), 6, 5, Some("grid.n"), "two integer exponents"),
+        ("pow2 with a float", format!("{STUDY}[grid]\nn = {{ pow2 = [5, 7.5, 10] }}\n{VARIANT}"), 6, 5, Some("grid.n"), "two integer exponents"),
+        ("scope on a cpu variant", format!("{STUDY}{GRID}{VARIANT}scope = \"kernel\"\n"), 11, 9, Some("variant[0].scope"), "a cpu variant times its computation alone"),
+        ("host memory on a cpu variant", format!("{STUDY}{GRID}{VARIANT}host_memory = \"pinned\"\n"), 11, 15, Some("variant[0].host_memory"), "would be ignored"),
+        ("block in a cpu-only grid", format!("{STUDY}[grid]\nn = [1]\nblock = [64]\n{VARIANT}"), 7, 9, Some("grid.block"), "applies only to cuda variants"),
+        ("block in a cpu variant", format!("{STUDY}{GRID}{VARIANT}params = {{ block = [64] }}\n"), 11, 12, Some("variant[0].params.block"), "applies only to cuda variants"),
+        ("measure scope in a cpu-only study", format!("{STUDY}{GRID}{VARIANT}[measure]\nscope = \"program\"\n"), 12, 9, Some("measure.scope"), "no cuda variant"),
+        ("float tolerance in an integer study", format!("{STUDY}[grid]\nn = [1]\ndtype = [\"i32\"]\n{VARIANT}[accuracy]\nrel_tol = {{ f64 = 1e-9 }}\n"), 13, 19, Some("accuracy.rel_tol.f64"), "no case of this study is f64"),
+        ("a single [variant]", format!("{STUDY}{GRID}[variant]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n"), 7, 1, Some("variant"), "write `[[variant]]`"),
+        ("a struct name in serde's words", format!("{STUDY}{GRID}{VARIANT}[accuracy]\nrel_tol = 3\n"), 12, 11, Some("accuracy.rel_tol"), "expected a table, found 3"),
+        ("an enum in serde's words", format!("{STUDY}{GRID}{VARIANT}[measure]\nscope = 3\n"), 12, 9, Some("measure.scope"), "expected a name in quotes"),
+        ("a long study name", format!("[study]\nname = \"{}\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}", "a".repeat(101)), 2, 8, Some("study.name"), "1 to 100 ASCII letters"),
+        ("a hidden study name", format!("[study]\nname = \".s\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 2, 8, Some("study.name"), "not starting with `.`"),
+        ("a control character in the title", format!("[study]\nname = \"s\"\ntitle = \"ok\\u001b[2J\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 3, 9, Some("study.title"), "control character \\u{1b}"),
+        ("a Unicode operator", format!("{STUDY}[grid]\nn = [1]\nwhere = \"n ≥ 1\"\n{VARIANT}"), 7, 12, Some("grid.where"), "unexpected character `≥` (write `>=`)"),
+    ];
+    let mut failures = Vec::new();
+    for (what, text, line, column, key, words) in cases {
+        let e = plan_error(&text);
+        let ok = e.line == line
+            && e.column == column
+            && key.is_none_or(|k| e.key.as_deref() == Some(k))
+            && e.message.contains(words);
+        if !ok {
+            failures.push(format!("{what}: expected {line}:{column} key {key:?} containing {words:?}, got\n{e}\n  key={:?}", e.key));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn errors_never_print_control_characters_raw() {
+    let e = error(&format!(
+        "[study]\nname = \"s\"\nalgorithm = \"red\\u0007uce\"\nseed = 1\n{GRID}{VARIANT}"
+    ));
+    let text = e.to_string();
+    assert!(
+        !text.chars().any(|c| c.is_control() && c != '\n'),
+        "{text:?}"
+    );
+    assert!(text.contains("\\u{7}"), "{text}");
+}
+
+#[test]
+fn unreadable_manifests_are_refused_with_their_location() {
+    let dir = tempfile::tempdir().unwrap();
+    // A Latin-1 byte on line 7: reported there, not at 1:1.
+    let latin1 = dir.path().join("latin1.toml");
+    let mut bytes = format!("{STUDY}{GRID}# caf").into_bytes();
+    bytes.extend([0xe9, b'\n']);
+    bytes.extend(VARIANT.as_bytes());
+    std::fs::write(&latin1, bytes).unwrap();
+    let e = kbench::manifest::load(&latin1).unwrap_err();
+    assert_eq!((e.line, e.column), (7, 6), "{e}");
+    assert!(
+        e.message.contains("not UTF-8") && e.message.contains("0xe9"),
+        "{e}"
+    );
+    // Too large: refused without reading it all.
+    let huge = dir.path().join("huge.toml");
+    let title = "x".repeat(2 << 20);
+    std::fs::write(
+        &huge,
+        format!("[study]\nname = \"s\"\ntitle = \"{title}\"\n"),
+    )
+    .unwrap();
+    let e = kbench::manifest::load(&huge).unwrap_err();
+    assert!(e.message.contains("larger than 1 MiB"), "{e}");
+    // Not a file: a FIFO would block forever, /dev/zero would fill memory.
+    for path in [Path::new("/dev/zero"), dir.path()] {
+        let e = kbench::manifest::load(path).unwrap_err();
+        assert!(e.message.contains("not a regular file"), "{e}");
+    }
+    let fifo = dir.path().join("fifo.toml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let e = kbench::manifest::load(&fifo).unwrap_err();
+        assert!(e.message.contains("not a regular file"), "{e}");
+    } else {
+        println!("mkfifo is not installed: the FIFO case is not checked");
+    }
 }

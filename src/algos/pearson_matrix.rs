@@ -752,7 +752,7 @@ mod tests {
                     [[variant]]\nname = \"threads\"\nbackend = \"cpu\"\nimpl = \"threads\"\n\
                     [measure]\nwarmup = 0\nmin_samples = 1\nmax_samples = 1\n";
         let manifest = crate::manifest::parse(std::path::Path::new("t.toml"), text).unwrap();
-        let case = &crate::plan::expand(&manifest)[0];
+        let case = &crate::plan::expand(&manifest).unwrap()[0];
         let dir = std::env::temp_dir().join(format!("kbench-pm-{}", std::process::id()));
         let settings = crate::case::CaseSettings {
             measure: &manifest.measure,

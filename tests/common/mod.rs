@@ -44,7 +44,7 @@ pub fn run_study_with(text: &str, options: &RunOptions) -> (tempfile::TempDir, R
     let out = tempfile::tempdir().unwrap();
     let manifest = kbench::manifest::parse(Path::new("test.toml"), text)
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let cases = kbench::plan::expand(&manifest);
+    let cases = kbench::plan::expand(&manifest).unwrap();
     let measure = options.measure_settings(&manifest.measure);
     let mut results = ResultsFile::create(out.path(), &manifest, cases.len(), measure).unwrap();
     let progress = indicatif::ProgressBar::hidden();

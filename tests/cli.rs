@@ -605,8 +605,8 @@ fn conflicting_or_missing_inputs_are_refused_with_exit_2() {
             .args(args)
             .assert()
             .code(2)
-            .stderr(predicates::str::contains("none.toml:8:9"))
-            .stderr(predicates::str::contains("removes every grid point"));
+            .stderr(predicates::str::contains("none.toml:8:10"))
+            .stderr(predicates::str::contains("holds at no grid point"));
     }
     assert!(!out.exists());
 

@@ -254,10 +254,15 @@ fn a_malformed_matrix_file_or_generator_is_refused_when_the_manifest_is_read() {
 #[test]
 fn the_case_cap_counts_only_the_axes_each_backend_keeps() {
     // 60,000 sizes x 2 block sizes: the CPU variant has no block, so it plans 60,000 cases, under
-    // the 100,000 cap; a CUDA variant would plan 120,000.
+    // the 100,000 cap; a CUDA variant over every size would plan 120,000.
+    // (A CUDA variant at one size keeps `block` meaningful.)
     let grid = "[grid]\nn = { start = 1, stop = 60_000, step = 1 }\nblock = [32, 64]\n";
-    parse(Path::new("ok.toml"), &format!("{STUDY}{grid}{VARIANT}"))
-        .unwrap_or_else(|e| panic!("refused a 60,000-case study: {e}"));
+    let one_size = "[[variant]]\nname = \"g1\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\nparams = { n = [1] }\n";
+    parse(
+        Path::new("ok.toml"),
+        &format!("{STUDY}{grid}{VARIANT}{one_size}"),
+    )
+    .unwrap_or_else(|e| panic!("refused a 60,002-case study: {e}"));
     let cuda = "[[variant]]\nname = \"g\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n";
     let e = error(&format!("{STUDY}{grid}{cuda}"));
     assert!(e.message.contains("120000 cases"), "{e}");

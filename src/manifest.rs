@@ -620,6 +620,27 @@ struct Validator<'a> {
 }
 
 impl Validator<'_> {
+    /// Refuses control characters (tabs aside) in text kbench prints to terminals: titles, the
+    /// claims' quoted sentences.
+    fn plain_text(
+        &self,
+        text: &Spanned<String>,
+        key: &str,
+        what: &str,
+    ) -> Result<(), ManifestError> {
+        match text.get_ref().chars().find(|c| c.is_control() && *c != '\t') {
+            None => Ok(()),
+            Some(c) => Err(self.error(
+                text.span(),
+                key,
+                format!(
+                    "{what} holds the control character {}; it is printed to terminals, so write it as plain text",
+                    c.escape_unicode()
+                ),
+            )),
+        }
+    }
+
     fn error(&self, span: Range<usize>, key: impl Into<String>, message: String) -> ManifestError {
         ManifestError::new(self.path, self.source, span, Some(key.into()), message)
     }
@@ -648,20 +669,7 @@ impl Validator<'_> {
             ));
         }
         if let Some(title) = &raw.study.title {
-            if let Some(c) = title
-                .get_ref()
-                .chars()
-                .find(|c| c.is_control() && *c != '\t')
-            {
-                return Err(self.error(
-                    title.span(),
-                    "study.title",
-                    format!(
-                        "the title holds the control character {}; a title is printed to terminals, so write it as plain text",
-                        c.escape_unicode()
-                    ),
-                ));
-            }
+            self.plain_text(title, "study.title", "the title")?;
         }
         let study = Study {
             name: name.clone(),
@@ -1303,8 +1311,9 @@ impl Validator<'_> {
         Ok(variants)
     }
 
-    /// `dtypes`: the element types the study's cases take, where the algorithm has a dtype axis;
-    /// a tolerance for a float type no case has would do nothing, and is refused.
+    /// `dtypes`: the element types the study's cases take, where the algorithm says (a dtype axis,
+    /// or one fixed type); a tolerance for a float type no case has would do nothing, and is
+    /// refused.
     fn validate_accuracy(
         &self,
         raw: RawAccuracy,
@@ -1352,8 +1361,13 @@ fn study_dtypes(
     axes: &[(String, AxisValues)],
     variants: &[Variant],
 ) -> Option<Vec<DType>> {
-    spec.axis("dtype")
-        .filter(|a| matches!(a.kind, AxisKind::Dtype(_)))?;
+    if spec
+        .axis("dtype")
+        .filter(|a| matches!(a.kind, AxisKind::Dtype(_)))
+        .is_none()
+    {
+        return spec.fixed_dtype.map(|d| vec![d]);
+    }
     let grid = axes
         .iter()
         .filter(|(name, _)| name == "dtype")

@@ -393,6 +393,9 @@ fn nonsense_that_only_planning_finds_is_refused_at_its_line() {
         ("a long study name", format!("[study]\nname = \"{}\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}", "a".repeat(101)), 2, 8, Some("study.name"), "1 to 100 ASCII letters"),
         ("a hidden study name", format!("[study]\nname = \".s\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 2, 8, Some("study.name"), "not starting with `.`"),
         ("a control character in the title", format!("[study]\nname = \"s\"\ntitle = \"ok\\u001b[2J\"\nalgorithm = \"reduce\"\nseed = 1\n{GRID}{VARIANT}"), 3, 9, Some("study.title"), "control character \\u{1b}"),
+        ("float tolerance in a study of a fixed integer type", "[study]\nname = \"s\"\nalgorithm = \"scan\"\nseed = 1\n[grid]\nn = [1]\n[[variant]]\nname = \"c\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n[accuracy]\nrel_tol = { f32 = 1e-6 }\n".to_string(), 12, 19, Some("accuracy.rel_tol.f32"), "no case of this study is f32 (its dtypes: i32)"),
+        ("a control character in a table title", format!("{STUDY}{GRID}{VARIANT}[[table]]\ntitle = \"a\\u0007b\"\nrows = \"variant\"\ncolumns = \"n\"\nvalue = \"median\"\n"), 12, 9, Some("table[0].title"), "control character \\u{7}"),
+        ("a control character in a claim", format!("{STUDY}{GRID}{VARIANT}[[claim]]\ntext = \"x\\u001b[2J\"\nsource = \"s\"\nkind = \"passes\"\nvariants = [\"c\"]\n"), 12, 8, Some("claim[0].text"), "control character \\u{1b}"),
         ("a Unicode operator", format!("{STUDY}[grid]\nn = [1]\nwhere = \"n ≥ 1\"\n{VARIANT}"), 7, 12, Some("grid.where"), "unexpected character `≥` (write `>=`)"),
     ];
     let mut failures = Vec::new();

@@ -60,6 +60,7 @@ static SPEC: Spec = Spec {
         "durbin_persistent",
     ],
     library_kernels: &[],
+    fixed_dtype: None,
     kernel_file: KernelFile {
         name: "durbin.cu",
         source: include_str!("../../kernels/durbin.cu"),

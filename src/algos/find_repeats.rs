@@ -36,6 +36,7 @@ static SPEC: Spec = Spec {
     cpu_impls: &["sequential"],
     kernels: &["repeats_seed", "repeats_fused"],
     library_kernels: &[],
+    fixed_dtype: Some(DType::I32),
     kernel_file: KERNEL_FILE,
     test_grid: "n = [0, 1, 2, 3, 1000, 65_537, 1_000_003]\nrepeats = [0.0, 0.1, 0.5, 1.0]",
     gpu_test_grid: "n = [0, 1, 2, 3, 1000, 4_099, 65_537, 1_000_003]\nrepeats = [0.0, 0.1, 1.0]\n\

@@ -79,6 +79,9 @@ pub struct Spec {
     /// Those of `kernels` that are library calls (cuBLAS, cuSPARSE) with no entry of their own in
     /// the kernel file.
     pub library_kernels: &'static [&'static str],
+    /// The element type of every case, for an algorithm without a `dtype` axis (None where it
+    /// has one): a manifest's tolerance for a float type no case has is refused.
+    pub fixed_dtype: Option<DType>,
     pub kernel_file: KernelFile,
     /// The `[grid]` every CPU implementation is checked on by the generic harness
     /// (tests/harness.rs): awkward sizes (0 or 1 where legal, primes, non-powers of two).

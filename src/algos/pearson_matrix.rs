@@ -50,6 +50,7 @@ static SPEC: Spec = Spec {
     cpu_impls: &["sequential", "threads"],
     kernels: &["corr_tiled", "corr_syrk", "corr_gemm", "corr_tf32"],
     library_kernels: &[],
+    fixed_dtype: None,
     kernel_file: KernelFile {
         name: "pearson_matrix.cu",
         source: include_str!("../../kernels/pearson_matrix.cu"),

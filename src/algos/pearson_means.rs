@@ -60,6 +60,7 @@ static SPEC: Spec = Spec {
     cpu_impls: &["sequential", "threads"],
     kernels: &["k2_global", "k2_shared", "k2_unrolled", "k2_shuffle"],
     library_kernels: &[],
+    fixed_dtype: None,
     kernel_file: KERNEL_FILE,
     test_grid: "m = [0, 1, 3, 67]\nn = [1, 2, 5, 131, 4_099]\ndtype = [\"f32\", \"f64\"]",
     gpu_test_grid: "m = [3, 1_031]\nn = [1, 33, 4_099, 65_537]\ndtype = [\"f32\", \"f64\"]\n\

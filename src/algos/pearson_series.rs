@@ -45,6 +45,7 @@ static SPEC: Spec = Spec {
     cpu_impls: &["sequential", "threads"],
     kernels: &["k1_generate"],
     library_kernels: &[],
+    fixed_dtype: None,
     kernel_file: KERNEL_FILE,
     test_grid: "m = [0, 1, 3, 67]\nn = [0, 1, 2, 5, 131]\ndtype = [\"f32\", \"f64\"]\n\
                 layout = [\"series\", \"interleaved\"]",

@@ -37,6 +37,7 @@ static SPEC: Spec = Spec {
         "reduce_fast",
     ],
     library_kernels: &[],
+    fixed_dtype: None,
     kernel_file: KernelFile {
         name: "reduce.cu",
         source: include_str!("../../kernels/reduce.cu"),

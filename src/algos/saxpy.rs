@@ -29,6 +29,7 @@ static SPEC: Spec = Spec {
     cpu_impls: &["sequential", "threads"],
     kernels: &["saxpy_naive", "saxpy_vector", "saxpy_cublas"],
     library_kernels: &["saxpy_cublas"],
+    fixed_dtype: Some(DType::F32),
     kernel_file: KernelFile {
         name: "saxpy.cu",
         source: include_str!("../../kernels/saxpy.cu"),

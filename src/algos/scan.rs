@@ -29,6 +29,7 @@ static SPEC: Spec = Spec {
     cpu_impls: &["sequential"],
     kernels: &["scan_blelloch", "scan_blelloch_padded", "scan_lookback"],
     library_kernels: &[],
+    fixed_dtype: Some(DType::I32),
     kernel_file: KERNEL_FILE,
     test_grid: "n = [0, 1, 2, 31, 1000, 4_099, 65_537, 1_000_003]",
     gpu_test_grid: "n = [0, 1, 2, 31, 1000, 4_099, 65_537, 1_000_003, 16_777_259]\n\

@@ -86,6 +86,7 @@ static SPEC: Spec = Spec {
         "symgs_cusparse",
     ],
     library_kernels: &[],
+    fixed_dtype: None,
     kernel_file: KernelFile {
         name: "symgs.cu",
         source: include_str!("../../kernels/symgs.cu"),

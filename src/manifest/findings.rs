@@ -257,7 +257,8 @@ impl Check {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTable {
-    title: String,
+    #[schemars(with = "String")]
+    title: Spanned<String>,
     /// What the rows run over: `variant` or an axis.
     #[schemars(schema_with = "json_schema::dimension")]
     rows: Spanned<String>,
@@ -300,7 +301,8 @@ pub(super) struct RawReference {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawClaim {
     /// The report's sentence, quoted.
-    text: String,
+    #[schemars(with = "String")]
+    text: Spanned<String>,
     source: String,
     /// faster (a than b), reaches_peak (a), passes (variants), rises or falls (quantity of a along an axis).
     #[schemars(schema_with = "json_schema::claim_kind")]
@@ -475,6 +477,7 @@ impl Validator<'_> {
             let table_span = spanned.span();
             let raw = spanned.into_inner();
             let key = |k: &str| format!("table[{i}].{k}");
+            self.plain_text(&raw.title, &key("title"), "the title")?;
             let rows = study.dimension(&raw.rows, &key("rows"), self)?;
             let columns = study.dimension(&raw.columns, &key("columns"), self)?;
             if rows == columns {
@@ -599,7 +602,7 @@ impl Validator<'_> {
                 });
             }
             tables.push(TableSpec {
-                title: raw.title,
+                title: raw.title.into_inner(),
                 rows,
                 columns,
                 value,
@@ -622,6 +625,7 @@ impl Validator<'_> {
             let claim_span = spanned.span();
             let raw = spanned.into_inner();
             let key = |k: &str| format!("claim[{i}].{k}");
+            self.plain_text(&raw.text, &key("text"), "the claim's text")?;
             let kind = raw.kind.get_ref().as_str();
             if !CLAIM_KINDS.contains(&kind) {
                 return Err(self.error(
@@ -738,7 +742,7 @@ impl Validator<'_> {
                 }
             };
             claims.push(ClaimSpec {
-                text: raw.text,
+                text: raw.text.into_inner(),
                 source: raw.source,
                 check,
                 select: study.select(raw.select, &key("select"), self)?,

@@ -339,7 +339,7 @@ const CHUNKS_PER_STREAM: usize = 4;
 /// The element ranges (first, count) that `streams` streams split a case's transfers into:
 /// `streams * CHUNKS_PER_STREAM` near-equal chunks starting at multiples of `CHUNK_ALIGN`.
 /// Only a case whose inputs and outputs all have the same length can be split (element i of
-/// each belongs together); with one stream, one chunk.
+/// each belongs together).
 fn chunks(data: &CaseData, streams: usize) -> Result<Vec<(usize, usize)>> {
     let lengths: Vec<usize> = (data.inputs.0.iter().map(|(_, h)| h.len()))
         .chain(data.outputs.iter().map(|o| o.capacity))

@@ -235,10 +235,7 @@ impl WhereExpr {
         if let Some((offset, token)) = parser.tokens.get(parser.pos) {
             return Err((
                 *offset,
-                format!(
-                    "unexpected {} after a complete expression",
-                    token.describe()
-                ),
+                format!("unexpected {token} after a complete expression"),
             ));
         }
         Ok(expr)
@@ -341,21 +338,6 @@ impl Operand {
                     }
                 }
             }
-        }
-    }
-}
-
-impl Token {
-    /// The token as the user wrote it, for messages.
-    fn describe(&self) -> String {
-        match self {
-            Token::Ident(name) => format!("`{name}`"),
-            Token::Int(i) => format!("the number {i}"),
-            Token::Float(x) => format!("the number {x}"),
-            Token::Str(s) => format!("the string {s:?}"),
-            Token::Op(op) => format!("`{op}`"),
-            Token::LParen => "`(`".into(),
-            Token::RParen => "`)`".into(),
         }
     }
 }
@@ -657,10 +639,7 @@ impl Parser<'_> {
             )),
             Some(other) => Err((
                 at,
-                format!(
-                    "expected an axis name, a number or a string, found {}",
-                    other.describe()
-                ),
+                format!("expected an axis name, a number or a string, found {other}"),
             )),
             None => Err((at, "the expression ends too early".into())),
         }

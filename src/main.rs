@@ -21,9 +21,9 @@ use kbench::execute::{self, RunOptions, StudyEnd};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
 use kbench::report::export::{self, Export};
-use kbench::report::{table, tables};
+use kbench::report::table;
 use kbench::results::{self, ResultsFile};
-use kbench::schema::{ClaimStatus, ResultsDoc};
+use kbench::schema::ClaimStatus;
 use kbench::vocab::{describe_params, Backend};
 
 #[derive(Parser)]
@@ -558,19 +558,13 @@ fn run(args: RunArgs) -> ExitCode {
                 serde_json::to_string(&results.doc).expect("results serialize")
             );
         } else {
-            let axes = manifest.algorithm.spec().axis_names();
-            println!(
-                "{}",
-                table::render_fitted(
-                    &results.doc,
-                    &axes,
-                    table::TableStyle::Terminal,
-                    table_width(args.wide)
-                )
-            );
+            let on_terminal = export::Report {
+                width: table_width(args.wide),
+                ..report
+            };
             print!(
                 "{}",
-                declared_tables(manifest, &results.doc, table::TableStyle::Terminal)
+                export::tables(&on_terminal, table::TableStyle::Terminal)
             );
             println!("results: {}\n", results.path.display());
         }
@@ -607,17 +601,6 @@ fn sample_count_note(
 /// The width a terminal table must fit: none with `--wide`.
 fn table_width(wide: bool) -> Option<usize> {
     (!wide).then(table::terminal_width)
-}
-
-/// The manifest's declared tables and its claims' verdicts, as `doc` has them.
-fn declared_tables(manifest: &Manifest, doc: &ResultsDoc, style: table::TableStyle) -> String {
-    let mut out = String::new();
-    for t in &manifest.tables {
-        out.push_str(&tables::render(t, doc, style));
-        out.push('\n');
-    }
-    out.push_str(&tables::render_claims(&doc.claims, style));
-    out
 }
 
 /// Set on the first Ctrl-C or SIGTERM, so the case in progress is abandoned (its worker killed)

@@ -838,28 +838,25 @@ impl DeviceBuf {
         ))
     }
 
+    /// Queues a copy of `src` (page-locked, so truly asynchronous) into this buffer.
+    pub fn copy_from_pinned(&self, src: &PinnedBuf) -> Result<()> {
+        self.copy_range_from_pinned(src, (0, src.len), &self.stream)
+    }
+
+    /// Queues a copy of this buffer's first `dst.len` elements into `dst` (page-locked).
+    pub fn copy_to_pinned(&self, dst: &PinnedBuf) -> Result<()> {
+        self.copy_range_to_pinned(dst, (0, dst.len), &self.stream)
+    }
+
     /// Queues, on `stream`, a copy of elements `first .. first + count` of `src` (page-locked)
     /// into the same elements of this buffer.
     pub fn copy_chunk_from_pinned(
         &self,
         src: &PinnedBuf,
-        (first, count): (usize, usize),
+        chunk: (usize, usize),
         stream: &Stream,
     ) -> Result<()> {
-        let (offset, bytes) = self.chunk_bytes(src, first, count)?;
-        // SAFETY: the range lies within both buffers (checked by chunk_bytes); the pinned
-        // buffer's owner keeps it alive until the device's stream, which joins `stream`, is
-        // synchronized.
-        unsafe {
-            sys::cuMemcpyHtoDAsync_v2(
-                self.ptr + offset as u64,
-                src.ptr.add(offset) as *const c_void,
-                bytes,
-                stream.0.cu_stream(),
-            )
-        }
-        .result()
-        .map_err(driver_error)
+        self.copy_range_from_pinned(src, chunk, &stream.0)
     }
 
     /// Queues, on `stream`, a copy of elements `first .. first + count` of this buffer into the
@@ -867,17 +864,48 @@ impl DeviceBuf {
     pub fn copy_chunk_to_pinned(
         &self,
         dst: &PinnedBuf,
-        (first, count): (usize, usize),
+        chunk: (usize, usize),
         stream: &Stream,
     ) -> Result<()> {
-        let (offset, bytes) = self.chunk_bytes(dst, first, count)?;
-        // SAFETY: as in `copy_chunk_from_pinned`, the other way.
+        self.copy_range_to_pinned(dst, chunk, &stream.0)
+    }
+
+    fn copy_range_from_pinned(
+        &self,
+        src: &PinnedBuf,
+        (first, count): (usize, usize),
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let (offset, bytes) = self.range_bytes(src, first, count)?;
+        // SAFETY: the range lies within both buffers (checked by range_bytes); `src` is live
+        // page-locked memory, which its owner keeps alive until the device's stream (which
+        // joins any other stream the copy went on) is synchronized.
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                self.ptr + offset as u64,
+                src.ptr.add(offset) as *const c_void,
+                bytes,
+                stream.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver_error)
+    }
+
+    fn copy_range_to_pinned(
+        &self,
+        dst: &PinnedBuf,
+        (first, count): (usize, usize),
+        stream: &CudaStream,
+    ) -> Result<()> {
+        let (offset, bytes) = self.range_bytes(dst, first, count)?;
+        // SAFETY: as in `copy_range_from_pinned`, the other way.
         unsafe {
             sys::cuMemcpyDtoHAsync_v2(
                 dst.ptr.add(offset) as *mut c_void,
                 self.ptr + offset as u64,
                 bytes,
-                stream.0.cu_stream(),
+                stream.cu_stream(),
             )
         }
         .result()
@@ -886,7 +914,7 @@ impl DeviceBuf {
 
     /// The byte offset and length of elements `first .. first + count`, checked to lie within
     /// this buffer and `pinned` (same element type).
-    fn chunk_bytes(
+    fn range_bytes(
         &self,
         pinned: &PinnedBuf,
         first: usize,
@@ -902,39 +930,6 @@ impl DeviceBuf {
         }
         let size = self.dtype.size_bytes() as usize;
         Ok((first * size, count * size))
-    }
-
-    /// Queues a copy of `src` (page-locked, so truly asynchronous) into this buffer.
-    pub fn copy_from_pinned(&self, src: &PinnedBuf) -> Result<()> {
-        self.check_same(src.dtype, src.len)?;
-        // SAFETY: `src` is live page-locked memory of src.bytes bytes, the buffer at least as
-        // large; PinnedBuf's owner keeps it alive until the stream is synchronized.
-        unsafe {
-            sys::cuMemcpyHtoDAsync_v2(
-                self.ptr,
-                src.ptr as *const c_void,
-                src.bytes,
-                self.stream.cu_stream(),
-            )
-        }
-        .result()
-        .map_err(driver_error)
-    }
-
-    /// Queues a copy of this buffer's first `dst.len` elements into `dst` (page-locked).
-    pub fn copy_to_pinned(&self, dst: &PinnedBuf) -> Result<()> {
-        self.check_same(dst.dtype, dst.len)?;
-        // SAFETY: as in `copy_from_pinned`, the other way.
-        unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                dst.ptr as *mut c_void,
-                self.ptr,
-                dst.bytes,
-                self.stream.cu_stream(),
-            )
-        }
-        .result()
-        .map_err(driver_error)
     }
 
     fn check_same(&self, dtype: DType, len: usize) -> Result<()> {

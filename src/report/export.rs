@@ -38,12 +38,12 @@ pub const FORMATS: &[Format] = &[
     Format {
         name: "table",
         help: "every case, then the declared tables and claims, for a terminal",
-        render: |r| Ok(tables_as(r, table::TableStyle::Terminal)),
+        render: |r| Ok(tables(r, table::TableStyle::Terminal)),
     },
     Format {
         name: "markdown",
         help: "the same tables as markdown",
-        render: |r| Ok(tables_as(r, table::TableStyle::Markdown)),
+        render: |r| Ok(tables(r, table::TableStyle::Markdown)),
     },
     Format {
         name: "csv",
@@ -68,7 +68,9 @@ pub fn names() -> Vec<&'static str> {
     FORMATS.iter().map(|f| f.name).collect()
 }
 
-fn tables_as(r: &Report, style: table::TableStyle) -> String {
+/// Every case's table (fitted to `r.width`) unless `r.declared_only`, then the declared tables
+/// and the claims: the table and markdown formats, and what `run` prints.
+pub fn tables(r: &Report, style: table::TableStyle) -> String {
     let mut out = String::new();
     if !r.declared_only {
         let axes = r.manifest.algorithm.spec().axis_names();

@@ -10,6 +10,7 @@ use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::algos::{BoundCase, Buffers, CaseData};
+use crate::device::cupti_profiler::MAX_PROFILED_LAUNCHES;
 use crate::device::timer::{batch_runs, SamplePlan};
 use crate::device::{Device, DeviceBuf, DeviceIo, KernelSource, Launcher, PinnedBuf, CHUNK_ALIGN};
 use crate::manifest::Manifest;
@@ -396,6 +397,10 @@ impl CudaTiming<'_> {
             cupti_samples_s: Vec::new(),
             cupti_vs_events: None,
             cupti_minus_events_s: None,
+            profiler_samples_s: Vec::new(),
+            profiler_kernels_per_run: None,
+            profiler_vs_events: None,
+            profiler_skipped: None,
             timers_disagree: false,
             clocks: None,
         };
@@ -415,6 +420,7 @@ impl CudaTiming<'_> {
                     Ok(taken(&sample))
                 })?;
                 download(&io, &mut outputs)?;
+                self.profile(&io, &mut *launcher, &mut timer);
                 measured
             }
             Scope::Transfers => {
@@ -614,6 +620,37 @@ impl CudaTiming<'_> {
     }
 }
 
+impl CudaTiming<'_> {
+    /// Adds a few runs timed by CUPTI's range profiler to the record, where the device has the
+    /// profiler and the case's runs can be profiled; else says why not. A profiler that fails
+    /// costs only its own record: the samples stand.
+    fn profile(&self, io: &DeviceIo, launcher: &mut dyn Launcher, timer: &mut GpuTimer) {
+        if !self.device.has_profiler() {
+            return;
+        }
+        let launches = launcher.launches_per_run();
+        timer.profiler_skipped = if self.settings.mode == TimingMode::Batch {
+            Some("batch mode: its samples are hot runs back to back, a profiled kernel runs alone and cold".to_string())
+        } else if let Some(why) = launcher.waits_for_device() {
+            Some(why.to_string())
+        } else if launches > MAX_PROFILED_LAUNCHES {
+            Some(format!(
+                "a run queues {launches} launches, more than the {MAX_PROFILED_LAUNCHES} a profiled run may"
+            ))
+        } else {
+            match self.device.profile_kernel(io, launcher, timer.cold_l2) {
+                Ok(runs) => {
+                    let runs = runs.unwrap_or_default();
+                    timer.profiler_samples_s = runs.iter().map(|&(s, _)| s).collect();
+                    timer.profiler_kernels_per_run = runs.iter().map(|&(_, k)| k as u32).max();
+                    None
+                }
+                Err(e) => Some(format!("the profiled runs failed: {e:#}")),
+            }
+        };
+    }
+}
+
 fn taken(sample: &crate::device::timer::Sample) -> Taken {
     Taken {
         seconds: sample.seconds_per_run,
@@ -630,20 +667,34 @@ fn download(io: &DeviceIo, outputs: &mut Buffers) -> Result<()> {
     Ok(())
 }
 
-/// Adds CUPTI's samples and its verdict on the event timer to the record.
+/// Adds CUPTI's samples and the verdict of the other timers on the events to the record. The
+/// profiler times a run of one kernel as the events do (launch processing included), so it
+/// judges those; CUPTI's activity span (which starts at the first block) judges the rest.
 fn finish_timer_record(
     timer: &mut GpuTimer,
     samples_s: &[f64],
     cupti_s: Vec<f64>,
     settings: &MeasureSettings,
 ) {
-    if !cupti_s.is_empty() && !samples_s.is_empty() {
+    timer.timers_disagree = false;
+    if !samples_s.is_empty() {
         let events = stats::summarize(samples_s).median_s;
-        let cupti = stats::summarize(&cupti_s).median_s;
-        timer.cupti_vs_events = Some(cupti / events - 1.0);
-        timer.cupti_minus_events_s = Some(cupti - events);
         let allowed = (settings.timer_tolerance * events).max(settings.timer_tolerance_s);
-        timer.timers_disagree = (cupti - events).abs() > allowed;
+        let mut judge = None;
+        if !cupti_s.is_empty() {
+            let cupti = stats::summarize(&cupti_s).median_s;
+            timer.cupti_vs_events = Some(cupti / events - 1.0);
+            timer.cupti_minus_events_s = Some(cupti - events);
+            judge = Some(cupti);
+        }
+        if !timer.profiler_samples_s.is_empty() {
+            let profiler = stats::summarize(&timer.profiler_samples_s).median_s;
+            timer.profiler_vs_events = Some(profiler / events - 1.0);
+            if timer.profiler_kernels_per_run == Some(1) {
+                judge = Some(profiler);
+            }
+        }
+        timer.timers_disagree = judge.is_some_and(|other| (other - events).abs() > allowed);
     }
     timer.cupti_samples_s = cupti_s;
 }
@@ -714,6 +765,10 @@ mod tests {
             cupti_samples_s: Vec::new(),
             cupti_vs_events: None,
             cupti_minus_events_s: None,
+            profiler_samples_s: Vec::new(),
+            profiler_kernels_per_run: None,
+            profiler_vs_events: None,
+            profiler_skipped: None,
             timers_disagree: false,
             clocks: None,
         };
@@ -740,5 +795,21 @@ mod tests {
             (timer.cupti_vs_events, timer.timers_disagree),
             (None, false)
         );
+        // The profiler judges a run of one kernel: 1.2 µs below the events' 5 µs by CUPTI's
+        // activity span passes, but the profiler 2 µs below is flagged...
+        timer.profiler_samples_s = vec![3.0e-6; 5];
+        timer.profiler_kernels_per_run = Some(1);
+        finish_timer_record(&mut timer, &[5e-6; 5], vec![3.8e-6; 5], &settings);
+        assert!(timer.timers_disagree);
+        assert!((timer.profiler_vs_events.unwrap() + 0.4).abs() < 1e-9);
+        // ... and the profiler 0.1 µs below passes though CUPTI's span is 2 µs below.
+        timer.profiler_samples_s = vec![4.9e-6; 5];
+        finish_timer_record(&mut timer, &[5e-6; 5], vec![3.0e-6; 5], &settings);
+        assert!(!timer.timers_disagree);
+        // Runs of several kernels (their gaps are in the events, not in the profiler's sum):
+        // CUPTI's span judges.
+        timer.profiler_kernels_per_run = Some(3);
+        finish_timer_record(&mut timer, &[5e-6; 5], vec![3.0e-6; 5], &settings);
+        assert!(timer.timers_disagree);
     }
 }

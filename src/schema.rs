@@ -237,6 +237,10 @@ pub struct DeviceFingerprint {
     /// The second timer: None when CUPTI is there, else why not.
     #[serde(default)]
     pub cupti_unavailable: Option<String>,
+    /// The third timer, CUPTI's range profiler (Nsight Compute's `gpu__time_duration`): None
+    /// when it is there, else why not.
+    #[serde(default)]
+    pub cupti_profiler_unavailable: Option<String>,
     /// Clocks and throttling: None when NVML is there, else why not.
     #[serde(default)]
     pub nvml_unavailable: Option<String>,
@@ -393,6 +397,21 @@ pub struct GpuTimer {
     /// CUPTI's median less the events' median, in seconds.
     #[serde(default)]
     pub cupti_minus_events_s: Option<f64>,
+    /// The summed `gpu__time_duration` (CUPTI's range profiler, as Nsight Compute reads it) of
+    /// the kernels of each of a few extra runs after the samples, each kernel run alone.
+    #[serde(default)]
+    pub profiler_samples_s: Vec<f64>,
+    /// The most kernels the profiler saw in one of those runs.
+    #[serde(default)]
+    pub profiler_kernels_per_run: Option<u32>,
+    /// The profiler's median over the event median, minus 1.
+    #[serde(default)]
+    pub profiler_vs_events: Option<f64>,
+    /// Why the case has no profiler samples, where the device has the profiler.
+    #[serde(default)]
+    pub profiler_skipped: Option<String>,
+    /// The events' median differs from the profiler's (runs of one kernel) or else CUPTI's
+    /// activity span by more than `max(timer_tolerance x median, timer_tolerance_s)`.
     pub timers_disagree: bool,
     pub clocks: Option<ClockRecord>,
 }

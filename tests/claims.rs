@@ -181,6 +181,7 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
         device_to_host_gbytes_per_s: 50.0,
         event_overhead_s: 1.2e-6,
         cupti_unavailable: None,
+        cupti_profiler_unavailable: None,
         nvml_unavailable: None,
     });
     (manifest, doc)

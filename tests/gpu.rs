@@ -158,6 +158,11 @@ fn the_timer_holds_the_stream_batches_short_kernels_and_cross_checks_with_cupti(
         let timer = gpu_timer(case);
         assert_eq!(timer.method, TimerMethod::BatchEvents);
         assert!(!timer.cold_l2);
+        // Hot batches are not what the profiler's lone cold kernels measure.
+        assert!(timer.profiler_samples_s.is_empty());
+        if let Some(why) = &timer.profiler_skipped {
+            assert!(why.contains("batch mode"), "{why}");
+        }
         if case.params["n"] == ParamValue::Int(1000) {
             assert!(timer.runs_per_sample > 1, "{timer:?}");
         }
@@ -255,4 +260,43 @@ fn durbin_persistent_falls_back_to_global_memory_and_other_scopes_check_out() {
         .as_deref()
         .unwrap()
         .contains("1999 launches"));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cuptis_profiler_times_runs_of_one_kernel_as_the_events_do_and_leaves_the_activity_records_on() {
+    // Three sizes, so that cases run after profiled ones: their CUPTI activity samples show the
+    // tracer came back after the profiler's runs. reduce_fast is one kernel a run.
+    let text = "[study]\nname = \"gpu-profiler\"\nalgorithm = \"reduce\"\nseed = 17\n\
+         [grid]\nn = [65_537, 1_048_576, 16_777_216]\ndtype = \"f32\"\nblock = 512\n\
+         [[variant]]\nname = \"fast\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n\
+         [measure]\nwarmup = 2\nmin_samples = 20\nmax_samples = 60\n";
+    let (_out, results) = run_study(text, KernelSource::default());
+    let device = results.doc.environment.device.as_ref().expect("a device");
+    assert_eq!(
+        device.cupti_profiler_unavailable, None,
+        "the GPU machine has CUPTI's range profiler"
+    );
+    assert_eq!(device.cupti_unavailable, None, "the GPU machine has CUPTI");
+    assert_all_passed(&results.doc.cases);
+    for case in &results.doc.cases {
+        let timer = gpu_timer(case);
+        let events = case.median_s().unwrap();
+        assert_eq!(timer.profiler_samples_s.len(), 5, "{timer:?}");
+        assert_eq!(timer.profiler_kernels_per_run, Some(1));
+        let profiler = kbench::stats::summarize(&timer.profiler_samples_s).median_s;
+        // The issue's bound on kbench against Nsight Compute: max(2%, 0.5 µs).
+        assert!(
+            (profiler - events).abs() <= (0.02 * events).max(0.5e-6),
+            "n = {:?}: events {events}, profiler {profiler}",
+            case.params["n"]
+        );
+        assert!(!timer.timers_disagree, "{timer:?}");
+        assert_eq!(
+            timer.cupti_samples_s.len(),
+            case.summary.as_ref().unwrap().samples,
+            "activity records for every sample of {:?}",
+            case.params["n"]
+        );
+    }
 }

@@ -130,6 +130,27 @@ impl KernelTracer {
     }
 }
 
+impl KernelTracer {
+    /// Stops recording until `resume`, dropping what was recorded: the range profiler's runs
+    /// belong to no sample. (Left recording through them, CUPTI 13.0 delivered no kernel record
+    /// afterwards on an H100: the profiler's replayed kernels leave records that never complete,
+    /// and an unforced flush waits for them.)
+    pub fn pause(&self) -> Result<(), String> {
+        activity::flush_all(1) // CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+            .and_then(|()| {
+                activity::disable(sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+            })
+            .map_err(|e| format!("pausing CUPTI's activity records: {:?}", e.0))?;
+        RECORDS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        Ok(())
+    }
+
+    pub fn resume(&self) -> Result<(), String> {
+        activity::enable(sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+            .map_err(|e| format!("resuming CUPTI's activity records: {:?}", e.0))
+    }
+}
+
 impl Drop for KernelTracer {
     fn drop(&mut self) {
         let _ = activity::flush_all(1);
@@ -151,7 +172,7 @@ fn kernel_span_s(records: &[KernelRecord], exclude: &[&str]) -> Option<f64> {
 
 /// Loads libcupti: by its usual names (cudarc's search), else from where CUDA installs and pip
 /// packages keep it (see `libs`).
-fn load_library() -> Result<(), String> {
+pub(super) fn load_library() -> Result<(), String> {
     let mut patterns = vec![
         "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*".to_string(),
         "/usr/local/cuda*/extras/CUPTI/lib64/libcupti.so*".to_string(),

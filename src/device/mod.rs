@@ -10,6 +10,7 @@
 
 pub mod blas;
 pub mod cupti;
+pub mod cupti_profiler;
 pub mod libs;
 pub mod nvml;
 pub mod nvrtc;
@@ -59,6 +60,9 @@ pub fn driver_error(e: DriverError) -> anyhow::Error {
 /// An open GPU: context, the one stream all work goes to, compiled modules, and what the timer
 /// needs (the L2 flush buffer, the stream hold, two events).
 pub struct Device {
+    /// The third timer, when CUPTI's range profiler can be used. Declared first so that it is
+    /// dropped first, while the context it is enabled on still lives.
+    profiler: Option<cupti_profiler::KernelProfiler>,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     pub fingerprint: DeviceFingerprint,
@@ -144,6 +148,11 @@ impl Device {
         };
         let pci_bus_id = pci_bus_id(&ctx)?;
         let clocks = nvml::Clocks::open(&pci_bus_id);
+        let profiler = match std::env::var("KBENCH_CUPTI_PROFILER").as_deref() {
+            Ok("off") => Err("turned off by KBENCH_CUPTI_PROFILER=off".to_string()),
+            _ => cupti::load_library()
+                .and_then(|()| cupti_profiler::KernelProfiler::start(ctx.cu_ctx(), ctx.ordinal())),
+        };
         let mut device = Device {
             fingerprint: DeviceFingerprint {
                 name: ctx.name().map_err(driver_error)?,
@@ -168,6 +177,7 @@ impl Device {
                 device_to_host_gbytes_per_s: 0.0,
                 event_overhead_s: 0.0,
                 cupti_unavailable: tracer.as_ref().err().cloned(),
+                cupti_profiler_unavailable: profiler.as_ref().err().cloned(),
                 nvml_unavailable: clocks.as_ref().err().cloned(),
             },
             shared_optin_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
@@ -182,6 +192,7 @@ impl Device {
             stop: event()?,
             hold_refused: None,
             tracer: tracer.ok(),
+            profiler: profiler.ok(),
             clocks: clocks.ok(),
             blas: std::cell::OnceCell::new(),
             sparse: std::cell::OnceCell::new(),

@@ -38,6 +38,8 @@ pub const HOLD_LIMIT_NS: u64 = 2_000_000_000;
 pub const HOLD_LAUNCH_LIMIT: usize = 256;
 /// The most runs one batch sample takes.
 pub const MAX_BATCH_RUNS: u32 = 10_000;
+/// Runs timed by CUPTI's range profiler after a case's samples.
+pub const PROFILED_RUNS: usize = 5;
 
 /// What queues one run of a case's kernels on the device's stream. An algorithm's launcher
 /// resolves its kernels, launch shapes and scratch once, when created, so that `launch` only
@@ -254,6 +256,46 @@ impl Device {
         self.record_stop()?;
         let seconds = self.elapsed_s()?;
         self.after_sample(seconds, 1.0)
+    }
+
+    /// Whether CUPTI's range profiler is there (else the fingerprint says why not).
+    pub fn has_profiler(&self) -> bool {
+        self.profiler.is_some()
+    }
+
+    /// `PROFILED_RUNS` runs of `launcher` under CUPTI's range profiler, the L2 flushed and the
+    /// outputs reset before each, outside the profiled work: each run's summed kernel
+    /// `gpu__time_duration`, and how many kernels it ran. None without the profiler.
+    pub fn profile_kernel(
+        &self,
+        io: &DeviceIo,
+        launcher: &mut dyn Launcher,
+        cold_l2: bool,
+    ) -> Result<Option<Vec<(f64, usize)>>> {
+        let Some(profiler) = &self.profiler else {
+            return Ok(None);
+        };
+        if let Some(tracer) = &self.tracer {
+            tracer.pause().map_err(anyhow::Error::msg)?;
+        }
+        let runs = (0..PROFILED_RUNS)
+            .map(|_| {
+                if cold_l2 {
+                    self.flush_l2()?;
+                }
+                io.reset_outputs()?;
+                self.synchronize()?;
+                profiler.profile(&mut || {
+                    launcher.launch()?;
+                    self.synchronize()
+                })
+            })
+            .collect::<Result<Vec<_>>>();
+        if let Some(tracer) = &self.tracer {
+            tracer.resume().map_err(anyhow::Error::msg)?;
+        }
+        let runs = runs?;
+        Ok(Some(runs))
     }
 
     fn after_sample(&self, seconds_per_run: f64, runs: f64) -> Result<Sample> {

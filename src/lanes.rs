@@ -111,8 +111,9 @@ pub fn resolve(
         (Err(_), DeviceSelection::All) => 0,
         (Err(why), DeviceSelection::List(list)) => {
             return Err(format!(
-                "--devices {}: no CUDA device can be used here ({why})",
-                join(list)
+                "--devices {}: CUDA sees no device here, so there is no device {}: {why}",
+                join(list),
+                list[0]
             ))
         }
     };
@@ -372,7 +373,11 @@ mod tests {
             None,
             Err("no driver".into()),
         );
-        assert!(e.unwrap_err().contains("no driver"));
+        let e = e.unwrap_err();
+        assert!(
+            e.contains("sees no device") && e.contains("no driver"),
+            "{e}"
+        );
         let one = resolve(&DeviceSelection::List(vec![1]), Some("4,6"), Ok(2)).unwrap();
         assert_eq!(one[0].index, 6);
     }

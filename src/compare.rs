@@ -285,8 +285,11 @@ fn decide_moved(
         ..*settings
     };
     match decide(p_adjusted, ratio, ci, &widened) {
-        // `same` stays judged by the study's own bound.
-        Verdict::Same => decide(p_adjusted, ratio, ci, settings),
+        // Within the GPUs' difference: `same` only by the study's own bound, else inconclusive.
+        Verdict::Same => match decide(p_adjusted, ratio, ci, settings) {
+            Verdict::Same => Verdict::Same,
+            _ => Verdict::Inconclusive,
+        },
         v => v,
     }
 }

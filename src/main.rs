@@ -1,9 +1,11 @@
-//! The kbench command line: `run`, `check`, `list`, `kernels`, `compare` and `report`.
+//! The kbench command line: `run`, `check`, `list`, `kernels`, `compare`, `report`, `merge` and
+//! `slurm`.
 //!
 //! Exit codes: 0 every case passed (skipped cases included); 1 some case failed (wrong answer,
 //! runtime error, time limit); 2 bad input (manifest, arguments) or an output that cannot be
 //! written; 3 a claim was refuted (only with `--check-claims`, and only when no case failed);
-//! 130 interrupted (the results file holds every finished case: `run --resume` it).
+//! 130 interrupted (the results file holds every finished case: `run --resume` it). `merge`: 0,
+//! or 1 when planned cases are missing (the merged file is written all the same), 2 refused.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

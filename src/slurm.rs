@@ -83,6 +83,12 @@ pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> 
         path_text(&manifest_path)?,
         path_text(&exe)?,
     );
+    if out_s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        bail!(
+            "--out {}: a folder without spaces, please (#SBATCH lines cannot quote one)",
+            out.display()
+        );
+    }
     let study = &manifest.study.name;
     let n = request.shards;
 
@@ -182,7 +188,7 @@ pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> 
          submit with:\n  bash {submit}\n\
          (or by hand: `sbatch --parsable {array}`, then `sbatch --dependency=afterany:<its job id> {merge}`)\n\
          the merged file is {out}/{study}-merged-<merge job id>.json; if the merge lists missing cases,\n\
-         run them into it with `kbench run --resume <that file>`{devices}\n",
+         run them into it with `kbench run --resume <that file>{devices}`\n",
         array = array_script.display(),
         merge = merge_script.display(),
         submit = submit_script.display(),

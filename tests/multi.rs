@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod common;
+
 fn kbench() -> Command {
     let mut cmd = Command::cargo_bin("kbench").unwrap();
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -289,4 +291,47 @@ fn devices_all_without_a_gpu_skips_cuda_cases_with_the_reason() {
         .iter()
         .filter(|c| c["backend"] == "cpu")
         .all(|c| c["status"] == "passed"));
+}
+
+/// Two lanes with real workers (here without a GPU: each lane's CUDA cases are skipped by its
+/// worker, the CPU cases run alone on lane 0): every case once, the file in plan order, and a
+/// worker that crashes costs its case alone.
+#[test]
+fn two_lanes_run_every_case_once_and_a_crashed_worker_costs_only_its_case() {
+    use kbench::execute::RunOptions;
+    use kbench::lanes::LaneDevice;
+    let lane = |i: u32| LaneDevice {
+        visible: Some(i.to_string()),
+        index: i,
+        physical: true,
+    };
+    let options = RunOptions {
+        lanes: vec![lane(0), lane(1)],
+        // Case 4 is `tree` (CPU) at the second grid point: its worker aborts while measuring.
+        worker_fault: Some("abort:4".into()),
+        ..RunOptions::new(common::kbench_exe())
+    };
+    let text = study(1).replace(
+        "[measure]",
+        "[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n[measure]",
+    );
+    let (_dir, results) = common::run_study_with(&text, &options);
+    let doc = kbench::results::load_results(&results.path).unwrap();
+    let indices: Vec<usize> = doc.cases.iter().map(|c| c.index).collect();
+    assert_eq!(indices, (0..24).collect::<Vec<_>>());
+    assert!(doc.complete);
+    for c in &doc.cases {
+        let status = c.status.name();
+        match (c.index, c.backend) {
+            (4, _) => {
+                assert_eq!(status, "error");
+                assert!(c.reason.as_deref().unwrap().contains("SIGABRT"), "{c:?}");
+            }
+            (_, kbench::vocab::Backend::Cpu) => assert_eq!(status, "passed", "{c:?}"),
+            (_, kbench::vocab::Backend::Cuda) if kbench::device::count().is_err() => {
+                assert_eq!(status, "skipped", "{c:?}")
+            }
+            _ => {}
+        }
+    }
 }

@@ -335,3 +335,91 @@ fn two_lanes_run_every_case_once_and_a_crashed_worker_costs_only_its_case() {
         }
     }
 }
+
+/// A run on two GPUs as `report` and `compare` read it: each GPU with its copy peak and cases,
+/// and each case that moved GPU against the baseline named, with the GPUs' difference allowed.
+#[test]
+fn report_lists_each_gpu_and_compare_names_the_cases_that_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(dir.path(), "multi.toml", &study(1));
+    let base_path = run_into(&manifest, &dir.path().join("base"), &[]);
+    let new_path = run_into(&manifest, &dir.path().join("new"), &[]);
+    let gpu = |bus: &str, peak: f64| {
+        serde_json::to_value(kbench::schema::DeviceFingerprint {
+            name: "NVIDIA H200".into(),
+            pci_bus_id: bus.into(),
+            compute_capability: "9.0".into(),
+            sm_count: 132,
+            total_memory_bytes: 150_000_000_000,
+            l2_cache_bytes: 60_000_000,
+            sm_clock_mhz: 1980.0,
+            memory_clock_mhz: 3201.0,
+            memory_bus_width_bits: 6144,
+            theoretical_memory_gbytes_per_s: 4916.0,
+            driver_version: "13.0".into(),
+            nvrtc_version: "13.0".into(),
+            measured_copy_gbytes_per_s: peak,
+            host_to_device_gbytes_per_s: 50.0,
+            device_to_host_gbytes_per_s: 50.0,
+            event_overhead_s: 1e-6,
+            cupti_unavailable: None,
+            nvml_unavailable: None,
+        })
+        .unwrap()
+    };
+    let (a, b) = ("0000:18:00.0", "0000:2a:00.0");
+    let on = |case: &mut Value, bus: &str, index: u32| {
+        case["device"] = serde_json::json!({"index": index, "physical": true, "pci_bus_id": bus});
+    };
+    let mut base = read(&base_path);
+    base["environment"]["device"] = gpu(a, 4000.0);
+    for c in base["cases"].as_array_mut().unwrap() {
+        on(c, a, 0);
+    }
+    let mut new = read(&new_path);
+    new["environment"]["device"] = gpu(a, 4000.0);
+    new["environment"]["devices"] = Value::Array(vec![gpu(a, 4000.0), gpu(b, 3900.0)]);
+    for (i, c) in new["cases"].as_array_mut().unwrap().iter_mut().enumerate() {
+        if i % 2 == 0 {
+            on(c, a, 0);
+        } else {
+            on(c, b, 1);
+        }
+    }
+    std::fs::write(&base_path, serde_json::to_string(&base).unwrap()).unwrap();
+    std::fs::write(&new_path, serde_json::to_string(&new).unwrap()).unwrap();
+
+    let report = kbench()
+        .arg("report")
+        .arg(&new_path)
+        .arg("--wide")
+        .assert()
+        .success();
+    let text = stdout(&report);
+    assert!(text.contains("devices: 2"), "{text}");
+    assert!(
+        text.contains(
+            "0000:18:00.0 NVIDIA H200 (sm 9.0, 132 SMs): measured copy peak 4000 GB/s, 8 cases"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("copy peaks differ by 2.6%"), "{text}");
+
+    let compared = kbench()
+        .arg("compare")
+        .arg(&base_path)
+        .arg(&new_path)
+        .assert();
+    let text = stdout(&compared);
+    let moved: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("moved GPU: "))
+        .collect();
+    assert_eq!(moved.len(), 8, "{text}");
+    assert!(
+        moved[0].contains(
+            "from 0000:18:00.0 to 0000:2a:00.0 (copy peak -2.5%, allowed for in its verdict)"
+        ),
+        "{text}"
+    );
+}

@@ -184,6 +184,12 @@ pub fn run_study(
                 case_line(done.get(), total, &manifest.study.name, &result)
             );
         }
+        // Several lanes run at once, so the bar names the case that finished last.
+        progress.set_message(format!(
+            "{} {}",
+            result.variant,
+            describe_params(&result.params)
+        ));
         results.push(result)?;
         progress.inc(1);
         Ok(())

@@ -94,6 +94,7 @@ pub fn new_result(manifest: &Manifest, case: &Case) -> CaseResult {
         facts: Default::default(),
         saved_files: Vec::new(),
         wall_s: 0.0,
+        device: None,
     }
 }
 
@@ -717,12 +718,10 @@ fn check_host_memory(bytes: u64) -> Result<()> {
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// MemAvailable from /proc/meminfo; None where that is not known.
+/// MemAvailable, with the room a machine whose memory grows with use can still grow to
+/// (`env::host_memory_headroom_bytes`); None where that is not known.
 fn host_memory_available_bytes() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
+    crate::env::host_memory_headroom_bytes()
 }
 
 #[cfg(test)]

@@ -48,6 +48,24 @@ pub struct CaseComparison {
     pub p_adjusted: Option<f64>,
     pub verdict: Verdict,
     pub note: Option<String>,
+    /// The case ran on another GPU than in the baseline (`run --devices`, or a merge of shards).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved: Option<DeviceMove>,
+}
+
+/// A case that ran on another GPU of the same model than in the baseline. Same-model GPUs differ
+/// by a few percent, so its verdict allows for the two GPUs' difference: the bounds of `slower`
+/// and `faster` are widened by the ratio of their measured copy peaks (each run measures its
+/// GPUs' peaks), and where a peak is not known the case is never called slower or faster, only
+/// `same` or `inconclusive`.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceMove {
+    /// The baseline's GPU(s), by PCI bus id.
+    pub from: Vec<String>,
+    pub to: String,
+    /// The new GPU's measured copy peak over the baseline's (their geometric mean): None where
+    /// a peak is not recorded.
+    pub copy_peak_ratio: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -161,16 +179,22 @@ pub fn compare(bases: &[ResultsDoc], new: &ResultsDoc, settings: &CompareSetting
     }
     let new_keys: Vec<String> = new.cases.iter().map(key).collect();
 
+    let peaks = copy_peaks(bases.iter().chain(std::iter::once(new)));
     let mut cases = Vec::new();
     for new_case in &new.cases {
         if let Some(runs) = base_cases.get(&key(new_case)) {
-            cases.push(compare_case(runs, new_case));
+            let mut c = compare_case(runs, new_case);
+            c.moved = device_move(runs, new_case, &peaks);
+            cases.push(c);
         }
     }
     adjust_benjamini_hochberg(&mut cases);
     for c in &mut cases {
         if let (Some(p), Some(ratio), Some(ci)) = (c.p_adjusted, c.ratio, c.ratio_ci95) {
-            c.verdict = decide(p, ratio, ci, settings);
+            c.verdict = match &c.moved {
+                None => decide(p, ratio, ci, settings),
+                Some(moved) => decide_moved(p, ratio, ci, settings, moved.copy_peak_ratio),
+            };
         }
     }
     Comparison {
@@ -189,6 +213,84 @@ pub fn compare(bases: &[ResultsDoc], new: &ResultsDoc, settings: &CompareSetting
             .cloned()
             .collect(),
         cases,
+    }
+}
+
+/// Each GPU's measured copy peak, by PCI bus id, from the runs' environments.
+fn copy_peaks<'a>(docs: impl Iterator<Item = &'a ResultsDoc>) -> BTreeMap<String, f64> {
+    let mut peaks = BTreeMap::new();
+    for doc in docs {
+        let env = &doc.environment;
+        for d in env.devices.iter().chain(env.device.iter()) {
+            if d.measured_copy_gbytes_per_s > 0.0 {
+                peaks
+                    .entry(d.pci_bus_id.clone())
+                    .or_insert(d.measured_copy_gbytes_per_s);
+            }
+        }
+    }
+    peaks
+}
+
+/// Whether `new` ran on another GPU than its baseline runs (where both record one).
+fn device_move(
+    base_runs: &[&CaseResult],
+    new: &CaseResult,
+    peaks: &BTreeMap<String, f64>,
+) -> Option<DeviceMove> {
+    let to = &new.device.as_ref()?.pci_bus_id;
+    let mut from: Vec<String> = Vec::new();
+    for run in base_runs {
+        let id = &run.device.as_ref()?.pci_bus_id;
+        if !from.contains(id) {
+            from.push(id.clone());
+        }
+    }
+    if from.iter().all(|f| f == to) {
+        return None;
+    }
+    let base_peaks: Option<Vec<f64>> = base_runs
+        .iter()
+        .map(|r| peaks.get(&r.device.as_ref()?.pci_bus_id).copied())
+        .collect();
+    let copy_peak_ratio = match (peaks.get(to), base_peaks) {
+        (Some(to), Some(base)) => Some(to / geometric_mean(&base)),
+        _ => None,
+    };
+    Some(DeviceMove {
+        from,
+        to: to.clone(),
+        copy_peak_ratio,
+    })
+}
+
+/// `decide` for a case that moved GPU: the bounds of slower and faster widened by the two
+/// GPUs' copy-peak difference, or (not known) never slower or faster.
+fn decide_moved(
+    p_adjusted: f64,
+    ratio: f64,
+    ci: (f64, f64),
+    settings: &CompareSettings,
+    copy_peak_ratio: Option<f64>,
+) -> Verdict {
+    let Some(peak) = copy_peak_ratio.filter(|r| r.is_finite() && *r > 0.0) else {
+        return match decide(p_adjusted, ratio, ci, settings) {
+            Verdict::Slower | Verdict::Faster => Verdict::Inconclusive,
+            v => v,
+        };
+    };
+    let spread = peak.max(1.0 / peak);
+    let widened = CompareSettings {
+        min_effect: (1.0 + settings.min_effect) * spread - 1.0,
+        ..*settings
+    };
+    match decide(p_adjusted, ratio, ci, &widened) {
+        // Within the GPUs' difference: `same` only by the study's own bound, else inconclusive.
+        Verdict::Same => match decide(p_adjusted, ratio, ci, settings) {
+            Verdict::Same => Verdict::Same,
+            _ => Verdict::Inconclusive,
+        },
+        v => v,
     }
 }
 
@@ -237,6 +339,7 @@ fn compare_case(base_runs: &[&CaseResult], new: &CaseResult) -> CaseComparison {
         p_adjusted: None,
         verdict: Verdict::NotCompared,
         note: None,
+        moved: None,
     };
     let base_passed = base_runs.iter().all(|c| c.status == CaseStatus::Passed);
     if new.failed() && base_passed {
@@ -431,6 +534,33 @@ mod tests {
             bootstrap_ratio_ci95(a, b),
             &SETTINGS,
         )
+    }
+
+    #[test]
+    fn a_case_that_moved_gpu_is_judged_with_the_gpus_difference_allowed() {
+        // 5% slower, significant: slower in place.
+        let (p, ratio, ci) = (1e-6, 1.05, (1.04, 1.06));
+        assert_eq!(decide(p, ratio, ci, &SETTINGS), Verdict::Slower);
+        // Moved to a GPU whose copy peak is 4% lower: within 3% + 4%, not slower.
+        assert_eq!(
+            decide_moved(p, ratio, ci, &SETTINGS, Some(0.96)),
+            Verdict::Inconclusive
+        );
+        // Moved to a GPU 1% apart: 5% is still more than 3% + 1%.
+        assert_eq!(
+            decide_moved(p, ratio, ci, &SETTINGS, Some(1.01)),
+            Verdict::Slower
+        );
+        // Peaks unknown: never called slower.
+        assert_eq!(
+            decide_moved(p, ratio, ci, &SETTINGS, None),
+            Verdict::Inconclusive
+        );
+        let same = (0.5, 1.0, (0.99, 1.01));
+        assert_eq!(
+            decide_moved(same.0, same.1, same.2, &SETTINGS, Some(0.96)),
+            Verdict::Same
+        );
     }
 
     #[test]

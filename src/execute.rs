@@ -7,7 +7,7 @@
 //! with the reason and the study goes on.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,10 +15,11 @@ use anyhow::Result;
 
 use crate::case::{self, SaveOutputs};
 use crate::device::KernelSource;
+use crate::lanes::{run_pool, After, Kind, LaneDevice, PoolEnd};
 use crate::manifest::Manifest;
 use crate::plan::Case;
 use crate::results::ResultsFile;
-use crate::schema::{CaseResult, CaseStatus, MeasureSettings};
+use crate::schema::{CaseDevice, CaseResult, CaseStatus, MeasureSettings};
 use crate::vocab::{describe_params, Backend};
 use crate::worker::{CaseOutcome, StudyJob, Worker, SETUP_LIMIT_S};
 
@@ -43,6 +44,8 @@ pub struct RunOptions {
     /// Print one plain line on stderr per finished case: the progress of a run whose stderr is a
     /// log (CI), where a progress bar cannot be drawn.
     pub case_lines: bool,
+    /// One lane per GPU the cases run on (`run --devices`); one lane by default.
+    pub lanes: Vec<LaneDevice>,
 }
 
 impl RunOptions {
@@ -61,6 +64,9 @@ impl RunOptions {
             setup_limit_s: SETUP_LIMIT_S,
             worker_fault: None,
             case_lines: false,
+            lanes: vec![LaneDevice::default_lane(
+                std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+            )],
         }
     }
 
@@ -77,15 +83,20 @@ impl RunOptions {
 
 /// A finished case in one line for a log: `[3/18] reduction: seq dtype=f32 n=777: passed (0.2 s)`,
 /// with the first line of the reason for a case that failed (a skipped case's reason is in the
-/// table at the end, once for all the cases it covers).
+/// table at the end, once for all the cases it covers). A CUDA case adds its GPU's number:
+/// `(0.2 s, GPU 1)`.
 pub fn case_line(done: usize, total: usize, study: &str, result: &CaseResult) -> String {
     let status = result.status.name().replace('_', " ");
     let reason = match result.reason.as_deref().and_then(|r| r.lines().next()) {
         Some(r) if result.failed() => format!(": {r}"),
         _ => String::new(),
     };
+    let gpu = result
+        .device
+        .as_ref()
+        .map_or(String::new(), |d| format!(", GPU {}", d.index));
     format!(
-        "[{done}/{total}] {study}: {} {}: {status}{reason} ({:.1} s)",
+        "[{done}/{total}] {study}: {} {}: {status}{reason} ({:.1} s{gpu})",
         result.variant,
         describe_params(&result.params),
         result.wall_s
@@ -102,7 +113,9 @@ pub enum StudyEnd {
 
 /// Runs every case, each in a worker process, appending each result to `results` as it finishes.
 /// A worker that dies, hangs or breaks its CUDA context costs only its case: the next case
-/// starts a new one.
+/// starts a new one. With several lanes (`run --devices`), each lane has its own worker on its
+/// own GPU and takes the next case when idle (see `lanes`); results arrive in the order cases
+/// finish, and the results file keeps them in plan order.
 pub fn run_study(
     manifest: &Manifest,
     cases: &[Case],
@@ -119,31 +132,83 @@ pub fn run_study(
         kernels_dir: options.kernels.dir.clone(),
         fault: options.worker_fault.clone(),
     };
-    let mut worker: Option<Worker> = None;
-    // Set when opening the GPU hung: the CUDA cases after it are skipped, not hung on in turn.
-    let mut gpu_hung: Option<String> = None;
-    for (done_before, case) in cases.iter().enumerate() {
-        if options.interrupted.load(Ordering::Relaxed) {
-            return Ok(StudyEnd::Interrupted);
+    let timeout_s = job.settings.timeout_s;
+    let runners: Vec<_> = options
+        .lanes
+        .iter()
+        .map(|lane| {
+            let job = &job;
+            let mut worker: Option<Worker> = None;
+            move |case: &&Case, halt: &AtomicBool| -> (Result<CaseOutcome>, f64) {
+                let started = Instant::now();
+                let running = match worker.as_mut() {
+                    Some(running) => running,
+                    None => {
+                        match Worker::spawn(&options.worker_exe, job, lane.visible.as_deref()) {
+                            Ok(spawned) => worker.insert(spawned),
+                            Err(e) => return (Err(e), started.elapsed().as_secs_f64()),
+                        }
+                    }
+                };
+                let outcome = running.run_case(case, timeout_s, options.setup_limit_s, halt);
+                // A kernel fault leaves the CUDA context unusable for good, and CUDA offers no way
+                // back within the process; a worker killed or dead is gone: the lane's next case
+                // gets a new worker.
+                match &outcome {
+                    CaseOutcome::Finished(report) if !report.gpu_broken => {}
+                    CaseOutcome::Interrupted => {}
+                    _ => worker = None,
+                }
+                (Ok(outcome), started.elapsed().as_secs_f64())
+            }
+        })
+        .collect();
+    let jobs: Vec<(&Case, Kind)> = cases
+        .iter()
+        .map(|case| {
+            let kind = match manifest.variants[case.variant].backend {
+                Backend::Cuda => Kind::Shared,
+                // CPU cases time the host's CPU: nothing else runs beside one.
+                Backend::Cpu => Kind::Exclusive,
+            };
+            (case, kind)
+        })
+        .collect();
+    let total = cases.len();
+    let done = std::cell::Cell::new(0);
+    let finish = |result: CaseResult, results: &mut ResultsFile| -> Result<()> {
+        done.set(done.get() + 1);
+        if options.case_lines {
+            eprintln!(
+                "{}",
+                case_line(done.get(), total, &manifest.study.name, &result)
+            );
         }
-        let variant = &manifest.variants[case.variant];
+        // Several lanes run at once, so the bar names the case that finished last.
         progress.set_message(format!(
             "{} {}",
-            variant.name,
-            describe_params(&case.params)
+            result.variant,
+            describe_params(&result.params)
         ));
-        let started = Instant::now();
-        let mut result = case::new_result(manifest, case);
-        if let (Backend::Cuda, Some(reason)) = (variant.backend, &gpu_hung) {
-            result.status = CaseStatus::Skipped;
-            result.reason = Some(reason.clone());
-        } else {
-            let running = match worker.as_mut() {
-                Some(running) => running,
-                None => worker.insert(Worker::spawn(&options.worker_exe, &job)?),
-            };
-            let timeout_s = job.settings.timeout_s;
-            match running.run_case(case, timeout_s, options.setup_limit_s, &options.interrupted) {
+        results.push(result)?;
+        progress.inc(1);
+        Ok(())
+    };
+    // Set when opening a GPU hung: that lane takes no more CUDA cases, and the CUDA cases no lane
+    // can take are skipped with this reason, not hung on in turn.
+    let gpu_hung: std::cell::RefCell<Option<String>> = Default::default();
+    // `on_done` and `on_unrun` both write the results file.
+    let results = std::cell::RefCell::new(results);
+    let end = run_pool(
+        runners,
+        jobs,
+        &options.interrupted,
+        |lane, case, (outcome, wall_s)| {
+            let variant = &manifest.variants[case.variant];
+            let mut results = results.borrow_mut();
+            let mut result = case::new_result(manifest, case);
+            let mut after = After::Continue;
+            match outcome? {
                 CaseOutcome::Finished(report) => {
                     if let Some(device) = &report.device {
                         results.set_device(device)?;
@@ -151,46 +216,57 @@ pub fn run_study(
                     if let Some(reason) = &report.gpu_unavailable {
                         results.set_gpu_unavailable(reason)?;
                     }
-                    // A kernel fault leaves the CUDA context unusable for good, and CUDA offers
-                    // no way back within the process: the next case gets a new worker.
-                    if report.gpu_broken {
-                        worker = None;
-                    }
                     result = report.result;
+                    if let (Some(device), Backend::Cuda) = (&report.device, result.backend) {
+                        let lane = &options.lanes[lane];
+                        result.device = Some(CaseDevice {
+                            index: lane.index,
+                            physical: lane.physical,
+                            pci_bus_id: device.pci_bus_id.clone(),
+                        });
+                    }
                 }
-                CaseOutcome::Interrupted => return Ok(StudyEnd::Interrupted),
+                CaseOutcome::Interrupted => return Ok(After::Continue),
                 CaseOutcome::TimedOut(reason) => {
-                    worker = None;
                     result.status = CaseStatus::TimedOut;
                     result.reason = Some(reason);
                 }
                 CaseOutcome::SetupHung(reason) => {
-                    worker = None;
                     if variant.backend == Backend::Cuda {
-                        let skip = format!(
-                            "opening the GPU hung in case #{} (killed after {} s), so the CUDA cases after it are skipped",
-                            case.index, options.setup_limit_s
-                        );
+                        let skip = if options.lanes.len() == 1 {
+                            format!(
+                                "opening the GPU hung in case #{} (killed after {} s), so the CUDA cases after it are skipped",
+                                case.index, options.setup_limit_s
+                            )
+                        } else {
+                            format!(
+                                "opening GPU {} hung in case #{} (killed after {} s), so it took no more cases; the CUDA cases no other GPU took are skipped",
+                                options.lanes[lane].index, case.index, options.setup_limit_s
+                            )
+                        };
                         results.set_gpu_unavailable(&skip)?;
-                        gpu_hung = Some(skip);
+                        *gpu_hung.borrow_mut() = Some(skip);
+                        after = After::NoMoreShared;
                     }
                     result.reason = Some(reason);
                 }
                 CaseOutcome::Died(reason) => {
-                    worker = None;
                     result.reason = Some(reason);
                 }
             }
-        }
-        result.wall_s = started.elapsed().as_secs_f64();
-        if options.case_lines {
-            eprintln!(
-                "{}",
-                case_line(done_before + 1, cases.len(), &manifest.study.name, &result)
-            );
-        }
-        results.push(result)?;
-        progress.inc(1);
-    }
-    Ok(StudyEnd::Finished)
+            result.wall_s = wall_s;
+            finish(result, &mut results)?;
+            Ok(after)
+        },
+        |case| {
+            let mut result = case::new_result(manifest, case);
+            result.status = CaseStatus::Skipped;
+            result.reason = gpu_hung.borrow().clone();
+            finish(result, &mut results.borrow_mut())
+        },
+    )?;
+    Ok(match end {
+        PoolEnd::Finished => StudyEnd::Finished,
+        PoolEnd::Stopped => StudyEnd::Interrupted,
+    })
 }

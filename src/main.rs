@@ -1,9 +1,11 @@
-//! The kbench command line: `run`, `check`, `list`, `kernels`, `compare` and `report`.
+//! The kbench command line: `run`, `check`, `list`, `kernels`, `compare`, `report`, `merge` and
+//! `slurm`.
 //!
 //! Exit codes: 0 every case passed (skipped cases included); 1 some case failed (wrong answer,
 //! runtime error, time limit); 2 bad input (manifest, arguments) or an output that cannot be
 //! written; 3 a claim was refuted (only with `--check-claims`, and only when no case failed);
-//! 130 interrupted (the results file holds every finished case: `run --resume` it).
+//! 130 interrupted (the results file holds every finished case: `run --resume` it). `merge`: 0,
+//! or 1 when planned cases are missing (the merged file is written all the same), 2 refused.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -18,12 +20,14 @@ use kbench::case::SaveOutputs;
 use kbench::compare::{self, CompareSettings, Verdict};
 use kbench::device::{nvrtc, KernelSource};
 use kbench::execute::{self, RunOptions, StudyEnd};
+use kbench::lanes::{self, DeviceSelection};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
 use kbench::report::export::{self, Export};
 use kbench::report::table;
 use kbench::results::{self, ResultsFile};
-use kbench::schema::ClaimStatus;
+use kbench::schema::{ClaimStatus, ShardRecord};
+use kbench::shard;
 use kbench::vocab::{describe_params, Backend};
 
 #[derive(Parser)]
@@ -55,6 +59,11 @@ enum Command {
     Compare(CompareArgs),
     /// Re-render a finished run: table, markdown, CSV, JSON, CI dashboard formats, HTML, plots.
     Report(ReportArgs),
+    /// Join the results files of a study's shards (`run --shard K/N`) into one: exit 1 if
+    /// planned cases are missing (the file is written all the same: `run --resume` it).
+    Merge(MergeArgs),
+    /// Write a Slurm job array that runs a study in N shards, and a merge job after it.
+    Slurm(SlurmArgs),
     /// Print the JSON Schema of manifests (for editors: Taplo / Even Better TOML, Tombi), or of
     /// results files.
     Schema {
@@ -108,6 +117,40 @@ struct CompareArgs {
     /// Show every column of the tables (by default they fit the terminal).
     #[arg(long)]
     wide: bool,
+}
+
+#[derive(clap::Args)]
+struct MergeArgs {
+    /// The shards' results files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The merged results file to write (never an existing file).
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct SlurmArgs {
+    /// The study's manifest.
+    manifest: PathBuf,
+    /// How many shards (array tasks) to split the study into.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    shards: u32,
+    /// GPUs per array task: each task runs its shard with `--devices all` on them.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    gpus_per_task: Option<u32>,
+    /// The Slurm partition.
+    #[arg(long)]
+    partition: Option<String>,
+    /// Each task's time limit, as sbatch takes it (`1:00:00`).
+    #[arg(long)]
+    time: Option<String>,
+    /// Ask for whole nodes (`sbatch --exclusive`), so no other job shares a task's CPUs or GPUs.
+    #[arg(long)]
+    exclusive: bool,
+    /// The folder for the scripts, the shards' results, logs and the merged file.
+    #[arg(long, default_value = "slurm")]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -186,6 +229,14 @@ struct RunArgs {
     /// Finish an interrupted run: the cases missing from this results file are run into it.
     #[arg(long, value_name = "RESULTS_JSON", conflicts_with = "manifests")]
     resume: Option<PathBuf>,
+    /// Run on several GPUs of this host at once, one case per GPU: `all` (every GPU CUDA sees;
+    /// under Slurm, the job's) or their numbers, `0,1`.
+    #[arg(long, value_name = "all|N,N,...", value_parser = lanes::parse_devices)]
+    devices: Option<DeviceSelection>,
+    /// Run shard K of N (1-based) of each study: the cases whose stable id falls to it, the
+    /// same split on every host. Join the shards with `kbench merge`.
+    #[arg(long, value_name = "K/N", value_parser = shard::parse_shard, conflicts_with = "resume")]
+    shard: Option<ShardRecord>,
     /// Also add each study's results to the baseline NAME (several runs make a better baseline),
     /// for `kbench compare --baseline NAME`.
     #[arg(long, value_name = "NAME", value_parser = parse_baseline_name)]
@@ -244,6 +295,8 @@ fn main() -> ExitCode {
         Command::Kernels(args) => kernels(args),
         Command::Compare(args) => compare(args),
         Command::Report(args) => report(args),
+        Command::Merge(args) => merge(args),
+        Command::Slurm(args) => slurm(args),
         Command::Schema { of } => {
             let schema = match of {
                 SchemaOf::Manifest => manifest::manifest_schema(),
@@ -403,7 +456,19 @@ fn run(args: RunArgs) -> ExitCode {
             Err(e) => return bad_input(anyhow::anyhow!("cannot find the kbench executable: {e}")),
         }
     };
+    let lanes = match &args.devices {
+        None => None,
+        Some(selection) => match lanes::resolve(
+            selection,
+            std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+            kbench::device::count(),
+        ) {
+            Ok(lanes) => Some(lanes),
+            Err(e) => return bad_input(anyhow::anyhow!(e)),
+        },
+    };
     let options = RunOptions {
+        lanes: lanes.unwrap_or_else(|| RunOptions::new(worker_exe.clone()).lanes),
         kernels: KernelSource {
             dir: args.kernels_dir.clone(),
         },
@@ -451,12 +516,19 @@ fn run(args: RunArgs) -> ExitCode {
                 ));
             }
             for (manifest, cases) in loaded {
+                let cases = shard::select(&manifest, cases, args.shard);
                 let measure = options.measure_settings(&manifest.measure);
                 // One sample count given against the manifest's other: said, not silent.
                 if let Some(note) = sample_count_note(&args, &manifest, &measure) {
                     eprintln!("note: {}: {note}", manifest.path.display());
                 }
-                match ResultsFile::create(&args.out_dir, &manifest, cases.len(), measure) {
+                match ResultsFile::create(
+                    &args.out_dir,
+                    &manifest,
+                    cases.len(),
+                    measure,
+                    args.shard,
+                ) {
                     Ok(results) => studies.push((manifest, cases, results)),
                     Err(e) => return bad_input(e),
                 }
@@ -470,10 +542,11 @@ fn run(args: RunArgs) -> ExitCode {
         let manifest = &manifest;
         if !args.json {
             println!(
-                "study `{}` ({}): {} to run -> {}",
+                "study `{}` ({}): {} to run{} -> {}",
                 manifest.study.name,
                 manifest.path.display(),
                 count(cases.len(), "case", "cases"),
+                on_what(&results.doc.shard, &options),
                 results.path.display()
             );
         }
@@ -575,6 +648,76 @@ fn run(args: RunArgs) -> ExitCode {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// ` (shard 2/4) on GPUs 0, 1`: what part of the plan runs where, for the run's first line.
+fn on_what(shard: &Option<ShardRecord>, options: &RunOptions) -> String {
+    let mut out = String::new();
+    if let Some(s) = shard {
+        out.push_str(&format!(" (shard {}/{})", s.index, s.count));
+    }
+    if options.lanes.len() > 1 {
+        let numbers: Vec<String> = options.lanes.iter().map(|l| l.index.to_string()).collect();
+        out.push_str(&format!(" on GPUs {}", numbers.join(", ")));
+    }
+    out
+}
+
+/// `kbench merge`: the shards' files joined into a new one; exit 1 when planned cases are
+/// missing (listed by name; the file is written, for `run --resume`), 2 when refused.
+fn merge(args: MergeArgs) -> ExitCode {
+    let merged = match shard::merge_files(&args.files, &args.output) {
+        Ok(m) => m,
+        Err(e) => return bad_input(e),
+    };
+    let doc = &merged.doc;
+    println!(
+        "merged {} into {}: {} of {} planned cases",
+        count(args.files.len(), "file", "files"),
+        args.output.display(),
+        doc.cases.len(),
+        doc.planned_cases
+    );
+    if merged.missing.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "missing {} (no shard's file holds them):",
+        count(merged.missing.len(), "case", "cases")
+    );
+    for name in &merged.missing {
+        println!("  {name}");
+    }
+    println!(
+        "run them into the merged file with `kbench run --resume {}`",
+        args.output.display()
+    );
+    ExitCode::from(1)
+}
+
+fn slurm(args: SlurmArgs) -> ExitCode {
+    let manifest = match manifest::load(&args.manifest) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let request = kbench::slurm::Request {
+        shards: args.shards,
+        gpus_per_task: args.gpus_per_task,
+        partition: args.partition,
+        time: args.time,
+        exclusive: args.exclusive,
+        out: args.out,
+    };
+    match kbench::slurm::write_scripts(&manifest, &request) {
+        Ok(written) => {
+            print!("{}", written.instructions);
+            ExitCode::SUCCESS
+        }
+        Err(e) => bad_input(e),
     }
 }
 
@@ -683,12 +826,13 @@ fn resume_study(
     }
     manifest.measure = recorded.clone();
     let plan = plan::expand(&manifest)?;
-    if doc.planned_cases != plan.len() {
+    let planned = shard::select(&manifest, plan.clone(), doc.shard).len();
+    if doc.planned_cases != planned {
         anyhow::bail!(
-            "{} plans {} cases, but its own manifest plans {}: was the file edited, or written by another kbench?",
+            "{} plans {} cases, but its own manifest plans {planned}{}: was the file edited, or written by another kbench?",
             path.display(),
             doc.planned_cases,
-            plan.len()
+            doc.shard.map_or(String::new(), |s| format!(" in shard {}/{}", s.index, s.count))
         );
     }
     let mut done = std::collections::HashSet::new();
@@ -719,7 +863,7 @@ fn resume_study(
             );
         }
     }
-    let missing: Vec<Case> = plan
+    let missing: Vec<Case> = shard::select(&manifest, plan, doc.shard)
         .into_iter()
         .filter(|c| !done.contains(&c.index))
         .collect();
@@ -907,6 +1051,25 @@ fn compare_table(result: &compare::Comparison, max_width_chars: Option<usize>) -
             .map(|(count, reason)| format!("{count} {reason}"))
             .collect();
         out.push_str(&format!("not compared: {}\n", parts.join("; ")));
+    }
+    // Same-model GPUs differ by a few percent: a case that moved is judged with that allowed.
+    for c in &result.cases {
+        if let Some(moved) = &c.moved {
+            out.push_str(&format!(
+                "moved GPU: {} {}: from {} to {}{}\n",
+                c.variant,
+                c.params,
+                moved.from.join(", "),
+                moved.to,
+                moved.copy_peak_ratio.map_or(
+                    " (copy peaks not recorded: not called slower or faster)".to_string(),
+                    |r| format!(
+                        " (copy peak {:+.1}%, allowed for in its verdict)",
+                        (r - 1.0) * 100.0
+                    )
+                )
+            ));
+        }
     }
     for key in &result.only_in_baseline {
         out.push_str(&format!("only in the baseline: {key}\n"));

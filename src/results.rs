@@ -23,7 +23,8 @@ use serde::Serialize;
 
 use crate::manifest::Manifest;
 use crate::schema::{
-    CaseResult, DeviceFingerprint, ManifestRecord, MeasureSettings, ResultsDoc, SCHEMA_VERSION,
+    CaseResult, DeviceFingerprint, ManifestRecord, MeasureSettings, ResultsDoc, ShardRecord,
+    SCHEMA_VERSION,
 };
 use crate::vocab::HostData;
 
@@ -93,6 +94,7 @@ impl ResultsFile {
         manifest: &Manifest,
         planned_cases: usize,
         measure: MeasureSettings,
+        shard: Option<ShardRecord>,
     ) -> Result<ResultsFile> {
         let dir = out_dir.join(&manifest.study.name);
         fs::create_dir_all(&dir)
@@ -128,6 +130,8 @@ impl ResultsFile {
                 planned_cases,
                 cases: Vec::new(),
                 claims: Vec::new(),
+                shard,
+                merged_from: Vec::new(),
             },
             journal,
             journal_synced: Instant::now(),
@@ -200,12 +204,26 @@ impl ResultsFile {
         Ok(())
     }
 
+    /// Records a GPU a case opened: the first is `environment.device` too; each other one (by
+    /// its PCI bus id) is added to `environment.devices`.
     pub fn set_device(&mut self, device: &DeviceFingerprint) -> Result<()> {
-        if self.doc.environment.device.is_none() {
-            self.doc.environment.device = Some(device.clone());
-            self.compact()?;
+        let env = &mut self.doc.environment;
+        // A file from before `devices` was recorded names its one GPU in `device` alone.
+        if env.devices.is_empty() {
+            env.devices.extend(env.device.clone());
         }
-        Ok(())
+        if env
+            .devices
+            .iter()
+            .any(|d| d.pci_bus_id == device.pci_bus_id)
+        {
+            return Ok(());
+        }
+        env.devices.push(device.clone());
+        if env.device.is_none() {
+            env.device = Some(device.clone());
+        }
+        self.compact()
     }
 
     pub fn set_gpu_unavailable(&mut self, reason: &str) -> Result<()> {
@@ -226,6 +244,8 @@ impl ResultsFile {
     /// then the journal emptied. A kill between the two leaves cases in both, which
     /// `load_results` reads once.
     pub fn compact(&mut self) -> Result<()> {
+        // Cases run on several GPUs finish out of order; the file keeps them in plan order.
+        self.doc.cases.sort_by_key(|c| c.index);
         self.write()?;
         let journal = journal_path(&self.path);
         self.journal
@@ -346,6 +366,8 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
             doc.cases.push(case);
         }
     }
+    // Cases run on several GPUs are journaled as they finish, out of plan order.
+    doc.cases.sort_by_key(|c| c.index);
     Ok(doc)
 }
 

@@ -31,6 +31,32 @@ pub struct ResultsDoc {
     /// The manifest's claims, judged when the study finished (`kbench report` judges again).
     #[serde(default)]
     pub claims: Vec<ClaimVerdict>,
+    /// The part of the plan this file holds when it was run with `--shard K/N`; `planned_cases`
+    /// then counts the shard's cases. None: the whole plan (a merged file included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardRecord>,
+    /// The shard files `kbench merge` joined into this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<MergedShard>,
+}
+
+/// `--shard K/N`: shard K (1-based) of N; a case belongs to shard K when its stable id
+/// (`crate::shard::case_id`) modulo N is K - 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ShardRecord {
+    /// 1-based: 1..=count.
+    pub index: u32,
+    pub count: u32,
+}
+
+/// One input of `kbench merge`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MergedShard {
+    pub path: String,
+    pub host: String,
+    pub shard: Option<ShardRecord>,
+    pub started_at: String,
+    pub cases: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -197,8 +223,13 @@ pub struct Environment {
     pub kbench_version: String,
     pub git_revision: String,
     pub command_line: Vec<String>,
-    /// The GPU, when a CUDA case opened one.
+    /// The GPU, when a CUDA case opened one: with several (`run --devices`), the first to open.
     pub device: Option<DeviceFingerprint>,
+    /// Every GPU the run's cases opened, in the order they first did (`run --devices` runs on
+    /// several; a merged file lists its shards' devices). Empty in files written before kbench
+    /// recorded it: `device` is then the only one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceFingerprint>,
     /// Why CUDA cases were skipped, when they were.
     pub gpu_unavailable: Option<String>,
 }
@@ -300,6 +331,22 @@ pub struct CaseResult {
     /// `.npy` files written for `--save-outputs`, relative to the results file's folder.
     pub saved_files: Vec<String>,
     pub wall_s: f64,
+    /// The GPU a CUDA case ran on (None for CPU cases, and in files written before kbench
+    /// recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<CaseDevice>,
+}
+
+/// Which GPU of the host a case ran on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CaseDevice {
+    /// The GPU's ordinal: the physical one (as `nvidia-smi` numbers them) when `physical`, else
+    /// its place among the devices CUDA_VISIBLE_DEVICES names (by UUID, say).
+    pub index: u32,
+    pub physical: bool,
+    /// `0000:18:00.0`: names the GPU whatever the numbering; the key into
+    /// `environment.devices`.
+    pub pci_bus_id: String,
 }
 
 impl CaseResult {

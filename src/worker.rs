@@ -110,9 +110,13 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Starts `exe worker` and sends it the study.
-    pub fn spawn(exe: &Path, job: &StudyJob) -> Result<Worker> {
+    /// Starts `exe worker` and sends it the study; `visible_device` (a CUDA_VISIBLE_DEVICES
+    /// value) gives it one GPU of several.
+    pub fn spawn(exe: &Path, job: &StudyJob, visible_device: Option<&str>) -> Result<Worker> {
         let mut command = Command::new(exe);
+        if let Some(device) = visible_device {
+            command.env("CUDA_VISIBLE_DEVICES", device);
+        }
         command
             .arg("worker")
             .stdin(Stdio::piped())

@@ -122,8 +122,14 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
     let manifest = kbench::manifest::parse(Path::new("claims.toml"), MANIFEST).unwrap();
     let cases = kbench::plan::expand(&manifest).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut file =
-        ResultsFile::create(dir.path(), &manifest, cases.len(), manifest.measure.clone()).unwrap();
+    let mut file = ResultsFile::create(
+        dir.path(),
+        &manifest,
+        cases.len(),
+        manifest.measure.clone(),
+        None,
+    )
+    .unwrap();
     for case in &cases {
         let mut result: CaseResult = kbench::case::new_result(&manifest, case);
         let n = match case.params["n"] {

@@ -772,6 +772,7 @@ fn cases_are_appended_to_a_journal_not_rewritten_with_the_whole_file() {
         &manifest,
         cases.len(),
         manifest.measure.clone(),
+        None,
     )
     .unwrap();
     let empty = std::fs::read(&results.path).unwrap();
@@ -985,6 +986,7 @@ fn measure_results_writing() {
         &manifest,
         count,
         manifest.measure.clone(),
+        None,
     )
     .unwrap();
     let started = Instant::now();

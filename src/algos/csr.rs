@@ -767,10 +767,7 @@ fn check_memory(path: &Path, shown: &str) -> Result<(), String> {
 }
 
 fn mem_available_bytes() -> Option<u64> {
-    let info = fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
+    crate::env::host_memory_headroom_bytes()
 }
 
 /// The text of a file, or where it is not UTF-8.

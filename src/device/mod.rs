@@ -44,6 +44,21 @@ pub fn driver_present() -> Result<(), String> {
     }
 }
 
+/// How many GPUs CUDA sees (those CUDA_VISIBLE_DEVICES names, where it is set), or why none
+/// can be counted. Loads the driver in this process but opens no context on any GPU.
+pub fn count() -> Result<u32, String> {
+    driver_present()?;
+    cudarc::driver::result::init()
+        .and_then(|()| cudarc::driver::result::device::get_count())
+        .map(|n| n.max(0) as u32)
+        .map_err(|e| {
+            format!(
+                "the CUDA driver cannot count its devices: {:#}",
+                driver_error(e)
+            )
+        })
+}
+
 /// Driver errors as text with the CUDA error name (`CUDA_ERROR_OUT_OF_MEMORY: out of memory`).
 pub fn driver_error(e: DriverError) -> anyhow::Error {
     let name = e

@@ -202,7 +202,10 @@ pub fn render_fitted(
             format!("  ({})", fixed.join(", "))
         },
     );
-    if let Some(device) = &doc.environment.device {
+    let devices = &doc.environment.devices;
+    if devices.len() > 1 {
+        out.push_str(&several_devices(doc));
+    } else if let Some(device) = &doc.environment.device {
         out.push_str(&format!(
             "device: {} (sm {}, {} SMs), measured copy peak {:.0} GB/s\n",
             device.name,
@@ -222,6 +225,41 @@ pub fn render_fitted(
     out.push('\n');
     out.push_str(&drawn.left_out_note());
     out.push_str(&reasons(cases));
+    out
+}
+
+/// A run on several GPUs (`run --devices`, or merged shards): each GPU, its measured copy peak
+/// and the cases it ran, then how far apart the peaks are: same-model GPUs differ by a few
+/// percent, which tells how far apart their cases' times may be for that reason alone.
+fn several_devices(doc: &ResultsDoc) -> String {
+    let devices = &doc.environment.devices;
+    let counts = crate::shard::cases_per_device(doc);
+    let mut out = format!("devices: {}\n", devices.len());
+    for d in devices {
+        out.push_str(&format!(
+            "  {} {} (sm {}, {} SMs): measured copy peak {:.0} GB/s, {} cases\n",
+            d.pci_bus_id,
+            d.name,
+            d.compute_capability,
+            d.sm_count,
+            d.measured_copy_gbytes_per_s,
+            counts.get(&d.pci_bus_id).copied().unwrap_or(0)
+        ));
+    }
+    let peaks: Vec<f64> = devices
+        .iter()
+        .map(|d| d.measured_copy_gbytes_per_s)
+        .filter(|p| *p > 0.0)
+        .collect();
+    if peaks.len() > 1 {
+        let (lo, hi) = peaks
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), p| (lo.min(*p), hi.max(*p)));
+        out.push_str(&format!(
+            "  copy peaks differ by {:.1}% (highest over lowest); each case ran on one GPU, named in the JSON\n",
+            (hi / lo - 1.0) * 100.0
+        ));
+    }
     out
 }
 

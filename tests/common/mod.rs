@@ -46,7 +46,8 @@ pub fn run_study_with(text: &str, options: &RunOptions) -> (tempfile::TempDir, R
         .unwrap_or_else(|e| panic!("{e}\n{text}"));
     let cases = kbench::plan::expand(&manifest).unwrap();
     let measure = options.measure_settings(&manifest.measure);
-    let mut results = ResultsFile::create(out.path(), &manifest, cases.len(), measure).unwrap();
+    let mut results =
+        ResultsFile::create(out.path(), &manifest, cases.len(), measure, None).unwrap();
     let progress = indicatif::ProgressBar::hidden();
     let end = execute::run_study(&manifest, &cases, options, &mut results, &progress).unwrap();
     assert_eq!(end, StudyEnd::Finished);

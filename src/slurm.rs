@@ -1,0 +1,221 @@
+//! `kbench slurm`: a study as a Slurm job array, one array task per shard (`run --shard K/N`,
+//! K from SLURM_ARRAY_TASK_ID), and a merge job that runs after every task has ended
+//! (`afterany`: a failed or cancelled task still leaves the others' cases to merge, and the merge
+//! lists what is missing). kbench grows no scheduler of its own.
+//!
+//! Everything goes under one folder: the two batch scripts, `submit.sh` (which submits both,
+//! chained by the array's job id), `results/shard-K/` (each task's results), `logs/`, and the
+//! merged file `<study>-merged-<merge job id>.json`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::manifest::Manifest;
+
+/// What `kbench slurm` was asked for.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub shards: u32,
+    pub gpus_per_task: Option<u32>,
+    pub partition: Option<String>,
+    pub time: Option<String>,
+    pub exclusive: bool,
+    pub out: PathBuf,
+}
+
+/// The files written, and how to submit them.
+pub struct Written {
+    pub array_script: PathBuf,
+    pub merge_script: PathBuf,
+    pub submit_script: PathBuf,
+    pub instructions: String,
+}
+
+/// A word for the shell, in single quotes.
+pub fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// `#SBATCH` values go unquoted to sbatch, which ends them at white space.
+fn check_sbatch_value(flag: &str, value: &str) -> Result<()> {
+    if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        bail!("--{flag} {value:?}: expected one word, without spaces");
+    }
+    Ok(())
+}
+
+/// Writes the batch scripts and `submit.sh` under `request.out` (created if need be) and says
+/// how to submit them. The scripts name the kbench executable, the manifest and the folder by
+/// their absolute paths: a cluster's nodes must see them at the same paths (a shared filesystem).
+pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> {
+    if let Some(p) = &request.partition {
+        check_sbatch_value("partition", p)?;
+    }
+    if let Some(t) = &request.time {
+        check_sbatch_value("time", t)?;
+    }
+    std::fs::create_dir_all(request.out.join("logs"))
+        .with_context(|| format!("--out {}: cannot create it", request.out.display()))?;
+    let out = request
+        .out
+        .canonicalize()
+        .with_context(|| format!("--out {}", request.out.display()))?;
+    let manifest_path = manifest
+        .path
+        .canonicalize()
+        .with_context(|| format!("{}", manifest.path.display()))?;
+    let exe = std::env::current_exe()
+        .and_then(|e| e.canonicalize())
+        .context("cannot find the kbench executable")?;
+    let path_text = |p: &Path| -> Result<String> {
+        match p.to_str() {
+            Some(s) => Ok(s.to_string()),
+            None => bail!(
+                "{} is not UTF-8: it cannot go into a batch script",
+                p.display()
+            ),
+        }
+    };
+    let (out_s, manifest_s, exe_s) = (
+        path_text(&out)?,
+        path_text(&manifest_path)?,
+        path_text(&exe)?,
+    );
+    if out_s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        bail!(
+            "--out {}: a folder without spaces, please (#SBATCH lines cannot quote one)",
+            out.display()
+        );
+    }
+    let study = &manifest.study.name;
+    let n = request.shards;
+
+    let mut header = String::new();
+    let mut common = String::new();
+    if let Some(p) = &request.partition {
+        writeln!(common, "#SBATCH --partition={p}")?;
+    }
+    if let Some(t) = &request.time {
+        writeln!(common, "#SBATCH --time={t}")?;
+    }
+    writeln!(common, "#SBATCH --chdir={out_s}")?;
+    writeln!(
+        header,
+        "#!/bin/bash\n# Written by `kbench slurm` for study `{study}` ({manifest_s}): {n} shards."
+    )?;
+
+    let mut array = header.clone();
+    writeln!(array, "#SBATCH --job-name=kbench-{study}")?;
+    writeln!(array, "#SBATCH --array=1-{n}")?;
+    writeln!(array, "#SBATCH --ntasks=1")?;
+    writeln!(array, "#SBATCH --output={out_s}/logs/shard-%a.out")?;
+    if let Some(g) = request.gpus_per_task {
+        writeln!(array, "#SBATCH --gpus-per-task={g}")?;
+    }
+    if request.exclusive {
+        writeln!(array, "#SBATCH --exclusive")?;
+    }
+    array.push_str(&common);
+    array.push_str("set -u\n");
+    // Slurm sets CUDA_VISIBLE_DEVICES to the task's GPUs: `--devices all` runs on those.
+    let devices = if request.gpus_per_task.is_some() {
+        " --devices all"
+    } else {
+        ""
+    };
+    writeln!(
+        array,
+        "exec {} run {} --shard \"${{SLURM_ARRAY_TASK_ID}}/{n}\" --out-dir {}/results/shard-\"${{SLURM_ARRAY_TASK_ID}}\"{devices}",
+        quote(&exe_s),
+        quote(&manifest_s),
+        quote(&out_s)
+    )?;
+
+    let mut merge = header;
+    writeln!(merge, "#SBATCH --job-name=kbench-{study}-merge")?;
+    writeln!(merge, "#SBATCH --ntasks=1")?;
+    writeln!(merge, "#SBATCH --output={out_s}/logs/merge-%j.out")?;
+    merge.push_str(&common);
+    merge.push_str("set -u\nshopt -s nullglob\n");
+    writeln!(
+        merge,
+        "files=({}/results/shard-*/{}/*.json)",
+        quote(&out_s),
+        quote(study)
+    )?;
+    writeln!(
+        merge,
+        "if [ ${{#files[@]}} -eq 0 ]; then\n  echo \"kbench merge: no shard wrote a results file (see {out_s}/logs)\" >&2\n  exit 1\nfi"
+    )?;
+    writeln!(
+        merge,
+        "# Exit 1 when cases are missing: they are listed, and the merged file is written all the same."
+    )?;
+    writeln!(
+        merge,
+        "exec {} merge \"${{files[@]}}\" -o {}/{}-merged-\"${{SLURM_JOB_ID}}\".json",
+        quote(&exe_s),
+        quote(&out_s),
+        quote(study)
+    )?;
+
+    let array_script = out.join(format!("{study}.array.sbatch"));
+    let merge_script = out.join(format!("{study}.merge.sbatch"));
+    let submit_script = out.join("submit.sh");
+    let submit = format!(
+        "#!/bin/bash\n# Submits study `{study}`: the shards as a job array, then the merge once every shard has ended.\n\
+         set -euo pipefail\n\
+         array=$(sbatch --parsable {array_q})\n\
+         array=${{array%%;*}}\n\
+         merge=$(sbatch --parsable --dependency=afterany:\"$array\" {merge_q})\n\
+         merge=${{merge%%;*}}\n\
+         echo \"shards: job $array (array 1-{n}); merge: job $merge\"\n\
+         echo \"merged results: {out_s}/{study}-merged-$merge.json\"\n",
+        array_q = quote(&path_text(&array_script)?),
+        merge_q = quote(&path_text(&merge_script)?),
+    );
+    for (path, text) in [
+        (&array_script, &array),
+        (&merge_script, &merge),
+        (&submit_script, &submit),
+    ] {
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let instructions = format!(
+        "wrote {array}\n      {merge}\n      {submit}\n\
+         submit with:\n  bash {submit}\n\
+         (or by hand: `sbatch --parsable {array}`, then `sbatch --dependency=afterany:<its job id> {merge}`)\n\
+         the merged file is {out}/{study}-merged-<merge job id>.json; if the merge lists missing cases,\n\
+         run them into it with `kbench run --resume <that file>{devices}`\n",
+        array = array_script.display(),
+        merge = merge_script.display(),
+        submit = submit_script.display(),
+        out = out.display(),
+    );
+    Ok(Written {
+        array_script,
+        merge_script,
+        submit_script,
+        instructions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_quoted_for_the_shell() {
+        assert_eq!(quote("a b"), "'a b'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn sbatch_values_are_one_word() {
+        assert!(check_sbatch_value("time", "1:00:00").is_ok());
+        assert!(check_sbatch_value("partition", "gpu x").is_err());
+        assert!(check_sbatch_value("partition", "").is_err());
+    }
+}

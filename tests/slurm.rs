@@ -1,0 +1,255 @@
+//! `kbench slurm` against a real Slurm (no mock): a CPU study as a job array of 4 shards plus
+//! the merge job, and the same with one array task cancelled, then `--resume` of the merged file.
+//! Needs a running cluster that runs jobs on this host (`scripts/slurm-local.sh` starts one;
+//! CI runs it): where there is none, each test says why and passes without running.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn kbench() -> Command {
+    let mut cmd = Command::cargo_bin("kbench").unwrap();
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
+/// Why Slurm cannot run the tests here, if it cannot.
+fn slurm_missing() -> Option<String> {
+    let sinfo = match Process::new("sinfo").args(["-h", "-o", "%t"]).output() {
+        Ok(out) => out,
+        Err(e) => {
+            return Some(format!(
+                "`sinfo` cannot run ({e}): Slurm is not installed (sudo bash scripts/slurm-local.sh installs and starts it)"
+            ))
+        }
+    };
+    let states = String::from_utf8_lossy(&sinfo.stdout).to_string();
+    if !sinfo.status.success() {
+        return Some(format!(
+            "`sinfo` failed: slurmctld is not running ({}); sudo bash scripts/slurm-local.sh starts it",
+            String::from_utf8_lossy(&sinfo.stderr).trim()
+        ));
+    }
+    if !states
+        .lines()
+        .any(|s| ["idle", "mix", "alloc"].contains(&s.trim()))
+    {
+        return Some(format!(
+            "no Slurm node is up (sinfo says {:?}); sudo bash scripts/slurm-local.sh starts one",
+            states.trim()
+        ));
+    }
+    None
+}
+
+macro_rules! require_slurm {
+    () => {
+        if let Some(why) = slurm_missing() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+/// 16 CPU cases, a second or two in all.
+const STUDY: &str = "[study]\nname = \"sharded\"\nalgorithm = \"reduce\"\nseed = 3\n[grid]\n\
+    n = [1, 3, 5, 7, 100, 777, 1000, 4096]\n\
+    [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+    [[variant]]\nname = \"tree\"\nbackend = \"cpu\"\nimpl = \"pairwise\"\n\
+    [measure]\nwarmup = 0\nmin_samples = 3\nmax_samples = 3\n";
+
+fn read(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn case_set(doc: &Value) -> BTreeSet<String> {
+    doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("{} {}: {}", c["variant"], c["params"], c["status"]))
+        .collect()
+}
+
+/// The manifest, and the cases of an unsharded run of it.
+fn setup(dir: &Path) -> (PathBuf, BTreeSet<String>) {
+    let manifest = dir.join("sharded.toml");
+    std::fs::write(&manifest, STUDY).unwrap();
+    let out = dir.join("whole");
+    kbench()
+        .arg("run")
+        .arg(&manifest)
+        .arg("--out-dir")
+        .arg(&out)
+        .assert()
+        .success();
+    let file = std::fs::read_dir(out.join("sharded"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    (manifest, case_set(&read(&file)))
+}
+
+fn slurm_scripts(manifest: &Path, folder: &Path) {
+    let assert = kbench()
+        .arg("slurm")
+        .arg(manifest)
+        .args(["--shards", "4", "--time", "5:00", "--out"])
+        .arg(folder)
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(
+        text.contains("submit.sh") && text.contains("sbatch"),
+        "{text}"
+    );
+}
+
+/// Runs a command and returns its stdout, trimmed; panics with its stderr if it fails.
+fn sh(program: &str, args: &[&str]) -> String {
+    let out = Process::new(program).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Waits (up to 4 minutes) until Slurm has no job of `ids` pending or running.
+fn wait_for(ids: &[&str]) {
+    let list = ids.join(",");
+    let until = Instant::now() + Duration::from_secs(240);
+    loop {
+        let out = Process::new("squeue")
+            .args(["-h", "-j", &list, "-o", "%i %T"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        // squeue forgets finished jobs (and says so with an error for an unknown id).
+        if text.trim().is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "Slurm jobs {list} still queued after 4 minutes:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn job_id(parsable: &str) -> String {
+    parsable.split(';').next().unwrap().to_string()
+}
+
+#[test]
+fn a_study_as_a_job_array_of_four_shards_merges_into_the_unsharded_cases() {
+    require_slurm!();
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, whole) = setup(dir.path());
+    let folder = dir.path().join("slurm");
+    slurm_scripts(&manifest, &folder);
+    let submitted = sh("bash", &[folder.join("submit.sh").to_str().unwrap()]);
+    // "shards: job 12 (array 1-4); merge: job 13"
+    let ids: Vec<String> = submitted
+        .lines()
+        .next()
+        .unwrap()
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(String::from)
+        .collect();
+    let (array, merge) = (&ids[0], &ids[3]);
+    wait_for(&[array, merge]);
+    let merged = folder.join(format!("sharded-merged-{merge}.json"));
+    let log =
+        std::fs::read_to_string(folder.join(format!("logs/merge-{merge}.out"))).unwrap_or_default();
+    assert!(
+        merged.exists(),
+        "no {}; merge log:\n{log}",
+        merged.display()
+    );
+    let doc = read(&merged);
+    assert_eq!(case_set(&doc), whole, "merge log:\n{log}");
+    assert_eq!(doc["complete"], true);
+    let shards: BTreeSet<u64> = doc["merged_from"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["shard"]["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(shards, (1..=4).collect());
+}
+
+#[test]
+fn a_cancelled_array_task_is_reported_missing_and_resume_fills_it() {
+    require_slurm!();
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, whole) = setup(dir.path());
+    let folder = dir.path().join("slurm");
+    slurm_scripts(&manifest, &folder);
+    let array_script = folder.join("sharded.array.sbatch");
+    let merge_script = folder.join("sharded.merge.sbatch");
+    // Held, so task 2 is cancelled before it can start: its shard never runs.
+    let array = job_id(&sh(
+        "sbatch",
+        &["--parsable", "--hold", array_script.to_str().unwrap()],
+    ));
+    sh("scancel", &[&format!("{array}_2")]);
+    sh("scontrol", &["release", &array]);
+    let merge = job_id(&sh(
+        "sbatch",
+        &[
+            "--parsable",
+            &format!("--dependency=afterany:{array}"),
+            merge_script.to_str().unwrap(),
+        ],
+    ));
+    wait_for(&[&array, &merge]);
+    let merged = folder.join(format!("sharded-merged-{merge}.json"));
+    let log =
+        std::fs::read_to_string(folder.join(format!("logs/merge-{merge}.out"))).unwrap_or_default();
+    assert!(
+        merged.exists(),
+        "no {}; merge log:\n{log}",
+        merged.display()
+    );
+
+    // What shard 2 holds, from a local run of it.
+    let out = dir.path().join("shard2");
+    kbench()
+        .arg("run")
+        .arg(&manifest)
+        .args(["--shard", "2/4", "--out-dir"])
+        .arg(&out)
+        .assert()
+        .success();
+    let shard2 = std::fs::read_dir(out.join("sharded"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let lost = read(&shard2)["cases"].as_array().unwrap().len();
+    assert!(lost > 0, "shard 2 of 4 holds no case: choose another study");
+    assert!(
+        log.contains(&format!("missing {lost} case")),
+        "the merge does not report shard 2's {lost} cases missing:\n{log}"
+    );
+    let doc = read(&merged);
+    assert_eq!(doc["complete"], false);
+    assert_eq!(doc["cases"].as_array().unwrap().len() + lost, whole.len());
+
+    kbench()
+        .args(["run", "--resume"])
+        .arg(&merged)
+        .assert()
+        .success();
+    let doc = read(&merged);
+    assert_eq!(case_set(&doc), whole);
+    assert_eq!(doc["complete"], true);
+}

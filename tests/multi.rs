@@ -363,6 +363,7 @@ fn report_lists_each_gpu_and_compare_names_the_cases_that_moved() {
             device_to_host_gbytes_per_s: 50.0,
             event_overhead_s: 1e-6,
             cupti_unavailable: None,
+            cupti_profiler_unavailable: None,
             nvml_unavailable: None,
         })
         .unwrap()

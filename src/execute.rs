@@ -14,6 +14,7 @@ use std::time::Instant;
 use anyhow::Result;
 
 use crate::case::{self, SaveOutputs};
+use crate::device::mock::MockSpec;
 use crate::device::KernelSource;
 use crate::manifest::Manifest;
 use crate::plan::Case;
@@ -43,6 +44,9 @@ pub struct RunOptions {
     /// Print one plain line on stderr per finished case: the progress of a run whose stderr is a
     /// log (CI), where a progress bar cannot be drawn.
     pub case_lines: bool,
+    /// Run the CUDA cases on this mock device instead of a GPU (`kbench run` reads the file
+    /// KBENCH_MOCK_GPU names).
+    pub mock_gpu: Option<MockSpec>,
 }
 
 impl RunOptions {
@@ -61,6 +65,7 @@ impl RunOptions {
             setup_limit_s: SETUP_LIMIT_S,
             worker_fault: None,
             case_lines: false,
+            mock_gpu: None,
         }
     }
 
@@ -118,6 +123,7 @@ pub fn run_study(
         results_path: results.path.clone(),
         kernels_dir: options.kernels.dir.clone(),
         fault: options.worker_fault.clone(),
+        mock_gpu: options.mock_gpu.clone(),
     };
     let mut worker: Option<Worker> = None;
     // Set when opening the GPU hung: the CUDA cases after it are skipped, not hung on in turn.

@@ -16,6 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use kbench::case::SaveOutputs;
 use kbench::compare::{self, CompareSettings, Verdict};
+use kbench::device::mock::{self, MockSpec};
 use kbench::device::{nvrtc, KernelSource};
 use kbench::execute::{self, RunOptions, StudyEnd};
 use kbench::manifest::{self, Manifest};
@@ -403,10 +404,22 @@ fn run(args: RunArgs) -> ExitCode {
             Err(e) => return bad_input(anyhow::anyhow!("cannot find the kbench executable: {e}")),
         }
     };
+    // The mock device (for tests and machines without a GPU), checked before anything runs.
+    let mock_gpu = match std::env::var_os(mock::MOCK_ENV) {
+        Some(path) if !path.is_empty() => match MockSpec::load(std::path::Path::new(&path)) {
+            Ok(spec) => Some(spec),
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
     let options = RunOptions {
         kernels: KernelSource {
             dir: args.kernels_dir.clone(),
         },
+        mock_gpu,
         save_outputs: args.save_outputs,
         interrupted: interrupt_flag(),
         timeout_s: args.timeout_s,

@@ -240,6 +240,10 @@ pub struct DeviceFingerprint {
     /// Clocks and throttling: None when NVML is there, else why not.
     #[serde(default)]
     pub nvml_unavailable: Option<String>,
+    /// Set on the mock device alone (`KBENCH_MOCK_GPU`): its timings are synthetic, not
+    /// measurements, and this says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mock: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

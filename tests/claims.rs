@@ -182,6 +182,7 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
         event_overhead_s: 1.2e-6,
         cupti_unavailable: None,
         nvml_unavailable: None,
+        mock: None,
     });
     (manifest, doc)
 }

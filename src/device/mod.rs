@@ -11,6 +11,7 @@
 pub mod blas;
 pub mod cupti;
 pub mod libs;
+pub mod mock;
 pub mod nvml;
 pub mod nvrtc;
 pub mod sparse;
@@ -41,6 +42,20 @@ pub fn driver_present() -> Result<(), String> {
     } else {
         Err("no CUDA driver: libcuda.so could not be loaded (no NVIDIA GPU or driver on this machine)".into())
     }
+}
+
+/// Refuses, with the numbers, a case whose data (with the scratch a case may need on top, a
+/// quarter more) would not fit in `free` bytes of device `name`.
+pub fn fits_memory(data_bytes: u64, free: u64, name: &str) -> Result<(), String> {
+    let needed = data_bytes.saturating_add(data_bytes / 4);
+    if needed > free {
+        return Err(format!(
+            "too big for the device: needs about {:.2} GiB, {:.2} GiB of {name} is free",
+            needed as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64,
+        ));
+    }
+    Ok(())
 }
 
 /// Driver errors as text with the CUDA error name (`CUDA_ERROR_OUT_OF_MEMORY: out of memory`).
@@ -169,6 +184,7 @@ impl Device {
                 event_overhead_s: 0.0,
                 cupti_unavailable: tracer.as_ref().err().cloned(),
                 nvml_unavailable: clocks.as_ref().err().cloned(),
+                mock: None,
             },
             shared_optin_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
                 as u32,
@@ -300,16 +316,7 @@ impl Device {
             .ctx
             .mem_get_info()
             .map_err(|e| format!("{:#}", driver_error(e)))?;
-        let needed = data_bytes.saturating_add(data_bytes / 4);
-        if needed > free as u64 {
-            return Err(format!(
-                "too big for the device: needs about {:.2} GiB, {:.2} GiB of {} is free",
-                needed as f64 / (1u64 << 30) as f64,
-                free as f64 / (1u64 << 30) as f64,
-                self.fingerprint.name
-            ));
-        }
-        Ok(())
+        fits_memory(data_bytes, free as u64, &self.fingerprint.name)
     }
 
     /// The module compiled from `file`, compiling it on first use.

@@ -144,8 +144,11 @@ struct RawDevice {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawTiming {
-    #[serde(flatten)]
-    model: RawModel,
+    seed: Option<u64>,
+    launch_s: Option<Spanned<f64>>,
+    gbytes_per_s: Option<Spanned<f64>>,
+    gflops_per_s: Option<Spanned<f64>>,
+    jitter: Option<Spanned<f64>>,
     #[serde(default)]
     variant: BTreeMap<String, RawModel>,
 }
@@ -256,9 +259,16 @@ impl MockSpec {
             gflops_per_s: 0.0,
             jitter: 0.01,
         };
-        let timing = model(&raw.timing.model, &defaults)?;
-        let variants = raw
-            .timing
+        let t = raw.timing;
+        let base = RawModel {
+            seed: t.seed,
+            launch_s: t.launch_s,
+            gbytes_per_s: t.gbytes_per_s,
+            gflops_per_s: t.gflops_per_s,
+            jitter: t.jitter,
+        };
+        let timing = model(&base, &defaults)?;
+        let variants = t
             .variant
             .iter()
             .map(|(name, m)| Ok((name.clone(), model(m, &timing)?)))

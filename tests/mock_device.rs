@@ -13,7 +13,10 @@ use serde_json::Value;
 /// device `mock` (a file in `dir`) if given.
 fn kbench(dir: &Path, mock: Option<&str>) -> Command {
     let mut cmd = Command::cargo_bin("kbench").unwrap();
-    cmd.current_dir(dir).env_remove("KBENCH_MOCK_GPU");
+    // Tables fit 80 columns unless --wide, whatever the terminal running the tests is.
+    cmd.current_dir(dir)
+        .env_remove("KBENCH_MOCK_GPU")
+        .env("COLUMNS", "80");
     if let Some(mock) = mock {
         cmd.env("KBENCH_MOCK_GPU", mock);
     }
@@ -522,4 +525,58 @@ fn a_malformed_mock_file_is_refused_with_its_place_before_anything_runs() {
         stderr.contains("missing.toml") && stderr.contains("cannot read the mock device file"),
         "{stderr}"
     );
+}
+
+/// A declared table of eight columns and a claim with a long text: wider than 80 columns.
+const WIDE: &str = r#"[study]
+name = "wide"
+algorithm = "reduce"
+seed = 2
+[grid]
+n = [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000]
+dtype = ["f32", "f64"]
+[[variant]]
+name = "optimized"
+backend = "cuda"
+kernel = "reduce_optimized"
+[[variant]]
+name = "fast"
+backend = "cuda"
+kernel = "reduce_fast"
+[measure]
+warmup = 0
+min_samples = 6
+max_samples = 6
+[[table]]
+title = "Median time of the fast kernel by size and element type, on the mock device with its default time model"
+rows = "dtype"
+columns = "n"
+value = "median"
+variants = ["fast"]
+[[claim]]
+text = "the fast kernel beats the optimized one at every size and element type the study runs, by any margin at all"
+source = "a claim long enough to need two lines on an 80-column terminal, with its source"
+kind = "faster"
+a = "fast"
+b = "optimized"
+"#;
+
+#[test]
+fn declared_tables_and_claims_fit_80_columns_unless_wide() {
+    let dir = folder(&[("study.toml", WIDE), ("mock.toml", MOCK)]);
+    let d = dir.path();
+    let (results, _, printed) = run(d, "study.toml", "mock.toml", "w", 0);
+    let widest = |text: &str| text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    let fitted = report(d, &results, &["--tables"]);
+    assert!(widest(&fitted) <= 80, "{fitted}");
+    assert!(widest(&printed) <= 80, "{printed}");
+    // Nothing is lost: every size is in one of the parts.
+    assert!(fitted.contains("(part 1 of 2: n 1000, "), "{fitted}");
+    for n in ["1000", "5000", "8000"] {
+        assert!(fitted.contains(&format!(" {n} ")), "{n}: {fitted}");
+    }
+    insta::assert_snapshot!("wide_tables_at_80_columns", fitted);
+    let wide = report(d, &results, &["--tables", "--wide"]);
+    assert!(widest(&wide) > 100, "{wide}");
+    assert!(!wide.contains("(part "), "{wide}");
 }

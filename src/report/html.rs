@@ -218,6 +218,9 @@ fn environment(doc: &ResultsDoc) -> String {
                 "driver, nvrtc",
                 format!("{}, {}", d.driver_version, d.nvrtc_version),
             ));
+            if let Some(mock) = &d.mock {
+                rows.push(("NOT MEASURED", mock.clone()));
+            }
         }
         None => rows.push((
             "gpu",

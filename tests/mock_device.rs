@@ -527,7 +527,8 @@ fn a_malformed_mock_file_is_refused_with_its_place_before_anything_runs() {
     );
 }
 
-/// A declared table of eight columns and a claim with a long text: wider than 80 columns.
+/// A declared table of eight columns with a long reference label, and a claim with a long text:
+/// wider than 80 columns.
 const WIDE: &str = r#"[study]
 name = "wide"
 algorithm = "reduce"
@@ -553,6 +554,11 @@ rows = "dtype"
 columns = "n"
 value = "median"
 variants = ["fast"]
+[[table.reference]]
+label = "a published figure, under a label longer than an 80-column terminal has room for beside a column"
+source = "made up for the test"
+unit = "us"
+values = { 1000 = 3.5, 8000 = 4.0 }
 [[claim]]
 text = "the fast kernel beats the optimized one at every size and element type the study runs, by any margin at all"
 source = "a claim long enough to need two lines on an 80-column terminal, with its source"

@@ -4,7 +4,7 @@
 
 use tabled::builder::Builder;
 use tabled::settings::object::Columns;
-use tabled::settings::{Alignment, Style};
+use tabled::settings::{Alignment, Style, Width};
 
 use super::table::{format_seconds, TableStyle};
 use crate::claims;
@@ -54,8 +54,8 @@ pub fn render(
                 .collect(),
         );
     }
-    // The table of columns `range`, with the rows' labels first.
-    let draw = |range: std::ops::Range<usize>| {
+    // The table of columns `range`, with the rows' labels first (wrapped at `label_max`).
+    let draw = |range: std::ops::Range<usize>, label_max: Option<usize>| {
         let mut builder = Builder::default();
         let mut header = vec![corner.clone()];
         header.extend(grid.columns[range.clone()].iter().cloned());
@@ -71,10 +71,26 @@ pub fn render(
             TableStyle::Markdown => drawn.with(Style::markdown()),
         };
         drawn.modify(Columns::new(1..), Alignment::right());
+        if let Some(max) = label_max {
+            drawn.modify(Columns::first(), Width::wrap(max).keep_words(true));
+        }
         drawn
     };
     let width = width.filter(|_| style == TableStyle::Terminal);
     let columns = grid.columns.len();
+    // A table too wide whose labels take more than a third of the width has them wrapped there,
+    // leaving the rest to the columns.
+    let mut label_max = None;
+    if let Some(width) = width {
+        let longest = (labels.iter().chain([&corner]))
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0);
+        let third = (width / 3).max(12);
+        if longest > third && draw(0..columns, None).total_width() > width {
+            label_max = Some(third);
+        }
+    }
     // Parts of as many columns as fit (at least one each).
     let mut parts = Vec::new();
     let mut first = 0;
@@ -82,7 +98,7 @@ pub fn render(
         let mut end = columns;
         if let Some(width) = width {
             end = (first + 1).min(columns);
-            while end < columns && draw(first..end + 1).total_width() <= width {
+            while end < columns && draw(first..end + 1, label_max).total_width() <= width {
                 end += 1;
             }
         }
@@ -104,7 +120,7 @@ pub fn render(
                 grid.columns[part.clone()].join(", ")
             ));
         }
-        out.push_str(&draw(part.clone()).to_string());
+        out.push_str(&draw(part.clone(), label_max).to_string());
         out.push('\n');
     }
     for reference in &table.references {

@@ -463,6 +463,20 @@ fn run(args: RunArgs) -> ExitCode {
                     loaded.len()
                 ));
             }
+            if let Some(mock) = &options.mock_gpu {
+                let cuda_cases = (loaded.iter()).flat_map(|(manifest, cases)| {
+                    (cases.iter())
+                        .map(|case| (&manifest.variants[case.variant], &case.params))
+                        .filter(|(variant, _)| variant.backend == Backend::Cuda)
+                        .map(|(variant, params)| (variant.name.as_str(), params))
+                });
+                for line in mock.idle_events(cuda_cases) {
+                    eprintln!(
+                        "note: {}:{line}: this mock event strikes none of the CUDA cases to run",
+                        mock.path.display()
+                    );
+                }
+            }
             for (manifest, cases) in loaded {
                 let measure = options.measure_settings(&manifest.measure);
                 // One sample count given against the manifest's other: said, not silent.

@@ -418,8 +418,16 @@ fn status_of(cases: &[Value], variant: &str, n: i64) -> (String, String) {
 
 #[test]
 fn a_kernel_fault_fails_its_case_and_a_fresh_worker_runs_the_rest() {
-    let mock = "[[event]]\nvariant = \"a\"\nparams = { n = 2000 }\nfault = \"kernel fault\"\n";
-    let (cases, _) = cases_of(FLOW, mock, &[], 1);
+    let mock = "[[event]]\nvariant = \"a\"\nparams = { n = 2000 }\nfault = \"kernel fault\"\n\
+                [[event]]\nvariant = \"cpu\"\nfault = \"hang\"\n";
+    let (cases, stderr) = cases_of(FLOW, mock, &[], 1);
+    // The mock runs CUDA cases alone: an event for a CPU variant (or a misspelt one) is said to
+    // strike nothing.
+    assert!(
+        stderr.contains("note: mock.toml:5: this mock event strikes none of the CUDA cases to run"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("mock.toml:1:"), "{stderr}");
     let (status, reason) = status_of(&cases, "a", 2000);
     assert_eq!(status, "error");
     assert!(reason.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{reason}");

@@ -92,6 +92,8 @@ pub struct TimeModel {
 /// A scripted event and the cases it strikes.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Event {
+    /// Where the event is in the file, for the note saying it strikes nothing.
+    pub line: usize,
     pub variant: Option<String>,
     /// Each named parameter must take one of its values.
     pub params: BTreeMap<String, Vec<ParamValue>>,
@@ -307,6 +309,7 @@ impl MockSpec {
                     })
                     .collect::<Result<_, ManifestError>>()?;
                 Ok(Event {
+                    line: source[..span.start.min(source.len())].matches('\n').count() + 1,
                     variant: e.variant,
                     params,
                     action,
@@ -322,24 +325,40 @@ impl MockSpec {
         })
     }
 
+    /// The lines of the events that strike none of `cases` (the CUDA cases about to run, as
+    /// variant and parameters): a misspelt name or value, said rather than silently ignored.
+    pub fn idle_events<'a>(
+        &self,
+        cases: impl Iterator<Item = (&'a str, &'a Params)> + Clone,
+    ) -> Vec<usize> {
+        (self.events.iter())
+            .filter(|e| !cases.clone().any(|(v, p)| e.strikes(v, p)))
+            .map(|e| e.line)
+            .collect()
+    }
+
     /// The first event that strikes this case.
     fn event(&self, variant: &str, params: &Params) -> Option<&Action> {
+        self.events
+            .iter()
+            .find(|e| e.strikes(variant, params))
+            .map(|e| &e.action)
+    }
+}
+
+impl Event {
+    fn strikes(&self, variant: &str, params: &Params) -> bool {
         let same = |a: &ParamValue, b: &ParamValue| match (a, b) {
             (ParamValue::Str(x), ParamValue::Str(y)) => x == y,
             (ParamValue::Str(_), _) | (_, ParamValue::Str(_)) => false,
             (x, y) => as_f64(x) == as_f64(y),
         };
-        self.events
-            .iter()
-            .find(|e| {
-                e.variant.as_deref().is_none_or(|v| v == variant)
-                    && e.params.iter().all(|(name, values)| {
-                        params
-                            .get(name)
-                            .is_some_and(|p| values.iter().any(|v| same(p, v)))
-                    })
+        self.variant.as_deref().is_none_or(|v| v == variant)
+            && self.params.iter().all(|(name, values)| {
+                params
+                    .get(name)
+                    .is_some_and(|p| values.iter().any(|v| same(p, v)))
             })
-            .map(|e| &e.action)
     }
 }
 

@@ -11,14 +11,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::algos::{BoundCase, Buffers, CaseData};
 use crate::device::cupti_profiler::MAX_PROFILED_LAUNCHES;
+use crate::device::mock::{MockCase, MockDevice, MockSpec};
 use crate::device::timer::{batch_runs, SamplePlan};
-use crate::device::{Device, DeviceBuf, DeviceIo, KernelSource, Launcher, PinnedBuf, CHUNK_ALIGN};
+use crate::device::{
+    fits_memory, Device, DeviceBuf, DeviceIo, KernelSource, Launcher, PinnedBuf, CHUNK_ALIGN,
+};
 use crate::manifest::Manifest;
 use crate::measure::{self, Deadline, Measured, Taken};
 use crate::plan::Case;
 use crate::schema::{
-    CaseResult, CaseStatus, ClockRecord, GpuTimer, MeasureSettings, OutputCheck, StopReason,
-    TimerMethod,
+    CaseResult, CaseStatus, ClockRecord, DeviceFingerprint, GpuTimer, MeasureSettings, OutputCheck,
+    StopReason, TimerMethod,
 };
 use crate::stats;
 use crate::verify;
@@ -47,25 +50,82 @@ pub enum CaseStage {
     Measured,
 }
 
-/// A worker's GPU, opened the first time a CUDA case needs it.
+/// A worker's GPU, opened the first time a CUDA case needs it: a real one, or the mock device
+/// (`device::mock`) where KBENCH_MOCK_GPU names one.
 pub enum GpuState {
     NotOpened(KernelSource),
+    MockNotOpened(Box<MockSpec>),
     Open(Box<Device>),
+    Mock(Box<MockDevice>),
     Unavailable(String),
 }
 
+/// The open GPU a CUDA case runs on.
+enum OpenGpu<'a> {
+    Cuda(&'a mut Device),
+    Mock(&'a mut MockDevice),
+}
+
+/// What the worker's parent hears of the GPU after a case.
+pub struct GpuReport {
+    pub device: Option<DeviceFingerprint>,
+    /// Why CUDA cases cannot run here.
+    pub unavailable: Option<String>,
+    /// The context is unusable for good (a kernel fault): the worker must not run another case.
+    pub broken: bool,
+}
+
 impl GpuState {
-    fn get(&mut self) -> Result<&mut Device, String> {
-        if let GpuState::NotOpened(kernels) = self {
-            *self = match Device::open(kernels.clone()) {
-                Ok(device) => GpuState::Open(Box::new(device)),
-                Err(reason) => GpuState::Unavailable(reason),
-            };
+    /// The GPU the worker opens when a CUDA case first needs it: the mock, if `mock` is set.
+    pub fn new(kernels: KernelSource, mock: Option<MockSpec>) -> GpuState {
+        match mock {
+            Some(spec) => GpuState::MockNotOpened(Box::new(spec)),
+            None => GpuState::NotOpened(kernels),
+        }
+    }
+
+    fn get(&mut self) -> Result<OpenGpu<'_>, String> {
+        match self {
+            GpuState::NotOpened(kernels) => {
+                *self = match Device::open(kernels.clone()) {
+                    Ok(device) => GpuState::Open(Box::new(device)),
+                    Err(reason) => GpuState::Unavailable(reason),
+                };
+            }
+            GpuState::MockNotOpened(spec) => {
+                *self = GpuState::Mock(Box::new(MockDevice::open((**spec).clone())));
+            }
+            _ => {}
         }
         match self {
-            GpuState::Open(device) => Ok(device),
+            GpuState::Open(device) => Ok(OpenGpu::Cuda(device)),
+            GpuState::Mock(mock) => Ok(OpenGpu::Mock(mock)),
             GpuState::Unavailable(reason) => Err(reason.clone()),
-            GpuState::NotOpened(_) => unreachable!("opened above"),
+            GpuState::NotOpened(_) | GpuState::MockNotOpened(_) => unreachable!("opened above"),
+        }
+    }
+
+    /// The device as the results record it, after a case that ended with `status`.
+    pub fn report(&self, status: CaseStatus) -> GpuReport {
+        let errored = status == CaseStatus::Error;
+        let (device, unavailable, broken) = match self {
+            GpuState::Open(open) => (
+                Some(open.fingerprint.clone()),
+                None,
+                errored && open.is_broken(),
+            ),
+            GpuState::Mock(mock) => (
+                Some(mock.fingerprint.clone()),
+                None,
+                errored && mock.is_broken(),
+            ),
+            GpuState::Unavailable(reason) => (None, Some(reason.clone()), false),
+            GpuState::NotOpened(_) | GpuState::MockNotOpened(_) => (None, None, false),
+        };
+        GpuReport {
+            device,
+            unavailable,
+            broken,
         }
     }
 }
@@ -152,6 +212,13 @@ fn measure_case(
             }
         },
     };
+    if let Some(OpenGpu::Mock(mock)) = &device {
+        if let Some(reason) = mock.skip(&variant.name, &case.params) {
+            result.status = CaseStatus::Skipped;
+            result.reason = Some(reason);
+            return Ok(());
+        }
+    }
 
     on_stage(CaseStage::Measuring);
     let deadline = Deadline::after(measure_settings.timeout_s);
@@ -164,7 +231,13 @@ fn measure_case(
             )
         })?;
     if let Some(device) = &device {
-        if let Err(reason) = device.check_memory(footprint) {
+        let fits = match device {
+            OpenGpu::Cuda(device) => device.check_memory(footprint),
+            OpenGpu::Mock(mock) => {
+                fits_memory(footprint, mock.free_memory_bytes(), &mock.fingerprint.name)
+            }
+        };
+        if let Err(reason) = fits {
             result.status = CaseStatus::Skipped;
             result.reason = Some(reason);
             return Ok(());
@@ -198,7 +271,19 @@ fn measure_case(
             })?;
             (measured, outputs, None)
         }
-        Some(device) => {
+        Some(OpenGpu::Mock(mock)) => {
+            let (measured, outputs, timer) = mock.run(&MockCase {
+                variant: &variant.name,
+                params: &case.params,
+                scope: variant.scope,
+                kernel_file: &manifest.algorithm.spec().kernel_file,
+                data: &data,
+                settings: measure_settings,
+                deadline,
+            })?;
+            (measured, outputs, Some(timer))
+        }
+        Some(OpenGpu::Cuda(device)) => {
             let module = device.module(&manifest.algorithm.spec().kernel_file)?;
             let device: &Device = device;
             let timing = CudaTiming {
@@ -390,21 +475,7 @@ impl CudaTiming<'_> {
     /// timer's record (completed by `finish_timer_record`).
     fn run(&self, scope: Scope) -> Result<(Measured, Buffers, GpuTimer)> {
         let cold_l2 = self.settings.cache == CacheMode::Cold;
-        let mut timer = GpuTimer {
-            method: TimerMethod::Events,
-            unblocked_reason: None,
-            runs_per_sample: 1,
-            cold_l2,
-            cupti_samples_s: Vec::new(),
-            cupti_vs_events: None,
-            cupti_minus_events_s: None,
-            profiler_samples_s: Vec::new(),
-            profiler_kernels_per_run: None,
-            profiler_vs_events: None,
-            profiler_skipped: None,
-            timers_disagree: false,
-            clocks: None,
-        };
+        let mut timer = GpuTimer::new(TimerMethod::Events, 1, cold_l2);
         let mut clocks: Vec<crate::device::nvml::ClockReading> = Vec::new();
         let mut outputs = self.data.output_buffers();
         let measured = match scope {
@@ -756,21 +827,7 @@ mod tests {
     #[test]
     fn timers_that_disagree_past_the_tolerance_are_flagged() {
         let settings = MeasureSettings::default();
-        let mut timer = GpuTimer {
-            method: TimerMethod::BlockedEvents,
-            unblocked_reason: None,
-            runs_per_sample: 1,
-            cold_l2: true,
-            cupti_samples_s: Vec::new(),
-            cupti_vs_events: None,
-            cupti_minus_events_s: None,
-            profiler_samples_s: Vec::new(),
-            profiler_kernels_per_run: None,
-            profiler_vs_events: None,
-            profiler_skipped: None,
-            timers_disagree: false,
-            clocks: None,
-        };
+        let mut timer = GpuTimer::new(TimerMethod::BlockedEvents, 1, true);
         // 1 µs apart on a 10 µs kernel: within the 1.5 µs allowed for the launch.
         finish_timer_record(&mut timer, &[10e-6; 5], vec![9.0e-6; 5], &settings);
         assert!(!timer.timers_disagree);

@@ -14,6 +14,7 @@ use std::time::Instant;
 use anyhow::Result;
 
 use crate::case::{self, SaveOutputs};
+use crate::device::mock::MockSpec;
 use crate::device::KernelSource;
 use crate::lanes::{run_pool, After, Kind, LaneDevice, PoolEnd};
 use crate::manifest::Manifest;
@@ -46,6 +47,9 @@ pub struct RunOptions {
     pub case_lines: bool,
     /// One lane per GPU the cases run on (`run --devices`); one lane by default.
     pub lanes: Vec<LaneDevice>,
+    /// Run the CUDA cases on this mock device instead of a GPU (`kbench run` reads the file
+    /// KBENCH_MOCK_GPU names).
+    pub mock_gpu: Option<MockSpec>,
 }
 
 impl RunOptions {
@@ -67,6 +71,7 @@ impl RunOptions {
             lanes: vec![LaneDevice::default_lane(
                 std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
             )],
+            mock_gpu: None,
         }
     }
 
@@ -131,6 +136,7 @@ pub fn run_study(
         results_path: results.path.clone(),
         kernels_dir: options.kernels.dir.clone(),
         fault: options.worker_fault.clone(),
+        mock_gpu: options.mock_gpu.clone(),
     };
     let timeout_s = job.settings.timeout_s;
     let runners: Vec<_> = options

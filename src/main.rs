@@ -18,6 +18,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use kbench::case::SaveOutputs;
 use kbench::compare::{self, CompareSettings, Verdict};
+use kbench::device::mock::{self, MockSpec};
 use kbench::device::{nvrtc, KernelSource};
 use kbench::execute::{self, RunOptions, StudyEnd};
 use kbench::lanes::{self, DeviceSelection};
@@ -467,11 +468,23 @@ fn run(args: RunArgs) -> ExitCode {
             Err(e) => return bad_input(anyhow::anyhow!(e)),
         },
     };
+    // The mock device (for tests and machines without a GPU), checked before anything runs.
+    let mock_gpu = match std::env::var_os(mock::MOCK_ENV) {
+        Some(path) if !path.is_empty() => match MockSpec::load(std::path::Path::new(&path)) {
+            Ok(spec) => Some(spec),
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(2);
+            }
+        },
+        _ => None,
+    };
     let options = RunOptions {
         lanes: lanes.unwrap_or_else(|| RunOptions::new(worker_exe.clone()).lanes),
         kernels: KernelSource {
             dir: args.kernels_dir.clone(),
         },
+        mock_gpu,
         save_outputs: args.save_outputs,
         interrupted: interrupt_flag(),
         timeout_s: args.timeout_s,
@@ -514,6 +527,20 @@ fn run(args: RunArgs) -> ExitCode {
                     e.path,
                     loaded.len()
                 ));
+            }
+            if let Some(mock) = &options.mock_gpu {
+                let cuda_cases = (loaded.iter()).flat_map(|(manifest, cases)| {
+                    (cases.iter())
+                        .map(|case| (&manifest.variants[case.variant], &case.params))
+                        .filter(|(variant, _)| variant.backend == Backend::Cuda)
+                        .map(|(variant, params)| (variant.name.as_str(), params))
+                });
+                for line in mock.idle_events(cuda_cases) {
+                    eprintln!(
+                        "note: {}:{line}: this mock event strikes none of the CUDA cases to run",
+                        mock.path.display()
+                    );
+                }
             }
             for (manifest, cases) in loaded {
                 let cases = shard::select(&manifest, cases, args.shard);

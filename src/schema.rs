@@ -275,6 +275,10 @@ pub struct DeviceFingerprint {
     /// Clocks and throttling: None when NVML is there, else why not.
     #[serde(default)]
     pub nvml_unavailable: Option<String>,
+    /// Set on the mock device alone (`KBENCH_MOCK_GPU`): its timings are synthetic, not
+    /// measurements, and this says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mock: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -461,6 +465,27 @@ pub struct GpuTimer {
     /// activity span by more than `max(timer_tolerance x median, timer_tolerance_s)`.
     pub timers_disagree: bool,
     pub clocks: Option<ClockRecord>,
+}
+
+impl GpuTimer {
+    /// The record before any sample: what the other timers say is added as they say it.
+    pub fn new(method: TimerMethod, runs_per_sample: u32, cold_l2: bool) -> GpuTimer {
+        GpuTimer {
+            method,
+            unblocked_reason: None,
+            runs_per_sample,
+            cold_l2,
+            cupti_samples_s: Vec::new(),
+            cupti_vs_events: None,
+            cupti_minus_events_s: None,
+            profiler_samples_s: Vec::new(),
+            profiler_kernels_per_run: None,
+            profiler_vs_events: None,
+            profiler_skipped: None,
+            timers_disagree: false,
+            clocks: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

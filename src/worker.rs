@@ -25,11 +25,12 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::case::{self, CaseSettings, CaseStage, GpuState, SaveOutputs};
+use crate::device::mock::MockSpec;
 use crate::device::KernelSource;
 use crate::manifest;
 use crate::measure::Deadline;
 use crate::plan::Case;
-use crate::schema::{CaseResult, CaseStatus, DeviceFingerprint, MeasureSettings};
+use crate::schema::{CaseResult, DeviceFingerprint, MeasureSettings};
 
 /// What a worker needs to run any case of one study.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -45,6 +46,9 @@ pub struct StudyJob {
     pub kernels_dir: Option<PathBuf>,
     /// A fault for the tests to inject (see `InjectedFault`).
     pub fault: Option<String>,
+    /// The mock device CUDA cases run on instead of a GPU (KBENCH_MOCK_GPU).
+    #[serde(default)]
+    pub mock_gpu: Option<MockSpec>,
 }
 
 /// A finished case, with what the worker learned about the GPU on the way.
@@ -377,9 +381,12 @@ pub fn worker_main() -> Result<()> {
         None => return Ok(()),
     };
     let manifest = manifest::parse(&job.manifest_path, &job.manifest_toml)?;
-    let mut gpu = GpuState::NotOpened(KernelSource {
-        dir: job.kernels_dir.clone(),
-    });
+    let mut gpu = GpuState::new(
+        KernelSource {
+            dir: job.kernels_dir.clone(),
+        },
+        job.mock_gpu.clone(),
+    );
     let fault = job.fault.as_deref().map(InjectedFault::parse).transpose()?;
     for line in lines {
         let case: Case = serde_json::from_str(&line?).context("a case sent to the worker")?;
@@ -402,21 +409,14 @@ pub fn worker_main() -> Result<()> {
         };
         let result = case::run_case(&manifest, &case, &mut gpu, &settings, &mut on_stage);
         sent?;
-        let (device, gpu_unavailable, gpu_broken) = match &gpu {
-            GpuState::Open(open) => (
-                Some(open.fingerprint.clone()),
-                None,
-                result.status == CaseStatus::Error && open.is_broken(),
-            ),
-            GpuState::Unavailable(reason) => (None, Some(reason.clone()), false),
-            GpuState::NotOpened(_) => (None, None, false),
-        };
+        let gpu_report = gpu.report(result.status);
+        let gpu_broken = gpu_report.broken;
         send_message(
             &mut answers,
             &WorkerMessage::Finished(Box::new(CaseReport {
                 result,
-                device,
-                gpu_unavailable,
+                device: gpu_report.device,
+                gpu_unavailable: gpu_report.unavailable,
                 gpu_broken,
             })),
         )?;

@@ -189,6 +189,7 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
         cupti_unavailable: None,
         cupti_profiler_unavailable: None,
         nvml_unavailable: None,
+        mock: None,
     });
     (manifest, doc)
 }
@@ -309,9 +310,9 @@ fn accuracy_figures_of_cases_that_failed_their_check_are_shown_and_judged() {
     let mut share_table = manifest.tables[0].clone();
     share_table.value = kbench::manifest::Quantity::ShareWithinTolerance;
     share_table.references.clear();
-    let text = tables::render(&share_table, &doc, TableStyle::Markdown);
+    let text = tables::render(&share_table, &doc, TableStyle::Markdown, None);
     assert!(text.contains("90.0%") && text.contains("50.0%"), "{text}");
-    let times = tables::render(&manifest.tables[0], &doc, TableStyle::Markdown);
+    let times = tables::render(&manifest.tables[0], &doc, TableStyle::Markdown, None);
     assert!(times.contains("ACCURACY_FAILED"), "{times}");
 }
 
@@ -391,10 +392,10 @@ fn declared_tables_and_claims_render_as_expected() {
     let mut out = String::new();
     for style in [TableStyle::Terminal, TableStyle::Markdown] {
         for table in &manifest.tables {
-            out.push_str(&tables::render(table, &doc, style));
+            out.push_str(&tables::render(table, &doc, style, None));
             out.push('\n');
         }
-        out.push_str(&tables::render_claims(&doc.claims, style));
+        out.push_str(&tables::render_claims(&doc.claims, style, None));
         out.push('\n');
     }
     for table in &manifest.tables {

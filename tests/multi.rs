@@ -365,6 +365,7 @@ fn report_lists_each_gpu_and_compare_names_the_cases_that_moved() {
             cupti_unavailable: None,
             cupti_profiler_unavailable: None,
             nvml_unavailable: None,
+            mock: None,
         })
         .unwrap()
     };

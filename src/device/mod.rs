@@ -12,6 +12,7 @@ pub mod blas;
 pub mod cupti;
 pub mod cupti_profiler;
 pub mod libs;
+pub mod mock;
 pub mod nvml;
 pub mod nvrtc;
 pub mod sparse;
@@ -57,6 +58,20 @@ pub fn count() -> Result<u32, String> {
                 driver_error(e)
             )
         })
+}
+
+/// Refuses, with the numbers, a case whose data (with the scratch a case may need on top, a
+/// quarter more) would not fit in `free` bytes of device `name`.
+pub fn fits_memory(data_bytes: u64, free: u64, name: &str) -> Result<(), String> {
+    let needed = data_bytes.saturating_add(data_bytes / 4);
+    if needed > free {
+        return Err(format!(
+            "too big for the device: needs about {:.2} GiB, {:.2} GiB of {name} is free",
+            needed as f64 / (1u64 << 30) as f64,
+            free as f64 / (1u64 << 30) as f64,
+        ));
+    }
+    Ok(())
 }
 
 /// Driver errors as text with the CUDA error name (`CUDA_ERROR_OUT_OF_MEMORY: out of memory`).
@@ -194,6 +209,7 @@ impl Device {
                 cupti_unavailable: tracer.as_ref().err().cloned(),
                 cupti_profiler_unavailable: profiler.as_ref().err().cloned(),
                 nvml_unavailable: clocks.as_ref().err().cloned(),
+                mock: None,
             },
             shared_optin_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
                 as u32,
@@ -326,16 +342,7 @@ impl Device {
             .ctx
             .mem_get_info()
             .map_err(|e| format!("{:#}", driver_error(e)))?;
-        let needed = data_bytes.saturating_add(data_bytes / 4);
-        if needed > free as u64 {
-            return Err(format!(
-                "too big for the device: needs about {:.2} GiB, {:.2} GiB of {} is free",
-                needed as f64 / (1u64 << 30) as f64,
-                free as f64 / (1u64 << 30) as f64,
-                self.fingerprint.name
-            ));
-        }
-        Ok(())
+        fits_memory(data_bytes, free as u64, &self.fingerprint.name)
     }
 
     /// The module compiled from `file`, compiling it on first use.

@@ -72,20 +72,20 @@ pub fn names() -> Vec<&'static str> {
 /// and the claims: the table and markdown formats, and what `run` prints.
 pub fn tables(r: &Report, style: table::TableStyle) -> String {
     let mut out = String::new();
+    let width = match style {
+        table::TableStyle::Terminal => r.width,
+        table::TableStyle::Markdown => None,
+    };
     if !r.declared_only {
         let axes = r.manifest.algorithm.spec().axis_names();
-        let width = match style {
-            table::TableStyle::Terminal => r.width,
-            table::TableStyle::Markdown => None,
-        };
         out.push_str(&table::render_fitted(r.doc, &axes, style, width));
         out.push('\n');
     }
     for t in &r.manifest.tables {
-        out.push_str(&tables::render(t, r.doc, style));
+        out.push_str(&tables::render(t, r.doc, style, width));
         out.push('\n');
     }
-    out.push_str(&tables::render_claims(&r.doc.claims, style));
+    out.push_str(&tables::render_claims(&r.doc.claims, style, width));
     out
 }
 

@@ -78,6 +78,7 @@ fn render(report: &Report) -> Result<String> {
                 t,
                 doc,
                 table::TableStyle::Markdown,
+                None,
             )));
         }
     }
@@ -86,6 +87,7 @@ fn render(report: &Report) -> Result<String> {
         page.push_str(&markdown_to_html(&tables::render_claims(
             &doc.claims,
             table::TableStyle::Markdown,
+            None,
         )));
     }
     page.push_str("<h2>Plots</h2>\n");
@@ -216,6 +218,9 @@ fn environment(doc: &ResultsDoc) -> String {
                 "driver, nvrtc",
                 format!("{}, {}", d.driver_version, d.nvrtc_version),
             ));
+            if let Some(mock) = &d.mock {
+                rows.push(("NOT MEASURED", mock.clone()));
+            }
         }
         None => rows.push((
             "gpu",

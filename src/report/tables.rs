@@ -4,7 +4,7 @@
 
 use tabled::builder::Builder;
 use tabled::settings::object::Columns;
-use tabled::settings::{Alignment, Style};
+use tabled::settings::{Alignment, Style, Width};
 
 use super::table::{format_seconds, TableStyle};
 use crate::claims;
@@ -12,52 +12,167 @@ use crate::manifest::{selected, Quantity, TableSpec};
 use crate::schema::{CaseResult, CaseStatus, ClaimStatus, ClaimVerdict, ResultsDoc};
 use crate::vocab::{Backend, ParamValue};
 
-/// One declared table, drawn from `doc`'s cases.
-pub fn render(table: &TableSpec, doc: &ResultsDoc, style: TableStyle) -> String {
+/// One declared table, drawn from `doc`'s cases. On a terminal of `width` columns (None: any
+/// width, as `--wide` and files draw it) a table too wide is split into parts of as many columns
+/// as fit, each with the rows' labels, and the lines of text around it are wrapped.
+pub fn render(
+    table: &TableSpec,
+    doc: &ResultsDoc,
+    style: TableStyle,
+    width: Option<usize>,
+) -> String {
     let grid = Grid::of(table, doc);
-    let mut builder = Builder::default();
-    let mut header = vec![format!("{} \\ {}", table.rows.name(), table.columns.name())];
-    header.extend(grid.columns.iter().cloned());
-    builder.push_record(header);
+    let corner = format!("{} \\ {}", table.rows.name(), table.columns.name());
+    let mut labels = Vec::new();
+    let mut rows: Vec<Vec<String>> = Vec::new();
     for reference in &table.references {
-        let mut row = vec![reference.label.clone()];
-        row.extend(grid.columns.iter().map(|c| {
-            reference.values.get(c).map_or(String::new(), |v| {
-                format_value(table.value, reference.unit.to_base(*v))
-            })
-        }));
-        builder.push_record(row);
+        labels.push(reference.label.clone());
+        rows.push(
+            grid.columns
+                .iter()
+                .map(|c| {
+                    reference.values.get(c).map_or(String::new(), |v| {
+                        format_value(table.value, reference.unit.to_base(*v))
+                    })
+                })
+                .collect(),
+        );
     }
     for (label, cells) in grid.rows.iter().zip(&grid.cells) {
-        let mut row = vec![format!("kbench {label}")];
-        row.extend(cells.iter().map(|cell| match cell {
-            Cell::Value(v) => format_value(table.value, *v),
-            Cell::Missing => "-".into(),
-            Cell::NotPassed(status) => match status {
-                CaseStatus::Skipped => "skipped".into(),
-                other => other.name().to_uppercase(),
-            },
-        }));
-        builder.push_record(row);
+        labels.push(format!("kbench {label}"));
+        rows.push(
+            cells
+                .iter()
+                .map(|cell| match cell {
+                    Cell::Value(v) => format_value(table.value, *v),
+                    Cell::Missing => "-".into(),
+                    Cell::NotPassed(status) => match status {
+                        CaseStatus::Skipped => "skipped".into(),
+                        other => other.name().to_uppercase(),
+                    },
+                })
+                .collect(),
+        );
     }
-    let mut drawn = builder.build();
-    match style {
-        TableStyle::Terminal => drawn.with(Style::rounded()),
-        TableStyle::Markdown => drawn.with(Style::markdown()),
+    // The table of columns `range`, with the rows' labels first (wrapped at `label_max`).
+    let draw = |range: std::ops::Range<usize>, label_max: Option<usize>| {
+        let mut builder = Builder::default();
+        let mut header = vec![corner.clone()];
+        header.extend(grid.columns[range.clone()].iter().cloned());
+        builder.push_record(header);
+        for (label, cells) in labels.iter().zip(&rows) {
+            let mut row = vec![label.clone()];
+            row.extend(cells[range.clone()].iter().cloned());
+            builder.push_record(row);
+        }
+        let mut drawn = builder.build();
+        match style {
+            TableStyle::Terminal => drawn.with(Style::rounded()),
+            TableStyle::Markdown => drawn.with(Style::markdown()),
+        };
+        drawn.modify(Columns::new(1..), Alignment::right());
+        if let Some(max) = label_max {
+            drawn.modify(Columns::first(), Width::wrap(max).keep_words(true));
+        }
+        drawn
     };
-    drawn.modify(Columns::new(1..), Alignment::right());
-    let mut out = format!("{} ({})\n", table.title, describe_value(table));
+    let width = width.filter(|_| style == TableStyle::Terminal);
+    let columns = grid.columns.len();
+    // A table too wide whose labels take more than a third of the width has them wrapped there,
+    // leaving the rest to the columns.
+    let mut label_max = None;
+    if let Some(width) = width {
+        let longest = (labels.iter().chain([&corner]))
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0);
+        let third = (width / 3).max(12);
+        if longest > third && draw(0..columns, None).total_width() > width {
+            label_max = Some(third);
+        }
+    }
+    // Parts of as many columns as fit (at least one each).
+    let mut parts = Vec::new();
+    let mut first = 0;
+    while first < columns || parts.is_empty() {
+        let mut end = columns;
+        if let Some(width) = width {
+            end = (first + 1).min(columns);
+            while end < columns && draw(first..end + 1, label_max).total_width() <= width {
+                end += 1;
+            }
+        }
+        parts.push(first..end);
+        first = end;
+    }
+    let title = format!("{} ({})", table.title, describe_value(table));
+    let mut out = wrap(&title, width, "");
     if style == TableStyle::Markdown {
         out.push('\n');
     }
-    out.push_str(&drawn.to_string());
-    out.push('\n');
-    for reference in &table.references {
-        out.push_str(&format!(
-            "  {}: {} (in {})\n",
-            reference.label, reference.source, reference.unit
-        ));
+    for (k, part) in parts.iter().enumerate() {
+        if parts.len() > 1 {
+            out.push_str(&format!(
+                "(part {} of {}: {} {})\n",
+                k + 1,
+                parts.len(),
+                table.columns.name(),
+                grid.columns[part.clone()].join(", ")
+            ));
+        }
+        out.push_str(&draw(part.clone(), label_max).to_string());
+        out.push('\n');
     }
+    for reference in &table.references {
+        let line = format!(
+            "  {}: {} (in {})",
+            reference.label, reference.source, reference.unit
+        );
+        out.push_str(&wrap(&line, width, "    "));
+    }
+    out
+}
+
+/// `text` as lines of at most `width` characters (None: one line), broken at spaces, each line
+/// after the first starting with `indent`; the spaces within a line are kept, and a word longer
+/// than a line is left whole.
+pub fn wrap(text: &str, width: Option<usize>, indent: &str) -> String {
+    let Some(width) = width else {
+        return format!("{text}\n");
+    };
+    // Each word with the spaces before it.
+    let mut pieces: Vec<(String, String)> = Vec::new();
+    let mut spaces = String::new();
+    let mut word = String::new();
+    for c in text.chars() {
+        if c == ' ' {
+            if !word.is_empty() {
+                pieces.push((std::mem::take(&mut spaces), std::mem::take(&mut word)));
+            }
+            spaces.push(c);
+        } else {
+            word.push(c);
+        }
+    }
+    pieces.push((spaces, word));
+    let mut out = String::new();
+    let mut line = String::new();
+    let mut len = 0;
+    for (k, (spaces, word)) in pieces.into_iter().enumerate() {
+        let grown = len + spaces.chars().count() + word.chars().count();
+        if k > 0 && grown > width && len > indent.chars().count() {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = format!("{indent}{word}");
+            len = indent.chars().count() + word.chars().count();
+        } else {
+            line.push_str(&spaces);
+            line.push_str(&word);
+            len = grown;
+        }
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
     out
 }
 
@@ -99,7 +214,7 @@ pub fn render_csv(table: &TableSpec, doc: &ResultsDoc) -> anyhow::Result<String>
 }
 
 /// The claims' verdicts, one per line with its evidence.
-pub fn render_claims(verdicts: &[ClaimVerdict], style: TableStyle) -> String {
+pub fn render_claims(verdicts: &[ClaimVerdict], style: TableStyle, width: Option<usize>) -> String {
     if verdicts.is_empty() {
         return String::new();
     }
@@ -113,10 +228,15 @@ pub fn render_claims(verdicts: &[ClaimVerdict], style: TableStyle) -> String {
             (status, _) => status.name().to_uppercase(),
         };
         match style {
-            TableStyle::Terminal => out.push_str(&format!(
-                "  {verdict:<12} \"{}\" ({}, {})\n               {}\n",
-                v.text, v.source, v.kind, v.evidence
-            )),
+            TableStyle::Terminal => {
+                let indent = " ".repeat(15);
+                out.push_str(&wrap(
+                    &format!("  {verdict:<12} \"{}\" ({}, {})", v.text, v.source, v.kind),
+                    width,
+                    &indent,
+                ));
+                out.push_str(&wrap(&format!("{indent}{}", v.evidence), width, &indent));
+            }
             TableStyle::Markdown => out.push_str(&format!(
                 "| {verdict} | \"{}\" | {} | {} |\n",
                 v.text.replace('|', "\\|"),
@@ -271,5 +391,28 @@ fn describe_value(table: &TableSpec) -> String {
             })
             .collect();
         format!("{what}; {}", chosen.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap;
+
+    #[test]
+    fn wrapping_breaks_at_spaces_and_keeps_the_spaces_within_a_line() {
+        assert_eq!(wrap("a  b c", None, "  "), "a  b c\n");
+        assert_eq!(
+            wrap("  HOLDS   \"x y\"", Some(80), "    "),
+            "  HOLDS   \"x y\"\n"
+        );
+        assert_eq!(
+            wrap("  one two three four", Some(12), "    "),
+            "  one two\n    three\n    four\n"
+        );
+        // A word longer than a line stays whole, on its own line.
+        assert_eq!(
+            wrap("ab averyveryverylongword cd", Some(8), ""),
+            "ab\naveryveryverylongword\ncd\n"
+        );
     }
 }

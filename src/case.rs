@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::algos::{BoundCase, Buffers, CaseData};
 use crate::device::cupti_profiler::MAX_PROFILED_LAUNCHES;
 use crate::device::mock::{MockCase, MockDevice, MockSpec};
-use crate::device::timer::{batch_runs, SamplePlan};
+use crate::device::timer::{batch_runs, SamplePlan, PROFILED_RUNS};
 use crate::device::{
     fits_memory, Device, DeviceBuf, DeviceIo, KernelSource, Launcher, PinnedBuf, CHUNK_ALIGN,
 };
@@ -419,6 +419,11 @@ fn measure_case(
     Ok(())
 }
 
+/// A profiled run's cost beyond its kernels, for deciding whether the profiled runs fit in the
+/// case's time limit: the profiler's set-up, decoding and a few synchronizations. A generous
+/// allowance, not a measurement.
+const PROFILED_RUN_OVERHEAD_S: f64 = 0.05;
+
 /// How many chunks each stream takes when transfers overlap kernels: enough that the first
 /// chunk's copy in and the last one's copy out, which nothing overlaps, are a small part.
 const CHUNKS_PER_STREAM: usize = 4;
@@ -492,7 +497,7 @@ impl CudaTiming<'_> {
                     Ok(taken(&sample))
                 })?;
                 download(&io, &mut outputs)?;
-                self.profile(&io, &mut *launcher, &mut timer);
+                self.profile(&io, &mut *launcher, &measured, &mut timer)?;
                 measured
             }
             Scope::Transfers => {
@@ -695,31 +700,71 @@ impl CudaTiming<'_> {
 impl CudaTiming<'_> {
     /// Adds a few runs timed by CUPTI's range profiler to the record, where the device has the
     /// profiler and the case's runs can be profiled; else says why not. A profiler that fails
-    /// costs only its own record: the samples stand.
-    fn profile(&self, io: &DeviceIo, launcher: &mut dyn Launcher, timer: &mut GpuTimer) {
+    /// costs only its own record (the samples stand), unless the GPU faulted: then the case
+    /// fails, as it would have on its next run.
+    fn profile(
+        &self,
+        io: &DeviceIo,
+        launcher: &mut dyn Launcher,
+        measured: &Measured,
+        timer: &mut GpuTimer,
+    ) -> Result<()> {
         if !self.device.has_profiler() {
-            return;
+            return Ok(());
         }
-        let launches = launcher.launches_per_run();
-        timer.profiler_skipped = if self.settings.mode == TimingMode::Batch {
-            Some("batch mode: its samples are hot runs back to back, a profiled kernel runs alone and cold".to_string())
-        } else if let Some(why) = launcher.waits_for_device() {
-            Some(why.to_string())
-        } else if launches > MAX_PROFILED_LAUNCHES {
-            Some(format!(
-                "a run queues {launches} launches, more than the {MAX_PROFILED_LAUNCHES} a profiled run may"
-            ))
-        } else {
-            match self.device.profile_kernel(io, launcher, timer.cold_l2) {
+        timer.profiler_skipped = match profiler_skip_reason(
+            self.settings.mode,
+            launcher.waits_for_device(),
+            launcher.launches_per_run(),
+            &measured.measurement.samples_s,
+            self.deadline.remaining().as_secs_f64(),
+        ) {
+            Some(why) => Some(why),
+            None => match self.device.profile_kernel(io, launcher, timer.cold_l2) {
+                Ok(runs) if runs.iter().any(|&(_, kernels)| kernels == 0) => {
+                    Some("the profiler saw no kernel in a run".to_string())
+                }
                 Ok(runs) => {
-                    let runs = runs.unwrap_or_default();
                     timer.profiler_samples_s = runs.iter().map(|&(s, _)| s).collect();
                     timer.profiler_kernels_per_run = runs.iter().map(|&(_, k)| k as u32).max();
                     None
                 }
+                Err(e) if self.device.is_broken() => return Err(e),
                 Err(e) => Some(format!("the profiled runs failed: {e:#}")),
-            }
+            },
         };
+        Ok(())
+    }
+}
+
+/// Why a kernel-scope case's runs are not profiled, if they are not: the mode, the run's shape,
+/// or the time left before the case's limit (the samples must not be lost to a profiler).
+fn profiler_skip_reason(
+    mode: TimingMode,
+    waits_for_device: Option<&str>,
+    launches_per_run: usize,
+    samples_s: &[f64],
+    left_s: f64,
+) -> Option<String> {
+    if samples_s.is_empty() {
+        return Some("no sample was taken".to_string());
+    }
+    // A profiled run: its kernels replayed alone, a flush and a few synchronizations.
+    let run_s_estimate = 3.0 * stats::summarize(samples_s).median_s + PROFILED_RUN_OVERHEAD_S;
+    if run_s_estimate * PROFILED_RUNS as f64 > left_s {
+        Some(format!(
+            "{PROFILED_RUNS} profiled runs of about {run_s_estimate:.3} s would not fit in the {left_s:.1} s left of the case's time limit"
+        ))
+    } else if mode == TimingMode::Batch {
+        Some("batch mode: its samples are hot runs back to back, a profiled kernel runs alone and cold".to_string())
+    } else if let Some(why) = waits_for_device {
+        Some(why.to_string())
+    } else if launches_per_run > MAX_PROFILED_LAUNCHES {
+        Some(format!(
+            "a run queues {launches_per_run} launches, more than the {MAX_PROFILED_LAUNCHES} a profiled run may"
+        ))
+    } else {
+        None
     }
 }
 
@@ -774,7 +819,7 @@ fn finish_timer_record(
 /// Refuses a case whose data would not fit in the memory the machine has free, before allocating
 /// it (an allocation failure would abort the worker).
 fn check_host_memory(bytes: u64) -> Result<()> {
-    let Some(available) = host_memory_available_bytes() else {
+    let Some(available) = crate::env::host_memory_headroom_bytes() else {
         return Ok(());
     };
     if bytes > available {
@@ -788,12 +833,6 @@ fn check_host_memory(bytes: u64) -> Result<()> {
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
-
-/// MemAvailable, with the room a machine whose memory grows with use can still grow to
-/// (`env::host_memory_headroom_bytes`); None where that is not known.
-fn host_memory_available_bytes() -> Option<u64> {
-    crate::env::host_memory_headroom_bytes()
-}
 
 #[cfg(test)]
 mod tests {
@@ -822,6 +861,30 @@ mod tests {
             assert_eq!(next, n, "{n} {pieces}: {ranges:?}");
         }
         assert_eq!(chunk_ranges(1_000_003, 16, 256).len(), 16);
+    }
+
+    #[test]
+    fn runs_are_profiled_only_in_single_mode_within_the_launch_cap_and_the_time_left() {
+        let single = TimingMode::Single;
+        let ms = [1e-3; 5];
+        assert_eq!(profiler_skip_reason(single, None, 1, &ms, 60.0), None);
+        assert_eq!(
+            profiler_skip_reason(single, None, MAX_PROFILED_LAUNCHES, &ms, 60.0),
+            None
+        );
+        let why = |mode, waits, launches, samples: &[f64], left_s| {
+            profiler_skip_reason(mode, waits, launches, samples, left_s).unwrap()
+        };
+        assert!(why(TimingMode::Batch, None, 1, &ms, 60.0).contains("batch mode"));
+        assert_eq!(
+            why(single, Some("reads a flag"), 1, &ms, 60.0),
+            "reads a flag"
+        );
+        assert!(why(single, None, 65, &ms, 60.0).contains("65 launches"));
+        assert!(why(single, None, 1, &[], 60.0).contains("no sample"));
+        // 2 s runs: five profiled ones (about 6 s each) do not fit in 20 s, do in 40 s.
+        assert!(why(single, None, 1, &[2.0; 5], 20.0).contains("time limit"));
+        assert_eq!(profiler_skip_reason(single, None, 1, &[2.0; 5], 40.0), None);
     }
 
     #[test]

@@ -16,6 +16,27 @@ use cudarc::cupti::sys::{self, CUptiResult};
 
 /// The metric Nsight Compute reports as a kernel's duration.
 const METRIC: &CStr = c"gpu__time_duration.sum";
+/// Every CUPTI function this module calls.
+const REQUIRED_SYMBOLS: [&[u8]; 18] = [
+    b"cuptiProfilerInitialize\0",
+    b"cuptiProfilerDeInitialize\0",
+    b"cuptiDeviceGetChipName\0",
+    b"cuptiProfilerHostInitialize\0",
+    b"cuptiProfilerHostDeinitialize\0",
+    b"cuptiProfilerHostConfigAddMetrics\0",
+    b"cuptiProfilerHostGetConfigImageSize\0",
+    b"cuptiProfilerHostGetConfigImage\0",
+    b"cuptiProfilerHostEvaluateToGpuValues\0",
+    b"cuptiRangeProfilerEnable\0",
+    b"cuptiRangeProfilerDisable\0",
+    b"cuptiRangeProfilerGetCounterDataSize\0",
+    b"cuptiRangeProfilerCounterDataImageInitialize\0",
+    b"cuptiRangeProfilerSetConfig\0",
+    b"cuptiRangeProfilerStart\0",
+    b"cuptiRangeProfilerStop\0",
+    b"cuptiRangeProfilerDecodeData\0",
+    b"cuptiRangeProfilerGetCounterDataInfo\0",
+];
 /// The most kernels one profiled run may launch: each is one range of the counter data.
 pub const MAX_PROFILED_LAUNCHES: usize = 64;
 
@@ -70,6 +91,17 @@ impl KernelProfiler {
         ctx: cudarc::driver::sys::CUcontext,
         ordinal: usize,
     ) -> Result<KernelProfiler, String> {
+        // cudarc panics on a call whose symbol its library lacks; the range profiler and its
+        // host API came with CUPTI 12.6, and an older libcupti still serves the activity records.
+        for symbol in REQUIRED_SYMBOLS {
+            // SAFETY: only looks the symbol up; the library is loaded (see above).
+            if unsafe { sys::culib().get::<*const ()>(symbol) }.is_err() {
+                let name = String::from_utf8_lossy(&symbol[..symbol.len() - 1]);
+                return Err(format!(
+                    "this libcupti has no {name}: the range profiler needs CUPTI 12.6 or later"
+                ));
+            }
+        }
         let mut init = params!(CUpti_Profiler_Initialize_Params, pPriv);
         // SAFETY (all calls below): each takes its own parameter struct, filled as CUPTI's
         // documentation asks; pointers handed in outlive the call.

@@ -265,15 +265,15 @@ impl Device {
 
     /// `PROFILED_RUNS` runs of `launcher` under CUPTI's range profiler, the L2 flushed and the
     /// outputs reset before each, outside the profiled work: each run's summed kernel
-    /// `gpu__time_duration`, and how many kernels it ran. None without the profiler.
+    /// `gpu__time_duration`, and how many kernels it ran.
     pub fn profile_kernel(
         &self,
         io: &DeviceIo,
         launcher: &mut dyn Launcher,
         cold_l2: bool,
-    ) -> Result<Option<Vec<(f64, usize)>>> {
+    ) -> Result<Vec<(f64, usize)>> {
         let Some(profiler) = &self.profiler else {
-            return Ok(None);
+            bail!("this device has no profiler");
         };
         if let Some(tracer) = &self.tracer {
             tracer.pause().map_err(anyhow::Error::msg)?;
@@ -291,11 +291,13 @@ impl Device {
                 })
             })
             .collect::<Result<Vec<_>>>();
-        if let Some(tracer) = &self.tracer {
-            tracer.resume().map_err(anyhow::Error::msg)?;
-        }
+        let resumed = match &self.tracer {
+            Some(tracer) => tracer.resume().map_err(anyhow::Error::msg),
+            None => Ok(()),
+        };
         let runs = runs?;
-        Ok(Some(runs))
+        resumed?;
+        Ok(runs)
     }
 
     fn after_sample(&self, seconds_per_run: f64, runs: f64) -> Result<Sample> {

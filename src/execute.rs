@@ -239,6 +239,7 @@ pub fn run_study(
                             index: lane.index,
                             physical: lane.physical,
                             pci_bus_id: device.pci_bus_id.clone(),
+                            host: device.host.clone(),
                         });
                     }
                 }

@@ -27,6 +27,25 @@ fn study(seed: u32) -> String {
     )
 }
 
+/// `study` with a CUDA variant too: 24 cases, every third one CUDA.
+fn with_gpu_variant(study: &str) -> String {
+    study.replace(
+        "[measure]",
+        "[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n[measure]",
+    )
+}
+
+/// Lanes on GPUs 0 and 1.
+fn two_lanes() -> Vec<kbench::lanes::LaneDevice> {
+    (0..2)
+        .map(|i| kbench::lanes::LaneDevice {
+            visible: Some(i.to_string()),
+            index: i,
+            physical: true,
+        })
+        .collect()
+}
+
 fn write_manifest(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -313,10 +332,7 @@ fn devices_all_without_a_gpu_skips_cuda_cases_with_the_reason() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let text = study(1).replace(
-        "[measure]",
-        "[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n[measure]",
-    );
+    let text = with_gpu_variant(&study(1));
     let manifest = write_manifest(dir.path(), "multi.toml", &text);
     let doc = read(&run_into(
         &manifest,
@@ -342,22 +358,13 @@ fn devices_all_without_a_gpu_skips_cuda_cases_with_the_reason() {
 #[test]
 fn two_lanes_run_every_case_once_and_a_crashed_worker_costs_only_its_case() {
     use kbench::execute::RunOptions;
-    use kbench::lanes::LaneDevice;
-    let lane = |i: u32| LaneDevice {
-        visible: Some(i.to_string()),
-        index: i,
-        physical: true,
-    };
     let options = RunOptions {
-        lanes: vec![lane(0), lane(1)],
+        lanes: two_lanes(),
         // Case 4 is `tree` (CPU) at the second grid point: its worker aborts while measuring.
         worker_fault: Some("abort:4".into()),
         ..RunOptions::new(common::kbench_exe())
     };
-    let text = study(1).replace(
-        "[measure]",
-        "[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n[measure]",
-    );
+    let text = with_gpu_variant(&study(1));
     let (_dir, results) = common::run_study_with(&text, &options);
     let doc = kbench::results::load_results(&results.path).unwrap();
     let indices: Vec<usize> = doc.cases.iter().map(|c| c.index).collect();
@@ -393,7 +400,6 @@ fn two_lanes_run_every_case_once_and_a_crashed_worker_costs_only_its_case() {
 #[test]
 fn one_hung_gpu_of_two_leaves_the_file_without_gpu_unavailable() {
     use kbench::execute::RunOptions;
-    use kbench::lanes::LaneDevice;
     let dir = tempfile::tempdir().unwrap();
     let mock = dir.path().join("mock.toml");
     std::fs::write(
@@ -401,23 +407,15 @@ fn one_hung_gpu_of_two_leaves_the_file_without_gpu_unavailable() {
         "[device]\nname = \"H100 (test)\"\n[timing]\nseed = 1\nlaunch_s = 4e-6\ngbytes_per_s = 1500.0\n",
     )
     .unwrap();
-    let lane = |i: u32| LaneDevice {
-        visible: Some(i.to_string()),
-        index: i,
-        physical: true,
-    };
     let options = RunOptions {
-        lanes: vec![lane(0), lane(1)],
+        lanes: two_lanes(),
         mock_gpu: Some(kbench::device::mock::MockSpec::load(&mock).unwrap()),
         // Case 2 is `gpu` at the first grid point: its worker stalls before the case starts.
         worker_fault: Some("stall:2".into()),
         setup_limit_s: 1.0,
         ..RunOptions::new(common::kbench_exe())
     };
-    let text = study(1).replace(
-        "[measure]",
-        "[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n[measure]",
-    );
+    let text = with_gpu_variant(&study(1));
     let (_dir, results) = common::run_study_with(&text, &options);
     let doc = kbench::results::load_results(&results.path).unwrap();
     assert_eq!(doc.cases.len(), 24);

@@ -145,13 +145,8 @@ fn job_id(parsable: &str) -> String {
     parsable.split(';').next().unwrap().to_string()
 }
 
-#[test]
-fn a_study_as_a_job_array_of_four_shards_merges_into_the_unsharded_cases() {
-    require_slurm!();
-    let dir = tempfile::tempdir().unwrap();
-    let (manifest, whole) = setup(dir.path());
-    let folder = dir.path().join("slurm");
-    slurm_scripts(&manifest, &folder);
+/// Runs `submit.sh` in `folder`, waits for its jobs, and returns the merge job's id.
+fn submit_and_wait(folder: &Path) -> String {
     let submitted = sh("bash", &[folder.join("submit.sh").to_str().unwrap()]);
     // "shards: job 12 (array 1-4); merge: job 13"
     let ids: Vec<String> = submitted
@@ -162,8 +157,12 @@ fn a_study_as_a_job_array_of_four_shards_merges_into_the_unsharded_cases() {
         .filter(|w| !w.is_empty())
         .map(String::from)
         .collect();
-    let (array, merge) = (&ids[0], &ids[3]);
-    wait_for(&[array, merge]);
+    wait_for(&[&ids[0], &ids[3]]);
+    ids[3].clone()
+}
+
+/// The file merge job `merge` wrote, which must hold the cases of the unsharded run, complete.
+fn merged_whole(folder: &Path, merge: &str, whole: &BTreeSet<String>) -> serde_json::Value {
     let merged = folder.join(format!("sharded-merged-{merge}.json"));
     let log =
         std::fs::read_to_string(folder.join(format!("logs/merge-{merge}.out"))).unwrap_or_default();
@@ -173,8 +172,20 @@ fn a_study_as_a_job_array_of_four_shards_merges_into_the_unsharded_cases() {
         merged.display()
     );
     let doc = read(&merged);
-    assert_eq!(case_set(&doc), whole, "merge log:\n{log}");
+    assert_eq!(&case_set(&doc), whole, "merge log:\n{log}");
     assert_eq!(doc["complete"], true);
+    doc
+}
+
+#[test]
+fn a_study_as_a_job_array_of_four_shards_merges_into_the_unsharded_cases() {
+    require_slurm!();
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, whole) = setup(dir.path());
+    let folder = dir.path().join("slurm");
+    slurm_scripts(&manifest, &folder);
+    let merge = submit_and_wait(&folder);
+    let doc = merged_whole(&folder, &merge, &whole);
     let shards: BTreeSet<u64> = doc["merged_from"]
         .as_array()
         .unwrap()
@@ -262,20 +273,9 @@ fn a_second_submission_into_the_same_folder_merges_again() {
     let (manifest, whole) = setup(dir.path());
     let folder = dir.path().join("slurm");
     slurm_scripts(&manifest, &folder);
-    let submit = folder.join("submit.sh");
     let mut merges = Vec::new();
     for _ in 0..2 {
-        let submitted = sh("bash", &[submit.to_str().unwrap()]);
-        let ids: Vec<String> = submitted
-            .lines()
-            .next()
-            .unwrap()
-            .split(|c: char| !c.is_ascii_digit())
-            .filter(|w| !w.is_empty())
-            .map(String::from)
-            .collect();
-        wait_for(&[&ids[0], &ids[3]]);
-        merges.push(ids[3].clone());
+        merges.push(submit_and_wait(&folder));
         if merges.len() == 1 {
             // Shard 2's file as a task killed after its first case leaves it: the next
             // submission's task 2 resumes it.
@@ -292,17 +292,7 @@ fn a_second_submission_into_the_same_folder_merges_again() {
         }
     }
     for merge in &merges {
-        let merged = folder.join(format!("sharded-merged-{merge}.json"));
-        let log = std::fs::read_to_string(folder.join(format!("logs/merge-{merge}.out")))
-            .unwrap_or_default();
-        assert!(
-            merged.exists(),
-            "no {}; merge log:\n{log}",
-            merged.display()
-        );
-        let doc = read(&merged);
-        assert_eq!(case_set(&doc), whole, "merge log:\n{log}");
-        assert_eq!(doc["complete"], true);
+        merged_whole(&folder, merge, &whole);
     }
     let log = std::fs::read_to_string(folder.join("logs/shard-1.out")).unwrap();
     assert!(log.contains("is complete"), "{log}");

@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
-use crate::schema::{CaseResult, CaseStatus, ResultsDoc};
+use crate::schema::{CaseResult, CaseStatus, DeviceKey, ResultsDoc};
 use crate::vocab::describe_params;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,7 +60,7 @@ pub struct CaseComparison {
 /// `same` or `inconclusive`.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeviceMove {
-    /// The baseline's GPU(s), by PCI bus id.
+    /// The baseline's GPU(s), by PCI bus id (`host bus id` where the GPUs are on several hosts).
     pub from: Vec<String>,
     pub to: String,
     /// The new GPU's measured copy peak over the baseline's (their geometric mean): None where
@@ -172,19 +172,29 @@ pub fn check_comparable(
 pub fn compare(bases: &[ResultsDoc], new: &ResultsDoc, settings: &CompareSettings) -> Comparison {
     let key = |c: &CaseResult| format!("{} {}", c.variant, describe_params(&c.params));
     let mut base_cases: BTreeMap<String, Vec<&CaseResult>> = BTreeMap::new();
+    // Where each baseline run of a case ran, with that GPU's copy peak as its own run measured.
+    let mut base_gpus: BTreeMap<String, Vec<Option<RunGpu>>> = BTreeMap::new();
     for base in bases {
+        let peaks = copy_peaks(base);
         for c in &base.cases {
             base_cases.entry(key(c)).or_default().push(c);
+            base_gpus
+                .entry(key(c))
+                .or_default()
+                .push(run_gpu(base, c, &peaks));
         }
     }
     let new_keys: Vec<String> = new.cases.iter().map(key).collect();
 
-    let peaks = copy_peaks(bases.iter().chain(std::iter::once(new)));
+    let new_peaks = copy_peaks(new);
     let mut cases = Vec::new();
     for new_case in &new.cases {
         if let Some(runs) = base_cases.get(&key(new_case)) {
             let mut c = compare_case(runs, new_case);
-            c.moved = device_move(runs, new_case, &peaks);
+            c.moved = device_move(
+                &base_gpus[&key(new_case)],
+                run_gpu(new, new_case, &new_peaks),
+            );
             cases.push(c);
         }
     }
@@ -216,50 +226,66 @@ pub fn compare(bases: &[ResultsDoc], new: &ResultsDoc, settings: &CompareSetting
     }
 }
 
-/// Each GPU's measured copy peak, by PCI bus id, from the runs' environments.
-fn copy_peaks<'a>(docs: impl Iterator<Item = &'a ResultsDoc>) -> BTreeMap<String, f64> {
-    let mut peaks = BTreeMap::new();
-    for doc in docs {
-        let env = &doc.environment;
-        for d in env.devices.iter().chain(env.device.iter()) {
-            if d.measured_copy_gbytes_per_s > 0.0 {
-                peaks
-                    .entry(d.pci_bus_id.clone())
-                    .or_insert(d.measured_copy_gbytes_per_s);
-            }
-        }
-    }
-    peaks
+/// Each GPU's measured copy peak, by host and PCI bus id, from one run's environment: each
+/// run's cases are judged by the peaks that run measured.
+fn copy_peaks(doc: &ResultsDoc) -> BTreeMap<DeviceKey, f64> {
+    doc.environment
+        .all_devices()
+        .into_iter()
+        .filter(|d| d.measured_copy_gbytes_per_s > 0.0)
+        .map(|d| (d.key(""), d.measured_copy_gbytes_per_s))
+        .collect()
 }
 
-/// Whether `new` ran on another GPU than its baseline runs (where both record one).
-fn device_move(
-    base_runs: &[&CaseResult],
-    new: &CaseResult,
-    peaks: &BTreeMap<String, f64>,
-) -> Option<DeviceMove> {
-    let to = &new.device.as_ref()?.pci_bus_id;
-    let mut from: Vec<String> = Vec::new();
-    for run in base_runs {
-        let id = &run.device.as_ref()?.pci_bus_id;
-        if !from.contains(id) {
-            from.push(id.clone());
+/// The GPU one run of a case ran on, and its copy peak in that run (where recorded).
+struct RunGpu {
+    key: DeviceKey,
+    peak: Option<f64>,
+}
+
+fn run_gpu(
+    doc: &ResultsDoc,
+    case: &CaseResult,
+    peaks: &BTreeMap<DeviceKey, f64>,
+) -> Option<RunGpu> {
+    let key = case.device.as_ref()?.key(&doc.environment.host);
+    Some(RunGpu {
+        peak: peaks.get(&key).copied(),
+        key,
+    })
+}
+
+/// Whether a case ran on another GPU than its baseline runs (where both record one): `base`, one
+/// entry per baseline run.
+fn device_move(base: &[Option<RunGpu>], new: Option<RunGpu>) -> Option<DeviceMove> {
+    let to = new?;
+    let base: Vec<&RunGpu> = base.iter().map(Option::as_ref).collect::<Option<_>>()?;
+    let mut from: Vec<&DeviceKey> = Vec::new();
+    for run in &base {
+        if !from.contains(&&run.key) {
+            from.push(&run.key);
         }
     }
-    if from.iter().all(|f| f == to) {
+    if from.iter().all(|f| **f == to.key) {
         return None;
     }
-    let base_peaks: Option<Vec<f64>> = base_runs
-        .iter()
-        .map(|r| peaks.get(&r.device.as_ref()?.pci_bus_id).copied())
-        .collect();
-    let copy_peak_ratio = match (peaks.get(to), base_peaks) {
+    let base_peaks: Option<Vec<f64>> = base.iter().map(|r| r.peak).collect();
+    let copy_peak_ratio = match (to.peak, base_peaks) {
         (Some(to), Some(base)) => Some(to / geometric_mean(&base)),
         _ => None,
     };
+    // The bus id names a GPU; the host too where the GPUs are on several.
+    let one_host = from.iter().all(|f| f.0 == to.key.0);
+    let name = |k: &DeviceKey| {
+        if one_host {
+            k.1.clone()
+        } else {
+            format!("{} {}", k.0, k.1)
+        }
+    };
     Some(DeviceMove {
-        from,
-        to: to.clone(),
+        from: from.into_iter().map(name).collect(),
+        to: name(&to.key),
         copy_peak_ratio,
     })
 }

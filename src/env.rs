@@ -6,9 +6,7 @@ use crate::schema::Environment;
 /// This machine and this kbench build; the device is filled in once a GPU opens.
 pub fn detect() -> Environment {
     Environment {
-        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "unknown".into()),
+        host: hostname(),
         os: std::env::consts::OS.into(),
         arch: std::env::consts::ARCH.into(),
         cpu_model: cpu_model().unwrap_or_else(|| "unknown".into()),
@@ -22,6 +20,13 @@ pub fn detect() -> Environment {
     }
 }
 
+/// This machine's name: with the PCI bus id, what names a GPU among several hosts' (shards).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 fn cpu_model() -> Option<String> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     info.lines()
@@ -31,11 +36,13 @@ fn cpu_model() -> Option<String> {
 }
 
 /// How much host memory a case may still take: MemAvailable, plus what the machine can still
-/// grow to where its memory grows with use. Some machines (the GPU machine kind `nvidia-h200-x2`
-/// among them) report a MemTotal that starts small and grows as memory is used, so MemAvailable
-/// read at the start understates what an allocation will get; their limit is the cgroup's
-/// `memory.max` (v2) or `memory.limit_in_bytes` (v1), and the room up to it counts as available.
-/// None where /proc/meminfo cannot be read.
+/// grow to where its memory grows with use. A virtual machine whose memory grows as it is used
+/// reports a MemTotal below the memory limit of its cgroup (`memory.max` in v2,
+/// `memory.limit_in_bytes` in v1), so MemAvailable read at the start understates what an
+/// allocation will get: the room between MemTotal and that limit counts as available. (A limit
+/// above MemTotal is the only sign of such a machine kbench reads; on a machine whose memory does
+/// not grow, such a limit overstates the room by the difference.) None where /proc/meminfo
+/// cannot be read.
 pub fn host_memory_headroom_bytes() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let field = |name: &str| -> Option<u64> {

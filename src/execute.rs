@@ -147,11 +147,13 @@ pub fn run_study(
             let mut worker: Option<Worker> = None;
             move |case: &&Case, halt: &AtomicBool| -> (Result<CaseOutcome>, f64) {
                 let started = Instant::now();
-                let running = match worker.as_mut() {
+                // Taken out while the case runs: should anything panic meanwhile, the worker is
+                // dropped (ended) with the stack, and the lane's next case gets a new one.
+                let mut running = match worker.take() {
                     Some(running) => running,
                     None => {
                         match Worker::spawn(&options.worker_exe, job, lane.visible.as_deref()) {
-                            Ok(spawned) => worker.insert(spawned),
+                            Ok(spawned) => spawned,
                             Err(e) => return (Err(e), started.elapsed().as_secs_f64()),
                         }
                     }
@@ -161,9 +163,9 @@ pub fn run_study(
                 // back within the process; a worker killed or dead is gone: the lane's next case
                 // gets a new worker.
                 match &outcome {
-                    CaseOutcome::Finished(report) if !report.gpu_broken => {}
-                    CaseOutcome::Interrupted => {}
-                    _ => worker = None,
+                    CaseOutcome::Finished(report) if !report.gpu_broken => worker = Some(running),
+                    CaseOutcome::Interrupted => worker = Some(running),
+                    _ => {}
                 }
                 (Ok(outcome), started.elapsed().as_secs_f64())
             }
@@ -203,17 +205,25 @@ pub fn run_study(
     // Set when opening a GPU hung: that lane takes no more CUDA cases, and the CUDA cases no lane
     // can take are skipped with this reason, not hung on in turn.
     let gpu_hung: std::cell::RefCell<Option<String>> = Default::default();
+    // The lanes whose GPU hung: the file-wide `gpu_unavailable` is set once it is every lane,
+    // not while other GPUs still run the CUDA cases.
+    let hung_lanes = std::cell::Cell::new(0);
     // `on_done` and `on_unrun` both write the results file.
     let results = std::cell::RefCell::new(results);
     let end = run_pool(
         runners,
         jobs,
         &options.interrupted,
-        |lane, case, (outcome, wall_s)| {
+        |lane, case, ran| {
             let variant = &manifest.variants[case.variant];
             let mut results = results.borrow_mut();
             let mut result = case::new_result(manifest, case);
             let mut after = After::Continue;
+            let (outcome, wall_s) = match ran {
+                Ok(ran) => ran,
+                // A bug of kbench's own, in this process: the case fails with it, the run goes on.
+                Err(panic) => (Ok(CaseOutcome::Died(format!("kbench panicked while running the case (a bug in kbench: please report it): {panic}"))), 0.0),
+            };
             match outcome? {
                 CaseOutcome::Finished(report) => {
                     if let Some(device) = &report.device {
@@ -229,6 +239,7 @@ pub fn run_study(
                             index: lane.index,
                             physical: lane.physical,
                             pci_bus_id: device.pci_bus_id.clone(),
+                            host: device.host.clone(),
                         });
                     }
                 }
@@ -250,7 +261,10 @@ pub fn run_study(
                                 options.lanes[lane].index, case.index, options.setup_limit_s
                             )
                         };
-                        results.set_gpu_unavailable(&skip)?;
+                        hung_lanes.set(hung_lanes.get() + 1);
+                        if hung_lanes.get() == options.lanes.len() {
+                            results.set_gpu_unavailable(&skip)?;
+                        }
                         *gpu_hung.borrow_mut() = Some(skip);
                         after = After::NoMoreShared;
                     }
@@ -265,10 +279,15 @@ pub fn run_study(
             Ok(after)
         },
         |case| {
+            // No lane takes CUDA cases any more.
+            let mut results = results.borrow_mut();
             let mut result = case::new_result(manifest, case);
             result.status = CaseStatus::Skipped;
             result.reason = gpu_hung.borrow().clone();
-            finish(result, &mut results.borrow_mut())
+            if let Some(reason) = &result.reason {
+                results.set_gpu_unavailable(reason)?;
+            }
+            finish(result, &mut results)
         },
     )?;
     Ok(match end {

@@ -8,7 +8,9 @@
 //! with several lanes they are queued after every GPU case and each runs when every lane is
 //! idle.
 
+use std::any::Any;
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -182,11 +184,14 @@ const POLL: Duration = Duration::from_millis(50);
 /// with one lane the order is kept. Each runner is called with the job and a halt flag that is
 /// set when `stop` is, or when `on_done` or `on_unrun` fails: it should then return soon. A
 /// shared job left when every lane has said `NoMoreShared` goes to `on_unrun` instead.
+///
+/// A runner that panics costs its job alone: `on_done` gets Err with the panic's message, and
+/// the lane takes the next job (the runner should keep nothing a panic could leave half done).
 pub fn run_pool<J, O, R>(
     runners: Vec<R>,
     jobs: Vec<(J, Kind)>,
     stop: &AtomicBool,
-    mut on_done: impl FnMut(usize, J, O) -> Result<After>,
+    mut on_done: impl FnMut(usize, J, Result<O, String>) -> Result<After>,
     mut on_unrun: impl FnMut(J) -> Result<()>,
 ) -> Result<PoolEnd>
 where
@@ -205,7 +210,7 @@ where
     };
     let halt = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        let (done_tx, done_rx) = mpsc::channel::<(usize, J, O)>();
+        let (done_tx, done_rx) = mpsc::channel::<(usize, J, Result<O, String>)>();
         let mut senders = Vec::new();
         for (lane, mut runner) in runners.into_iter().enumerate() {
             let (tx, rx) = mpsc::channel::<J>();
@@ -215,7 +220,10 @@ where
             scope.spawn(move || {
                 // The runner (and the worker process it holds) ends with this thread.
                 for job in rx {
-                    let outcome = runner(&job, halt);
+                    // A panic must not leave the lane busy for good (the dispatcher would wait
+                    // for its answer forever): it is the job's outcome.
+                    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| runner(&job, halt)))
+                        .map_err(|payload| panic_message(payload.as_ref()));
                     if done_tx.send((lane, job, outcome)).is_err() {
                         break;
                     }
@@ -315,6 +323,18 @@ where
             None => Ok(PoolEnd::Finished),
         }
     })
+}
+
+/// What a panic said (its message is a `&str` or a `String` when it was given one).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    match (
+        payload.downcast_ref::<&str>(),
+        payload.downcast_ref::<String>(),
+    ) {
+        (Some(s), _) => s.to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic without a message".to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -420,7 +440,7 @@ mod tests {
             jobs,
             &AtomicBool::new(false),
             |_, job, outcome| {
-                assert_eq!(job, outcome);
+                assert_eq!(Ok(job), outcome);
                 finished.push(job);
                 Ok(After::Continue)
             },
@@ -542,5 +562,42 @@ mod tests {
             vec![0, 1, 2],
             "the three jobs in progress, and no other"
         );
+    }
+
+    #[test]
+    fn a_runner_that_panics_costs_its_job_alone() {
+        for lanes in [1, 3] {
+            let runners: Vec<_> = (0..lanes)
+                .map(|_| {
+                    move |job: &usize, _: &AtomicBool| {
+                        if *job == 3 {
+                            panic!("job {job} broke");
+                        }
+                        *job
+                    }
+                })
+                .collect();
+            let mut done = Vec::new();
+            let end = run_pool(
+                runners,
+                (0..8).map(|i| (i, Kind::Shared)).collect(),
+                &AtomicBool::new(false),
+                |_, job, outcome| {
+                    done.push((job, outcome));
+                    Ok(After::Continue)
+                },
+                |_| panic!("every lane takes shared jobs"),
+            )
+            .unwrap();
+            assert_eq!(end, PoolEnd::Finished);
+            done.sort();
+            let expected: Vec<(usize, Result<usize, String>)> = (0..8)
+                .map(|i| match i {
+                    3 => (3, Err("job 3 broke".to_string())),
+                    _ => (i, Ok(i)),
+                })
+                .collect();
+            assert_eq!(done, expected, "{lanes} lanes");
+        }
     }
 }

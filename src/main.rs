@@ -29,7 +29,7 @@ use kbench::report::table;
 use kbench::results::{self, ResultsFile};
 use kbench::schema::{ClaimStatus, ShardRecord};
 use kbench::shard;
-use kbench::vocab::{describe_params, Backend};
+use kbench::vocab::Backend;
 
 #[derive(Parser)]
 #[command(
@@ -288,6 +288,11 @@ struct KernelsArgs {
 }
 
 fn main() -> ExitCode {
+    // CUDA's ordinals as `nvidia-smi` numbers the GPUs (see schema::CaseDevice), for
+    // `device::count` here and the workers, which inherit it; set while no other thread runs.
+    if std::env::var_os(kbench::device::DEVICE_ORDER_ENV).is_none() {
+        std::env::set_var(kbench::device::DEVICE_ORDER_ENV, "PCI_BUS_ID");
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run(args),
@@ -724,13 +729,27 @@ fn merge(args: MergeArgs) -> ExitCode {
 }
 
 fn slurm(args: SlurmArgs) -> ExitCode {
-    let manifest = match manifest::load(&args.manifest) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("{e}");
+    // As `run` and `check` load one: the manifest's error with its place, or one that plans no
+    // case, refused before any script is written.
+    let manifest = match load_and_plan(&args.manifest, &AtomicBool::new(false)) {
+        Ok((m, _)) => m,
+        Err(NotPlanned::Error(e)) => {
+            eprintln!("{e}\n");
             return ExitCode::from(2);
         }
+        Err(NotPlanned::Interrupted) => unreachable!("slurm sets no interrupt flag"),
     };
+    if args.gpus_per_task.is_none() && manifest.variants.iter().any(|v| v.backend == Backend::Cuda)
+    {
+        eprintln!(
+            "warning: {}: study `{}` has CUDA variants, but without --gpus-per-task the array tasks \
+             ask Slurm for no GPU: they get one only where the cluster gives every job a GPU by \
+             default, else their CUDA cases are skipped; ask with `--gpus-per-task N` (each task \
+             then runs its shard on its N GPUs)",
+            manifest.path.display(),
+            manifest.study.name
+        );
+    }
     let request = kbench::slurm::Request {
         shards: args.shards,
         gpus_per_task: args.gpus_per_task,
@@ -864,29 +883,12 @@ fn resume_study(
     }
     let mut done = std::collections::HashSet::new();
     for case in &doc.cases {
-        let planned = plan.get(case.index);
-        let what = || {
-            format!(
-                "case {} ({} {})",
-                case.index,
-                case.variant,
-                describe_params(&case.params)
-            )
-        };
-        if planned.is_none_or(|c| {
-            manifest.variants[c.variant].name != case.variant || c.params != case.params
-        }) {
-            anyhow::bail!(
-                "{}: {} is not in the plan of its own manifest; was the file edited?",
-                path.display(),
-                what()
-            );
-        }
+        plan::check_recorded(&manifest, &plan, case, path)?;
         if !done.insert(case.index) {
             anyhow::bail!(
                 "{}: {} is in the file twice; was the file edited or merged?",
                 path.display(),
-                what()
+                plan::describe_recorded(case)
             );
         }
     }

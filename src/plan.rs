@@ -207,6 +207,37 @@ fn too_big(
     )
 }
 
+/// `case 3 (seq n=100)`: a recorded case, as the refusals name it.
+pub fn describe_recorded(case: &crate::schema::CaseResult) -> String {
+    format!(
+        "case {} ({} {})",
+        case.index,
+        case.variant,
+        describe_params(&case.params)
+    )
+}
+
+/// Refuses a case of the results file at `path` that is not `plan`'s case at its index (the same
+/// variant and parameters): the file was edited, or its manifest plans otherwise now.
+pub fn check_recorded(
+    manifest: &Manifest,
+    plan: &[Case],
+    case: &crate::schema::CaseResult,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    let planned = plan.get(case.index);
+    if planned.is_none_or(|c| {
+        manifest.variants[c.variant].name != case.variant || c.params != case.params
+    }) {
+        anyhow::bail!(
+            "{}: {} is not in the plan of its own manifest; was the file edited?",
+            path.display(),
+            describe_recorded(case)
+        );
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -205,18 +205,16 @@ impl ResultsFile {
     }
 
     /// Records a GPU a case opened: the first is `environment.device` too; each other one (by
-    /// its PCI bus id) is added to `environment.devices`.
+    /// its host and PCI bus id: a resume may run on another host) is added to
+    /// `environment.devices`.
     pub fn set_device(&mut self, device: &DeviceFingerprint) -> Result<()> {
         let env = &mut self.doc.environment;
         // A file from before `devices` was recorded names its one GPU in `device` alone.
         if env.devices.is_empty() {
             env.devices.extend(env.device.clone());
         }
-        if env
-            .devices
-            .iter()
-            .any(|d| d.pci_bus_id == device.pci_bus_id)
-        {
+        let key = device.key(&env.host);
+        if env.devices.iter().any(|d| d.key(&env.host) == key) {
             return Ok(());
         }
         env.devices.push(device.clone());
@@ -337,6 +335,17 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
     }
     let mut doc: ResultsDoc = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a kbench results file", path.display()))?;
+    // An edited file must not reach `shard::in_shard` (a remainder by zero) or name no shard.
+    if let Some(shard) = doc.shard {
+        if let Err(why) = crate::shard::check_shard(shard) {
+            bail!(
+                "{}: \"shard\": {{\"index\": {}, \"count\": {}}} is not a shard: {why}; was the file edited?",
+                path.display(),
+                shard.index,
+                shard.count
+            );
+        }
+    }
     let journal = journal_path(path);
     let lines = match fs::read(&journal) {
         Ok(bytes) => bytes,

@@ -238,6 +238,10 @@ pub struct Environment {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct DeviceFingerprint {
     pub name: String,
+    /// The host the GPU is in (a merged file lists several hosts' GPUs). Empty in files written
+    /// before kbench recorded it: `environment.host` then.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
     /// `0000:18:00.0`: which GPU of the host.
     #[serde(default)]
     pub pci_bus_id: String,
@@ -341,16 +345,72 @@ pub struct CaseResult {
     pub device: Option<CaseDevice>,
 }
 
-/// Which GPU of the host a case ran on.
+/// Which GPU a case ran on: a GPU is named by its host and PCI bus id together (identical
+/// nodes have the same bus ids).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CaseDevice {
-    /// The GPU's ordinal: the physical one (as `nvidia-smi` numbers them) when `physical`, else
-    /// its place among the devices CUDA_VISIBLE_DEVICES names (by UUID, say).
+    /// The GPU's ordinal: the physical one (CUDA's numbering without CUDA_VISIBLE_DEVICES, which
+    /// kbench orders by PCI bus id as `nvidia-smi` does, unless CUDA_DEVICE_ORDER says otherwise)
+    /// when `physical`, else its place among the devices CUDA_VISIBLE_DEVICES names (by UUID, say).
     pub index: u32,
     pub physical: bool,
-    /// `0000:18:00.0`: names the GPU whatever the numbering; the key into
-    /// `environment.devices`.
+    /// `0000:18:00.0`: names the GPU of its host whatever the numbering.
     pub pci_bus_id: String,
+    /// The host the case ran on. Empty in files written before kbench recorded it:
+    /// `environment.host` then. With `pci_bus_id`, the key into `environment.devices`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
+}
+
+/// A GPU's identity among every host's: (host, PCI bus id).
+pub type DeviceKey = (String, String);
+
+/// `host`, or `default_host` (the file's `environment.host`) where a file does not record it.
+fn host_or<'a>(host: &'a str, default_host: &'a str) -> &'a str {
+    if host.is_empty() {
+        default_host
+    } else {
+        host
+    }
+}
+
+impl DeviceFingerprint {
+    /// The GPU's key; `default_host`: its file's `environment.host`.
+    pub fn key(&self, default_host: &str) -> DeviceKey {
+        (
+            host_or(&self.host, default_host).to_string(),
+            self.pci_bus_id.clone(),
+        )
+    }
+}
+
+impl CaseDevice {
+    /// The GPU's key; `default_host`: its file's `environment.host`.
+    pub fn key(&self, default_host: &str) -> DeviceKey {
+        (
+            host_or(&self.host, default_host).to_string(),
+            self.pci_bus_id.clone(),
+        )
+    }
+}
+
+impl Environment {
+    /// Every GPU the run recorded (`devices`, or `device` alone in older files), each with its
+    /// host filled in.
+    pub fn all_devices(&self) -> Vec<DeviceFingerprint> {
+        let listed = if self.devices.is_empty() {
+            self.device.iter().collect::<Vec<_>>()
+        } else {
+            self.devices.iter().collect()
+        };
+        listed
+            .into_iter()
+            .map(|d| DeviceFingerprint {
+                host: host_or(&d.host, &self.host).to_string(),
+                ..d.clone()
+            })
+            .collect()
+    }
 }
 
 impl CaseResult {

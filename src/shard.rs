@@ -14,7 +14,7 @@ use anyhow::{bail, Result};
 
 use crate::manifest::{self, Manifest};
 use crate::plan::{self, Case};
-use crate::schema::{MergedShard, ResultsDoc, ShardRecord};
+use crate::schema::{DeviceKey, MergedShard, ResultsDoc, ShardRecord};
 use crate::vocab::{describe_params, Params};
 
 /// The case's stable id: the same on every host, whatever the case's place in the plan.
@@ -57,13 +57,28 @@ pub fn parse_shard(text: &str) -> Result<ShardRecord, String> {
         .ok_or_else(|| format!("`{text}`: {expected}"))?;
     let number = |s: &str| s.trim().parse::<u32>().ok();
     match (number(k), number(n)) {
+        (Some(index), Some(count)) => {
+            let shard = ShardRecord { index, count };
+            check_shard(shard).map_err(|why| format!("`{text}`: {why}"))?;
+            Ok(shard)
+        }
         (_, Some(0)) => Err(format!("`{text}`: N must be at least 1")),
-        (Some(0), Some(_)) => Err(format!(
-            "`{text}`: shards are numbered from 1 (as Slurm's --array=1-N), so K is 1..N"
-        )),
-        (Some(k), Some(n)) if k > n => Err(format!("`{text}`: shard {k} of {n} does not exist")),
-        (Some(index), Some(count)) => Ok(ShardRecord { index, count }),
         _ => Err(format!("`{text}`: {expected}")),
+    }
+}
+
+/// The rules of `--shard` for a shard however it came (a results file records one): N at least
+/// 1, K from 1 to N.
+pub fn check_shard(shard: ShardRecord) -> Result<(), String> {
+    let ShardRecord { index: k, count: n } = shard;
+    if n == 0 {
+        Err("N must be at least 1".into())
+    } else if k == 0 {
+        Err("shards are numbered from 1 (as Slurm's --array=1-N), so K is 1..N".into())
+    } else if k > n {
+        Err(format!("shard {k} of {n} does not exist"))
+    } else {
+        Ok(())
     }
 }
 
@@ -137,47 +152,28 @@ pub fn merge(inputs: &[(PathBuf, ResultsDoc)]) -> Result<Merged> {
     let mut merged_from = Vec::new();
     for (path, doc) in inputs {
         for case in &doc.cases {
-            let what = || {
-                format!(
-                    "case {} ({} {})",
-                    case.index,
-                    case.variant,
-                    describe_params(&case.params)
-                )
-            };
-            let planned = plan.get(case.index);
-            if planned.is_none_or(|c| {
-                manifest.variants[c.variant].name != case.variant || c.params != case.params
-            }) {
-                bail!(
-                    "{}: {} is not in the plan of its own manifest; was the file edited?",
-                    path.display(),
-                    what()
-                );
-            }
+            plan::check_recorded(&manifest, &plan, case, path)?;
             if let Some(other) = held.insert(case.index, path) {
                 bail!(
                     "{} and {} both hold {}: the shards overlap (the same shard run twice, or \
                      files of two submissions); merge one file per shard",
                     other.display(),
                     path.display(),
-                    what()
+                    plan::describe_recorded(case)
                 );
             }
-            cases.push(case.clone());
+            let mut case = case.clone();
+            // The merged file's `environment.host` is the first file's: each GPU names its own.
+            if let Some(d) = case.device.as_mut().filter(|d| d.host.is_empty()) {
+                d.host = doc.environment.host.clone();
+            }
+            cases.push(case);
         }
         let env = &doc.environment;
-        let listed = if env.devices.is_empty() {
-            env.device.iter().collect::<Vec<_>>()
-        } else {
-            env.devices.iter().collect()
-        };
-        for d in listed {
-            if !devices
-                .iter()
-                .any(|k| k.pci_bus_id == d.pci_bus_id && k.name == d.name)
-            {
-                devices.push(d.clone());
+        // Identical nodes have the same bus ids: a GPU is its host's and bus id's.
+        for d in env.all_devices() {
+            if !devices.iter().any(|k| k.key("") == d.key("")) {
+                devices.push(d);
             }
         }
         merged_from.push(MergedShard {
@@ -278,16 +274,20 @@ pub fn merge_files(inputs: &[PathBuf], output: &Path) -> Result<Merged> {
         .create_new(true)
         .open(output)
         .map_err(|e| anyhow::anyhow!("-o {}: cannot create it: {e}", output.display()))?;
-    crate::results::write_json_atomically(output, &merged.doc)?;
+    if let Err(e) = crate::results::write_json_atomically(output, &merged.doc) {
+        // The empty reservation would make the next merge refuse `-o` as existing.
+        let _ = std::fs::remove_file(output);
+        return Err(e);
+    }
     Ok(merged)
 }
 
-/// How many of a merged file's cases ran on each GPU, by PCI bus id (CUDA cases only).
-pub fn cases_per_device(doc: &ResultsDoc) -> BTreeMap<String, usize> {
+/// How many of a file's cases ran on each GPU, by host and PCI bus id (CUDA cases only).
+pub fn cases_per_device(doc: &ResultsDoc) -> BTreeMap<DeviceKey, usize> {
     let mut counts = BTreeMap::new();
     for c in &doc.cases {
         if let Some(d) = &c.device {
-            *counts.entry(d.pci_bus_id.clone()).or_insert(0) += 1;
+            *counts.entry(d.key(&doc.environment.host)).or_insert(0) += 1;
         }
     }
     counts

@@ -6,6 +6,10 @@
 //! Everything goes under one folder: the two batch scripts, `submit.sh` (which submits both,
 //! chained by the array's job id), `results/shard-K/` (each task's results), `logs/`, and the
 //! merged file `<study>-merged-<merge job id>.json`.
+//!
+//! A task that finds its shard's results file (requeued, or the scripts submitted again into the
+//! same folder) resumes it, or does nothing when it is complete: each shard keeps one file, and
+//! a new merge takes them all. A fresh measurement wants a fresh `--out`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -125,12 +129,31 @@ pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> 
     } else {
         ""
     };
+    // A requeued task, or a second submission into the same folder, finds its shard's file:
+    // it completes that file (or leaves a complete one be), so each shard keeps one file and
+    // the merge sees no overlap. A fresh measurement wants a fresh --out.
     writeln!(
         array,
-        "exec {} run {} --shard \"${{SLURM_ARRAY_TASK_ID}}/{n}\" --out-dir {}/results/shard-\"${{SLURM_ARRAY_TASK_ID}}\"{devices}",
-        quote(&exe_s),
+        "shard_dir={}/results/shard-\"${{SLURM_ARRAY_TASK_ID}}\"\n\
+         shopt -s nullglob\n\
+         earlier=(\"$shard_dir\"/{}/*.json)\n\
+         if [ ${{#earlier[@]}} -gt 1 ]; then\n  \
+           echo \"kbench: $shard_dir holds ${{#earlier[@]}} results files of this shard; keep one (the merge takes one per shard)\" >&2\n  \
+           exit 2\n\
+         fi\n\
+         if [ ${{#earlier[@]}} -eq 1 ]; then\n  \
+           if grep -q '^  \"complete\": true' \"${{earlier[0]}}\"; then\n    \
+             echo \"kbench: ${{earlier[0]}} is complete: shard ${{SLURM_ARRAY_TASK_ID}} has nothing left to run\"\n    \
+             exit 0\n  \
+           fi\n  \
+           echo \"kbench: resuming ${{earlier[0]}} (an earlier run of shard ${{SLURM_ARRAY_TASK_ID}}, requeued or submitted again)\"\n  \
+           exec {exe} run --resume \"${{earlier[0]}}\"{devices}\n\
+         fi\n\
+         exec {exe} run {} --shard \"${{SLURM_ARRAY_TASK_ID}}/{n}\" --out-dir \"$shard_dir\"{devices}",
+        quote(&out_s),
+        quote(study),
         quote(&manifest_s),
-        quote(&out_s)
+        exe = quote(&exe_s),
     )?;
 
     let mut merge = header;

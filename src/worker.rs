@@ -118,6 +118,11 @@ impl Worker {
     /// value) gives it one GPU of several.
     pub fn spawn(exe: &Path, job: &StudyJob, visible_device: Option<&str>) -> Result<Worker> {
         let mut command = Command::new(exe);
+        // CUDA numbers the GPUs fastest first unless told otherwise; by PCI bus id, its numbers
+        // (and the physical ordinals recorded) are `nvidia-smi`'s. A user's own order is kept.
+        if std::env::var_os(crate::device::DEVICE_ORDER_ENV).is_none() {
+            command.env(crate::device::DEVICE_ORDER_ENV, "PCI_BUS_ID");
+        }
         if let Some(device) = visible_device {
             command.env("CUDA_VISIBLE_DEVICES", device);
         }

@@ -171,6 +171,7 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
     let mut doc = file.doc;
     doc.environment.device = Some(kbench::schema::DeviceFingerprint {
         name: "Synthetic GPU".into(),
+        host: String::new(),
         pci_bus_id: String::new(),
         compute_capability: "9.0".into(),
         sm_count: 132,

@@ -208,8 +208,16 @@ fn redacted_json(doc: &Value) -> String {
         env[key] = "[redacted]".into();
     }
     env["device"]["mock"] = "[redacted: names the mock file's temporary path]".into();
+    // Each GPU names its host.
+    env["device"]["host"] = "[redacted]".into();
+    for d in env["devices"].as_array_mut().into_iter().flatten() {
+        d["host"] = "[redacted]".into();
+    }
     for case in doc["cases"].as_array_mut().unwrap() {
         case["wall_s"] = "[redacted]".into();
+        if case["device"].is_object() {
+            case["device"]["host"] = "[redacted]".into();
+        }
     }
     serde_json::to_string_pretty(&doc).unwrap()
 }

@@ -2,13 +2,13 @@
 //! and of a merged file, and the refusals of `--shard` and `--devices`. tests/slurm.rs runs the
 //! same through a real Slurm.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use serde_json::Value;
 
 mod common;
+use common::{case_set, read};
 
 fn kbench() -> Command {
     let mut cmd = Command::cargo_bin("kbench").unwrap();
@@ -25,6 +25,25 @@ fn study(seed: u32) -> String {
          [[variant]]\nname = \"tree\"\nbackend = \"cpu\"\nimpl = \"pairwise\"\n\
          [measure]\nwarmup = 0\nmin_samples = 3\nmax_samples = 3\n"
     )
+}
+
+/// `study` with a CUDA variant too: 24 cases, every third one CUDA.
+fn with_gpu_variant(study: &str) -> String {
+    study.replace(
+        "[measure]",
+        "[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n[measure]",
+    )
+}
+
+/// Lanes on GPUs 0 and 1.
+fn two_lanes() -> Vec<kbench::lanes::LaneDevice> {
+    (0..2)
+        .map(|i| kbench::lanes::LaneDevice {
+            visible: Some(i.to_string()),
+            index: i,
+            physical: true,
+        })
+        .collect()
 }
 
 fn write_manifest(dir: &Path, name: &str, text: &str) -> PathBuf {
@@ -50,20 +69,6 @@ fn run_into(manifest: &Path, out: &Path, extra: &[&str]) -> PathBuf {
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     files.into_iter().next().unwrap()
-}
-
-fn read(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// Each case as `variant params: status`.
-fn case_set(doc: &Value) -> BTreeSet<String> {
-    doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| format!("{} {}: {}", c["variant"], c["params"], c["status"]))
-        .collect()
 }
 
 fn stdout(assert: &assert_cmd::assert::Assert) -> String {
@@ -175,6 +180,47 @@ fn a_shard_resumes_within_its_own_shard() {
     assert_eq!(case_set(&read(&path)), full);
 }
 
+/// A results file whose recorded shard is not one (edited) is refused, exit 2 with the file and
+/// the value, by `--resume`, `merge` and `report`: never a panic on a remainder by zero.
+#[test]
+fn a_recorded_shard_that_is_not_one_is_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(dir.path(), "multi.toml", &study(1));
+    let path = run_into(&manifest, &dir.path().join("out"), &["--shard", "2/3"]);
+    let mut doc = read(&path);
+    doc["cases"].as_array_mut().unwrap().truncate(1);
+    doc["complete"] = Value::Bool(false);
+    for (index, count, words) in [
+        (2, 0, "at least 1"),
+        (0, 3, "numbered from 1"),
+        (4, 3, "does not exist"),
+    ] {
+        doc["shard"] = serde_json::json!({"index": index, "count": count});
+        std::fs::write(&path, serde_json::to_string(&doc).unwrap()).unwrap();
+        let value = format!("\"index\": {index}, \"count\": {count}");
+        let assert = kbench()
+            .args(["run", "--resume"])
+            .arg(&path)
+            .assert()
+            .code(2);
+        let e = stderr(&assert);
+        assert!(
+            e.contains(words) && e.contains(&value) && e.contains(path.to_str().unwrap()),
+            "{e}"
+        );
+        let merged = dir.path().join("merged.json");
+        let assert = kbench()
+            .arg("merge")
+            .arg(&path)
+            .arg("-o")
+            .arg(&merged)
+            .assert()
+            .code(2);
+        assert!(stderr(&assert).contains(words));
+        assert!(!merged.exists());
+    }
+}
+
 #[test]
 fn merge_refuses_other_manifests_versions_overlaps_and_existing_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -224,6 +270,22 @@ fn merge_refuses_other_manifests_versions_overlaps_and_existing_files() {
     std::fs::write(&out, "taken").unwrap();
     refused(&[&a, &b], &out, &["exists", "never overwrites"]);
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "taken");
+
+    // A write that fails after `-o` was reserved (here a folder where its temporary file goes)
+    // leaves no empty file behind, so the next merge into it is not refused as existing.
+    let fresh = dir.path().join("fresh.json");
+    let tmp = dir.path().join("fresh.json.tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    refused(&[&a, &b], &fresh, &["cannot write"]);
+    assert!(!fresh.exists(), "the reserved {} stayed", fresh.display());
+    std::fs::remove_dir(&tmp).unwrap();
+    kbench()
+        .arg("merge")
+        .args([&a, &b])
+        .arg("-o")
+        .arg(&fresh)
+        .assert()
+        .success();
 }
 
 #[test]
@@ -270,10 +332,7 @@ fn devices_all_without_a_gpu_skips_cuda_cases_with_the_reason() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let text = study(1).replace(
-        "[measure]",
-        "[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n[measure]",
-    );
+    let text = with_gpu_variant(&study(1));
     let manifest = write_manifest(dir.path(), "multi.toml", &text);
     let doc = read(&run_into(
         &manifest,
@@ -299,27 +358,19 @@ fn devices_all_without_a_gpu_skips_cuda_cases_with_the_reason() {
 #[test]
 fn two_lanes_run_every_case_once_and_a_crashed_worker_costs_only_its_case() {
     use kbench::execute::RunOptions;
-    use kbench::lanes::LaneDevice;
-    let lane = |i: u32| LaneDevice {
-        visible: Some(i.to_string()),
-        index: i,
-        physical: true,
-    };
     let options = RunOptions {
-        lanes: vec![lane(0), lane(1)],
+        lanes: two_lanes(),
         // Case 4 is `tree` (CPU) at the second grid point: its worker aborts while measuring.
         worker_fault: Some("abort:4".into()),
         ..RunOptions::new(common::kbench_exe())
     };
-    let text = study(1).replace(
-        "[measure]",
-        "[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n[measure]",
-    );
+    let text = with_gpu_variant(&study(1));
     let (_dir, results) = common::run_study_with(&text, &options);
     let doc = kbench::results::load_results(&results.path).unwrap();
     let indices: Vec<usize> = doc.cases.iter().map(|c| c.index).collect();
     assert_eq!(indices, (0..24).collect::<Vec<_>>());
     assert!(doc.complete);
+    let gpus = kbench::device::count().unwrap_or(0);
     for c in &doc.cases {
         let status = c.status.name();
         match (c.index, c.backend) {
@@ -328,12 +379,169 @@ fn two_lanes_run_every_case_once_and_a_crashed_worker_costs_only_its_case() {
                 assert!(c.reason.as_deref().unwrap().contains("SIGABRT"), "{c:?}");
             }
             (_, kbench::vocab::Backend::Cpu) => assert_eq!(status, "passed", "{c:?}"),
-            (_, kbench::vocab::Backend::Cuda) if kbench::device::count().is_err() => {
+            (_, kbench::vocab::Backend::Cuda) if gpus == 0 => {
                 assert_eq!(status, "skipped", "{c:?}")
             }
-            _ => {}
+            // Each lane has a GPU of its own.
+            (_, kbench::vocab::Backend::Cuda) if gpus >= 2 => {
+                assert_eq!(status, "passed", "{c:?}")
+            }
+            // One GPU: lane 1's worker sees none, and skips its cases with the reason.
+            (_, kbench::vocab::Backend::Cuda) => assert!(
+                status == "passed" || (status == "skipped" && c.reason.is_some()),
+                "{c:?}"
+            ),
         }
     }
+}
+
+/// Two lanes on the mock GPU, and opening it hangs in one lane's case: that lane takes no more
+/// CUDA cases, the other runs them all, and the file does not say the GPU was unavailable.
+#[test]
+fn one_hung_gpu_of_two_leaves_the_file_without_gpu_unavailable() {
+    use kbench::execute::RunOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let mock = dir.path().join("mock.toml");
+    std::fs::write(
+        &mock,
+        "[device]\nname = \"H100 (test)\"\n[timing]\nseed = 1\nlaunch_s = 4e-6\ngbytes_per_s = 1500.0\n",
+    )
+    .unwrap();
+    let options = RunOptions {
+        lanes: two_lanes(),
+        mock_gpu: Some(kbench::device::mock::MockSpec::load(&mock).unwrap()),
+        // Case 2 is `gpu` at the first grid point: its worker stalls before the case starts.
+        worker_fault: Some("stall:2".into()),
+        setup_limit_s: 1.0,
+        ..RunOptions::new(common::kbench_exe())
+    };
+    let text = with_gpu_variant(&study(1));
+    let (_dir, results) = common::run_study_with(&text, &options);
+    let doc = kbench::results::load_results(&results.path).unwrap();
+    assert_eq!(doc.cases.len(), 24);
+    for c in &doc.cases {
+        if c.index == 2 {
+            assert_eq!(c.status.name(), "error", "{c:?}");
+        } else {
+            assert_eq!(c.status.name(), "passed", "{c:?}");
+        }
+    }
+    assert_eq!(doc.environment.gpu_unavailable, None);
+}
+
+/// A GPU's fingerprint as a results file records it.
+fn gpu(bus: &str, peak: f64) -> Value {
+    serde_json::to_value(kbench::schema::DeviceFingerprint {
+        name: "NVIDIA H200".into(),
+        host: String::new(),
+        pci_bus_id: bus.into(),
+        compute_capability: "9.0".into(),
+        sm_count: 132,
+        total_memory_bytes: 150_000_000_000,
+        l2_cache_bytes: 60_000_000,
+        sm_clock_mhz: 1980.0,
+        memory_clock_mhz: 3201.0,
+        memory_bus_width_bits: 6144,
+        theoretical_memory_gbytes_per_s: 4916.0,
+        driver_version: "13.0".into(),
+        nvrtc_version: "13.0".into(),
+        measured_copy_gbytes_per_s: peak,
+        host_to_device_gbytes_per_s: 50.0,
+        device_to_host_gbytes_per_s: 50.0,
+        event_overhead_s: 1e-6,
+        cupti_unavailable: None,
+        cupti_profiler_unavailable: None,
+        nvml_unavailable: None,
+        mock: None,
+    })
+    .unwrap()
+}
+
+/// Two hosts of one model have the same PCI bus ids: their GPUs stay two in a merge, each
+/// with its own cases, and `compare` judges each run by the copy peaks it measured itself.
+#[test]
+fn gpus_of_identical_hosts_stay_apart_in_merge_report_and_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(dir.path(), "multi.toml", &study(1));
+    let bus = "0000:18:00.0";
+    let mut shards = Vec::new();
+    for (k, peak) in [(1, 4000.0), (2, 3000.0)] {
+        let path = run_into(
+            &manifest,
+            &dir.path().join(format!("s{k}")),
+            &["--shard", &format!("{k}/2")],
+        );
+        let mut doc = read(&path);
+        // As a file written before hosts were recorded: `environment.host` names them.
+        doc["environment"]["host"] = Value::String(format!("node{k}"));
+        doc["environment"]["device"] = gpu(bus, peak);
+        doc["environment"]["devices"] = Value::Array(vec![gpu(bus, peak)]);
+        for c in doc["cases"].as_array_mut().unwrap() {
+            c["device"] = serde_json::json!({"index": 0, "physical": true, "pci_bus_id": bus});
+        }
+        std::fs::write(&path, serde_json::to_string(&doc).unwrap()).unwrap();
+        shards.push((path, doc["cases"].as_array().unwrap().len()));
+    }
+    let merged = dir.path().join("merged.json");
+    kbench()
+        .arg("merge")
+        .args(shards.iter().map(|(p, _)| p))
+        .arg("-o")
+        .arg(&merged)
+        .assert()
+        .success();
+    let doc = read(&merged);
+    let hosts: Vec<&str> = doc["environment"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["node1", "node2"]);
+    let report = kbench()
+        .arg("report")
+        .arg(&merged)
+        .arg("--wide")
+        .assert()
+        .success();
+    let text = stdout(&report);
+    for (k, (_, cases)) in shards.iter().enumerate() {
+        let line = format!("node{} {bus} NVIDIA H200", k + 1);
+        let counted = format!("{cases} cases");
+        assert!(
+            text.lines()
+                .any(|l| l.contains(&line) && l.contains(&counted)),
+            "no `{line} ... {counted}` in:\n{text}"
+        );
+    }
+
+    // The baseline ran on node1, the new run on node2's GPU at the same bus id.
+    let base = dir.path().join("base.json");
+    let new = dir.path().join("new.json");
+    let whole = run_into(&manifest, &dir.path().join("whole"), &[]);
+    for (path, host, peak) in [(&base, "node1", 4000.0), (&new, "node2", 3000.0)] {
+        let mut doc = read(&whole);
+        doc["environment"]["host"] = Value::String(host.into());
+        doc["environment"]["device"] = gpu(bus, peak);
+        for c in doc["cases"].as_array_mut().unwrap() {
+            c["device"] =
+                serde_json::json!({"index": 0, "physical": true, "pci_bus_id": bus, "host": host});
+        }
+        std::fs::write(path, serde_json::to_string(&doc).unwrap()).unwrap();
+    }
+    let compared = kbench().arg("compare").arg(&base).arg(&new).assert();
+    let text = stdout(&compared);
+    let moved: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("moved GPU: "))
+        .collect();
+    assert_eq!(moved.len(), 16, "{text}");
+    assert!(
+        moved[0].contains(&format!(
+            "from node1 {bus} to node2 {bus} (copy peak -25.0%"
+        )),
+        "{text}"
+    );
 }
 
 /// A run on two GPUs as `report` and `compare` read it: each GPU with its copy peak and cases,
@@ -344,31 +552,6 @@ fn report_lists_each_gpu_and_compare_names_the_cases_that_moved() {
     let manifest = write_manifest(dir.path(), "multi.toml", &study(1));
     let base_path = run_into(&manifest, &dir.path().join("base"), &[]);
     let new_path = run_into(&manifest, &dir.path().join("new"), &[]);
-    let gpu = |bus: &str, peak: f64| {
-        serde_json::to_value(kbench::schema::DeviceFingerprint {
-            name: "NVIDIA H200".into(),
-            pci_bus_id: bus.into(),
-            compute_capability: "9.0".into(),
-            sm_count: 132,
-            total_memory_bytes: 150_000_000_000,
-            l2_cache_bytes: 60_000_000,
-            sm_clock_mhz: 1980.0,
-            memory_clock_mhz: 3201.0,
-            memory_bus_width_bits: 6144,
-            theoretical_memory_gbytes_per_s: 4916.0,
-            driver_version: "13.0".into(),
-            nvrtc_version: "13.0".into(),
-            measured_copy_gbytes_per_s: peak,
-            host_to_device_gbytes_per_s: 50.0,
-            device_to_host_gbytes_per_s: 50.0,
-            event_overhead_s: 1e-6,
-            cupti_unavailable: None,
-            cupti_profiler_unavailable: None,
-            nvml_unavailable: None,
-            mock: None,
-        })
-        .unwrap()
-    };
     let (a, b) = ("0000:18:00.0", "0000:2a:00.0");
     let on = |case: &mut Value, bus: &str, index: u32| {
         case["device"] = serde_json::json!({"index": index, "physical": true, "pci_bus_id": bus});

@@ -1,7 +1,8 @@
 //! `kbench slurm` against a real Slurm (no mock): a CPU study as a job array of 4 shards plus
 //! the merge job, and the same with one array task cancelled, then `--resume` of the merged file.
 //! Needs a running cluster that runs jobs on this host (`scripts/slurm-local.sh` starts one;
-//! CI runs it): where there is none, each test says why and passes without running.
+//! CI runs it): where there is none, each test says why and passes without running, unless
+//! KBENCH_REQUIRE_SLURM=1 (CI sets it), where it fails.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -9,7 +10,9 @@ use std::process::Command as Process;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use serde_json::Value;
+
+mod common;
+use common::{case_set, read};
 
 fn kbench() -> Command {
     let mut cmd = Command::cargo_bin("kbench").unwrap();
@@ -46,9 +49,17 @@ fn slurm_missing() -> Option<String> {
     None
 }
 
+/// Whether a missing Slurm fails the tests rather than skipping them (CI: KBENCH_REQUIRE_SLURM=1).
+fn slurm_required() -> bool {
+    std::env::var("KBENCH_REQUIRE_SLURM").is_ok_and(|v| v == "1")
+}
+
 macro_rules! require_slurm {
     () => {
         if let Some(why) = slurm_missing() {
+            if slurm_required() {
+                panic!("KBENCH_REQUIRE_SLURM=1, but Slurm cannot run the test: {why}");
+            }
             eprintln!("skipped: {why}");
             return;
         }
@@ -61,19 +72,6 @@ const STUDY: &str = "[study]\nname = \"sharded\"\nalgorithm = \"reduce\"\nseed =
     [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
     [[variant]]\nname = \"tree\"\nbackend = \"cpu\"\nimpl = \"pairwise\"\n\
     [measure]\nwarmup = 0\nmin_samples = 3\nmax_samples = 3\n";
-
-fn read(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn case_set(doc: &Value) -> BTreeSet<String> {
-    doc["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| format!("{} {}: {}", c["variant"], c["params"], c["status"]))
-        .collect()
-}
 
 /// The manifest, and the cases of an unsharded run of it.
 fn setup(dir: &Path) -> (PathBuf, BTreeSet<String>) {
@@ -147,13 +145,8 @@ fn job_id(parsable: &str) -> String {
     parsable.split(';').next().unwrap().to_string()
 }
 
-#[test]
-fn a_study_as_a_job_array_of_four_shards_merges_into_the_unsharded_cases() {
-    require_slurm!();
-    let dir = tempfile::tempdir().unwrap();
-    let (manifest, whole) = setup(dir.path());
-    let folder = dir.path().join("slurm");
-    slurm_scripts(&manifest, &folder);
+/// Runs `submit.sh` in `folder`, waits for its jobs, and returns the merge job's id.
+fn submit_and_wait(folder: &Path) -> String {
     let submitted = sh("bash", &[folder.join("submit.sh").to_str().unwrap()]);
     // "shards: job 12 (array 1-4); merge: job 13"
     let ids: Vec<String> = submitted
@@ -164,8 +157,12 @@ fn a_study_as_a_job_array_of_four_shards_merges_into_the_unsharded_cases() {
         .filter(|w| !w.is_empty())
         .map(String::from)
         .collect();
-    let (array, merge) = (&ids[0], &ids[3]);
-    wait_for(&[array, merge]);
+    wait_for(&[&ids[0], &ids[3]]);
+    ids[3].clone()
+}
+
+/// The file merge job `merge` wrote, which must hold the cases of the unsharded run, complete.
+fn merged_whole(folder: &Path, merge: &str, whole: &BTreeSet<String>) -> serde_json::Value {
     let merged = folder.join(format!("sharded-merged-{merge}.json"));
     let log =
         std::fs::read_to_string(folder.join(format!("logs/merge-{merge}.out"))).unwrap_or_default();
@@ -175,8 +172,20 @@ fn a_study_as_a_job_array_of_four_shards_merges_into_the_unsharded_cases() {
         merged.display()
     );
     let doc = read(&merged);
-    assert_eq!(case_set(&doc), whole, "merge log:\n{log}");
+    assert_eq!(&case_set(&doc), whole, "merge log:\n{log}");
     assert_eq!(doc["complete"], true);
+    doc
+}
+
+#[test]
+fn a_study_as_a_job_array_of_four_shards_merges_into_the_unsharded_cases() {
+    require_slurm!();
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, whole) = setup(dir.path());
+    let folder = dir.path().join("slurm");
+    slurm_scripts(&manifest, &folder);
+    let merge = submit_and_wait(&folder);
+    let doc = merged_whole(&folder, &merge, &whole);
     let shards: BTreeSet<u64> = doc["merged_from"]
         .as_array()
         .unwrap()
@@ -252,4 +261,134 @@ fn a_cancelled_array_task_is_reported_missing_and_resume_fills_it() {
     let doc = read(&merged);
     assert_eq!(case_set(&doc), whole);
     assert_eq!(doc["complete"], true);
+}
+
+/// The scripts submitted a second time into the same folder (as a requeued task reruns): each
+/// array task finds its shard's complete file and leaves it be, so the second merge takes the
+/// same four files, with no overlap.
+#[test]
+fn a_second_submission_into_the_same_folder_merges_again() {
+    require_slurm!();
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, whole) = setup(dir.path());
+    let folder = dir.path().join("slurm");
+    slurm_scripts(&manifest, &folder);
+    let mut merges = Vec::new();
+    for _ in 0..2 {
+        merges.push(submit_and_wait(&folder));
+        if merges.len() == 1 {
+            // Shard 2's file as a task killed after its first case leaves it: the next
+            // submission's task 2 resumes it.
+            let shard2 = std::fs::read_dir(folder.join("results/shard-2/sharded"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.extension().is_some_and(|e| e == "json"))
+                .unwrap();
+            let mut doc = read(&shard2);
+            doc["cases"].as_array_mut().unwrap().truncate(1);
+            doc["complete"] = false.into();
+            doc["finished_at"] = serde_json::Value::Null;
+            std::fs::write(&shard2, serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+        }
+    }
+    for merge in &merges {
+        merged_whole(&folder, merge, &whole);
+    }
+    let log = std::fs::read_to_string(folder.join("logs/shard-1.out")).unwrap();
+    assert!(log.contains("is complete"), "{log}");
+    let log = std::fs::read_to_string(folder.join("logs/shard-2.out")).unwrap();
+    assert!(log.contains("resuming"), "{log}");
+}
+
+/// Without Slurm: an array task run by hand (bash, SLURM_ARRAY_TASK_ID set) twice leaves one
+/// results file in its shard's folder, and resumes one left incomplete.
+#[test]
+fn an_array_task_run_again_keeps_one_file_per_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("sharded.toml");
+    std::fs::write(&manifest, STUDY).unwrap();
+    let folder = dir.path().join("slurm");
+    slurm_scripts(&manifest, &folder);
+    let array = folder.join("sharded.array.sbatch");
+    let task = || {
+        let out = Process::new("bash")
+            .arg(&array)
+            .env("SLURM_ARRAY_TASK_ID", "2")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let files = || -> Vec<PathBuf> {
+        std::fs::read_dir(folder.join("results/shard-2/sharded"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect()
+    };
+    task();
+    let first = files();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let full = case_set(&read(&first[0]));
+    assert!(task().contains("is complete"));
+    assert_eq!(files(), first);
+    // As a task killed after its first case leaves the file.
+    let mut doc = read(&first[0]);
+    doc["cases"].as_array_mut().unwrap().truncate(1);
+    doc["complete"] = false.into();
+    doc["finished_at"] = serde_json::Value::Null;
+    std::fs::write(&first[0], serde_json::to_string_pretty(&doc).unwrap()).unwrap();
+    assert!(task().contains("resuming"));
+    assert_eq!(files(), first);
+    let doc = read(&first[0]);
+    assert_eq!(case_set(&doc), full);
+    assert_eq!(doc["complete"], true);
+}
+
+/// `kbench slurm` warns that tasks without --gpus-per-task get no GPU for a study with CUDA
+/// variants, and refuses a bad manifest as `run` does: `error:` with its place, exit 2.
+#[test]
+fn slurm_warns_of_cuda_tasks_without_gpus_and_refuses_bad_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("gpu.toml");
+    let text = STUDY.replace(
+        "[measure]",
+        "[[variant]]\nname = \"gpu\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n[measure]",
+    );
+    std::fs::write(&manifest, text).unwrap();
+    let slurm = |manifest: &Path, extra: &[&str]| {
+        kbench()
+            .arg("slurm")
+            .arg(manifest)
+            .args(["--shards", "2", "--out"])
+            .arg(dir.path().join("out"))
+            .args(extra)
+            .assert()
+    };
+    let stderr = |a: &assert_cmd::assert::Assert| {
+        String::from_utf8_lossy(&a.get_output().stderr).into_owned()
+    };
+    let e = stderr(&slurm(&manifest, &[]).success());
+    assert!(
+        e.contains("warning:") && e.contains("--gpus-per-task N"),
+        "{e}"
+    );
+    let e = stderr(&slurm(&manifest, &["--gpus-per-task", "1"]).success());
+    assert!(!e.contains("warning"), "{e}");
+    let cpu = dir.path().join("cpu.toml");
+    std::fs::write(&cpu, STUDY).unwrap();
+    let e = stderr(&slurm(&cpu, &[]).success());
+    assert!(!e.contains("warning"), "{e}");
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, STUDY.replace("seed = 3", "seed = \"three\"")).unwrap();
+    let e = stderr(&slurm(&bad, &[]).code(2));
+    assert!(
+        e.starts_with("error: ") && e.contains(&format!("--> {}:", bad.display())),
+        "{e}"
+    );
 }

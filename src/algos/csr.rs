@@ -749,7 +749,7 @@ fn check_memory(path: &Path, shown: &str) -> Result<(), String> {
     let bytes = fs::metadata(path)
         .map_err(|e| format!("{shown}: {e}"))?
         .len();
-    let Some(available) = mem_available_bytes() else {
+    let Some(available) = crate::env::host_memory_headroom_bytes() else {
         return Ok(());
     };
     let needed = bytes.saturating_mul(READ_BYTES_PER_FILE_BYTE);
@@ -764,10 +764,6 @@ fn check_memory(path: &Path, shown: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn mem_available_bytes() -> Option<u64> {
-    crate::env::host_memory_headroom_bytes()
 }
 
 /// The text of a file, or where it is not UTF-8.

@@ -395,6 +395,7 @@ impl MockDevice {
         let bus_width_bits = 5120;
         let fingerprint = DeviceFingerprint {
             name: d.name.clone(),
+            host: crate::env::hostname(),
             pci_bus_id: "mock".into(),
             compute_capability: d.compute_capability.clone(),
             sm_count: d.sm_count,

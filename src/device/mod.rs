@@ -45,6 +45,10 @@ pub fn driver_present() -> Result<(), String> {
     }
 }
 
+/// CUDA's device order: kbench sets PCI_BUS_ID, for itself (`main`, before `count`) and the
+/// workers it starts, unless the user set one, so CUDA's ordinals are `nvidia-smi`'s.
+pub const DEVICE_ORDER_ENV: &str = "CUDA_DEVICE_ORDER";
+
 /// How many GPUs CUDA sees (those CUDA_VISIBLE_DEVICES names, where it is set), or why none
 /// can be counted. Loads the driver in this process but opens no context on any GPU.
 pub fn count() -> Result<u32, String> {
@@ -186,6 +190,7 @@ impl Device {
         let mut device = Device {
             fingerprint: DeviceFingerprint {
                 name: ctx.name().map_err(driver_error)?,
+                host: crate::env::hostname(),
                 pci_bus_id,
                 compute_capability: format!("{major}.{minor}"),
                 sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,

@@ -232,18 +232,30 @@ pub fn render_fitted(
 /// and the cases it ran, then how far apart the peaks are: same-model GPUs differ by a few
 /// percent, which tells how far apart their cases' times may be for that reason alone.
 fn several_devices(doc: &ResultsDoc) -> String {
-    let devices = &doc.environment.devices;
+    let devices = doc.environment.all_devices();
     let counts = crate::shard::cases_per_device(doc);
+    // Identical nodes have the same bus ids: the host is named where there are several.
+    let hosts = devices
+        .iter()
+        .map(|d| &d.host)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
     let mut out = format!("devices: {}\n", devices.len());
-    for d in devices {
+    for d in &devices {
+        let key = d.key("");
         out.push_str(&format!(
-            "  {} {} (sm {}, {} SMs): measured copy peak {:.0} GB/s, {} cases\n",
+            "  {}{} {} (sm {}, {} SMs): measured copy peak {:.0} GB/s, {} cases\n",
+            if hosts > 1 {
+                format!("{} ", d.host)
+            } else {
+                String::new()
+            },
             d.pci_bus_id,
             d.name,
             d.compute_capability,
             d.sm_count,
             d.measured_copy_gbytes_per_s,
-            counts.get(&d.pci_bus_id).copied().unwrap_or(0)
+            counts.get(&key).copied().unwrap_or(0)
         ));
     }
     let peaks: Vec<f64> = devices

@@ -1,6 +1,7 @@
 //! Setup shared by the test binaries; each uses part of it.
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use kbench::device::KernelSource;
@@ -75,4 +76,19 @@ pub fn assert_all_passed(cases: &[CaseResult]) {
         cases.len(),
         bad.join("\n")
     );
+}
+
+/// A results file as JSON.
+pub fn read(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Each case of a results document as `variant params: status`.
+pub fn case_set(doc: &serde_json::Value) -> BTreeSet<String> {
+    doc["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| format!("{} {}: {}", c["variant"], c["params"], c["status"]))
+        .collect()
 }

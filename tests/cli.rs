@@ -1,6 +1,9 @@
 //! The command line end to end: exit codes, manifests refused before anything runs, and a real
 //! run of experiments/reduction.toml whose JSON is read back and checked.
 
+mod common;
+use common::results_file_in;
+
 use std::path::Path;
 
 use assert_cmd::Command;
@@ -172,11 +175,7 @@ fn a_wrong_answer_exits_1_saves_npy_files_and_keeps_the_other_cases() {
         .all(|c| c["saved_files"].as_array().unwrap().is_empty()));
 
     // The CSV export names statuses as the JSON does.
-    let file = std::fs::read_dir(out.join("strict"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
+    let file = results_file_in(&out.join("strict"));
     let csv = kbench()
         .arg("report")
         .arg(&file)

@@ -4,6 +4,7 @@
 //! report --export` writing every format; and an export refused before anything runs.
 
 mod common;
+use common::results_file_in;
 
 use std::path::{Path, PathBuf};
 
@@ -161,11 +162,7 @@ fn run_exports_each_study_and_refuses_a_shared_path_before_running() {
         .arg(format!("github-action-benchmark={}", gab.display()))
         .assert()
         .success();
-    let results = std::fs::read_dir(out.join("exported"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
+    let results = results_file_in(&out.join("exported"));
     let doc = kbench::results::load_results(&results).unwrap();
     let bmf: Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("bmf").join("exported.json")).unwrap(),

@@ -3,6 +3,9 @@
 //! errors, and a screenshot that shows the page. Without a Chromium on PATH the browser half is
 //! skipped with a message (CI installs Debian's `chromium`: see .ci/run).
 
+mod common;
+use common::results_file_in;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -36,11 +39,7 @@ fn html_report(dir: &Path) -> PathBuf {
         .arg(&out)
         .assert()
         .success();
-    let results = std::fs::read_dir(out.join("html"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
+    let results = results_file_in(&out.join("html"));
     let page = dir.join("report").join("html.html");
     kbench()
         .arg("report")

@@ -4,6 +4,9 @@
 //! refuses; a real results file passes the results schema; results without a known
 //! `schema_version` are refused by name.
 
+mod common;
+use common::results_file_in;
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -212,11 +215,7 @@ fn a_real_results_file_passes_the_results_schema() {
         .arg(&out)
         .assert()
         .code(1);
-    let results = std::fs::read_dir(out.join("tiny"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .expect("a results file");
+    let results = results_file_in(&out.join("tiny"));
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
     let statuses: Vec<&str> = doc["cases"]
         .as_array()

@@ -4,6 +4,9 @@
 //! the CUDA control flow (scripted skips, a kernel fault and the replaced worker, a hang killed
 //! at the time limit, a compile error, out of memory, a wrong answer) on a machine without a GPU.
 
+mod common;
+use common::results_file_in;
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -134,11 +137,7 @@ fn run(dir: &Path, study: &str, mock: &str, sub: &str, code: i32) -> (PathBuf, V
         .next()
         .unwrap()
         .unwrap();
-    let results = std::fs::read_dir(name.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
+    let results = results_file_in(&name.path());
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
     let relative = results.strip_prefix(dir).unwrap().to_path_buf();
     (relative, doc, stdout)
@@ -366,11 +365,7 @@ fn cases_of(study: &str, mock: &str, extra: &[&str], code: i32) -> (Vec<Value>, 
         .next()
         .unwrap()
         .unwrap();
-    let results = std::fs::read_dir(name.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
+    let results = results_file_in(&name.path());
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(results).unwrap()).unwrap();
     (doc["cases"].as_array().unwrap().clone(), stderr)
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use assert_cmd::Command;
 
 mod common;
+use common::results_file_in;
 use common::{case_set, read};
 
 fn kbench() -> Command {
@@ -85,11 +86,7 @@ fn setup(dir: &Path) -> (PathBuf, BTreeSet<String>) {
         .arg(&out)
         .assert()
         .success();
-    let file = std::fs::read_dir(out.join("sharded"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
+    let file = results_file_in(&out.join("sharded"));
     (manifest, case_set(&read(&file)))
 }
 
@@ -238,11 +235,7 @@ fn a_cancelled_array_task_is_reported_missing_and_resume_fills_it() {
         .arg(&out)
         .assert()
         .success();
-    let shard2 = std::fs::read_dir(out.join("sharded"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
+    let shard2 = results_file_in(&out.join("sharded"));
     let lost = read(&shard2)["cases"].as_array().unwrap().len();
     assert!(lost > 0, "shard 2 of 4 holds no case: choose another study");
     assert!(
@@ -279,11 +272,7 @@ fn a_second_submission_into_the_same_folder_merges_again() {
         if merges.len() == 1 {
             // Shard 2's file as a task killed after its first case leaves it: the next
             // submission's task 2 resumes it.
-            let shard2 = std::fs::read_dir(folder.join("results/shard-2/sharded"))
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .find(|p| p.extension().is_some_and(|e| e == "json"))
-                .unwrap();
+            let shard2 = results_file_in(&folder.join("results/shard-2/sharded"));
             let mut doc = read(&shard2);
             doc["cases"].as_array_mut().unwrap().truncate(1);
             doc["complete"] = false.into();

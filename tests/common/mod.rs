@@ -92,3 +92,12 @@ pub fn case_set(doc: &serde_json::Value) -> BTreeSet<String> {
         .map(|c| format!("{} {}: {}", c["variant"], c["params"], c["status"]))
         .collect()
 }
+
+/// The results file (`<stamp>.json`) `kbench run` wrote into a study's folder.
+pub fn results_file_in(study_dir: &Path) -> PathBuf {
+    std::fs::read_dir(study_dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", study_dir.display()))
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap_or_else(|| panic!("no results file in {}", study_dir.display()))
+}

@@ -720,10 +720,14 @@ impl CudaTiming<'_> {
             self.deadline.remaining().as_secs_f64(),
         ) {
             Some(why) => Some(why),
+            None if self.device.profiler_is_blind() => Some(
+                "an earlier case's profiled run saw no kernel (after a CUDA graph launch CUPTI's range profiler sees none in this worker)".to_string(),
+            ),
             None => match self.device.profile_kernel(io, launcher, timer.cold_l2) {
-                Ok(runs) if runs.iter().any(|&(_, kernels)| kernels == 0) => {
-                    Some("the profiler saw no kernel in a run".to_string())
-                }
+                Ok(runs) if runs.iter().any(|&(_, kernels)| kernels == 0) => Some(
+                    "the profiler saw no kernel in a run (it sees none in a CUDA graph launch)"
+                        .to_string(),
+                ),
                 Ok(runs) => {
                     timer.profiler_samples_s = runs.iter().map(|&(s, _)| s).collect();
                     timer.profiler_kernels_per_run = runs.iter().map(|&(_, k)| k as u32).max();

@@ -97,6 +97,10 @@ pub struct Device {
     /// The third timer, when CUPTI's range profiler can be used. Declared first so that it is
     /// dropped first, while the context it is enabled on still lives.
     profiler: Option<cupti_profiler::KernelProfiler>,
+    /// Set once a profiled run saw no kernel: CUPTI 13.0's range profiler sees none in a CUDA
+    /// graph launch, and none at all in the process after one (seen on an H100), so no later
+    /// case of this worker is profiled.
+    profiler_blind: std::cell::Cell<bool>,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     pub fingerprint: DeviceFingerprint,
@@ -229,6 +233,7 @@ impl Device {
             hold_refused: None,
             tracer: tracer.ok(),
             profiler: profiler.ok(),
+            profiler_blind: std::cell::Cell::new(false),
             clocks: clocks.ok(),
             blas: std::cell::OnceCell::new(),
             sparse: std::cell::OnceCell::new(),

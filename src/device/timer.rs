@@ -263,6 +263,11 @@ impl Device {
         self.profiler.is_some()
     }
 
+    /// Whether an earlier profiled run of this process saw no kernel (see `profiler_blind`).
+    pub fn profiler_is_blind(&self) -> bool {
+        self.profiler_blind.get()
+    }
+
     /// `PROFILED_RUNS` runs of `launcher` under CUPTI's range profiler, the L2 flushed and the
     /// outputs reset before each, outside the profiled work: each run's summed kernel
     /// `gpu__time_duration`, and how many kernels it ran.
@@ -297,6 +302,9 @@ impl Device {
         };
         let runs = runs?;
         resumed?;
+        if runs.iter().any(|&(_, kernels)| kernels == 0) {
+            self.profiler_blind.set(true);
+        }
         Ok(runs)
     }
 

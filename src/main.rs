@@ -484,8 +484,7 @@ fn run(args: RunArgs) -> ExitCode {
         },
         _ => None,
     };
-    let options = RunOptions {
-        lanes: lanes.unwrap_or_else(|| RunOptions::new(worker_exe.clone()).lanes),
+    let mut options = RunOptions {
         kernels: KernelSource {
             dir: args.kernels_dir.clone(),
         },
@@ -502,6 +501,10 @@ fn run(args: RunArgs) -> ExitCode {
         case_lines: !std::io::stderr().is_terminal(),
         ..RunOptions::new(worker_exe)
     };
+    // Without --devices, the one lane RunOptions::new gives.
+    if let Some(lanes) = lanes {
+        options.lanes = lanes;
+    }
     // Each study with the cases still to run and the results file they go to.
     let mut studies: Vec<(Manifest, Vec<Case>, ResultsFile)> = Vec::new();
     match &args.resume {

@@ -205,20 +205,7 @@ fn mutated_manifests_never_panic_the_parser_or_planner() {
     }
     let _ = std::panic::take_hook();
     println!("fuzzed {runs} manifests in {seconds} s: {accepted} accepted ({planned_cases} cases planned), {} refused, {} panics", runs - accepted, failures.len());
-    if !failures.is_empty() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fuzz-failures");
-        std::fs::create_dir_all(&dir).unwrap();
-        for (i, (text, _)) in failures.iter().enumerate() {
-            std::fs::write(dir.join(format!("panic-{i}.toml")), text).unwrap();
-        }
-        panic!(
-            "{} inputs panicked (saved in {}); first: {}\n{}",
-            failures.len(),
-            dir.display(),
-            failures[0].1,
-            failures[0].0
-        );
-    }
+    save_and_fail(&failures, "panic", "inputs panicked");
     assert!(
         accepted > 0 && accepted < runs,
         "the mutations should give both valid and invalid manifests"
@@ -478,22 +465,29 @@ fn generated_filters_in_every_kind_of_toml_string_are_planned_or_refused_in_plac
             println!("  {kind}");
         }
     }
-    if !failures.is_empty() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fuzz-failures");
-        std::fs::create_dir_all(&dir).unwrap();
-        for (i, (text, _)) in failures.iter().enumerate() {
-            std::fs::write(dir.join(format!("generated-{i}.toml")), text).unwrap();
-        }
-        panic!(
-            "{} generated manifests misbehaved (saved in {}); first: {}\n{}",
-            failures.len(),
-            dir.display(),
-            failures[0].1,
-            failures[0].0
-        );
-    }
+    save_and_fail(&failures, "generated", "generated manifests misbehaved");
     assert!(
         accepted > 0 && accepted < runs,
         "the generator should give both valid and invalid manifests"
+    );
+}
+
+/// Saves each failing input (text, message) as target/fuzz-failures/<prefix>-<i>.toml and fails
+/// with the first one; does nothing when there is none.
+fn save_and_fail(failures: &[(String, String)], prefix: &str, what: &str) {
+    if failures.is_empty() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fuzz-failures");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, (text, _)) in failures.iter().enumerate() {
+        std::fs::write(dir.join(format!("{prefix}-{i}.toml")), text).unwrap();
+    }
+    panic!(
+        "{} {what} (saved in {}); first: {}\n{}",
+        failures.len(),
+        dir.display(),
+        failures[0].1,
+        failures[0].0
     );
 }

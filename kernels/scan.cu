@@ -44,7 +44,12 @@
 
 #include "common.cuh"
 
-#define ITEMS 32  // elements per thread in the single-pass kernels: eight 16-byte vectors
+// Elements per thread in the single-pass kernels: eight 16-byte vectors. The host's ITEMS
+// (src/algos/scan.rs) must match; the lab (scripts/lab/scan_lab.py) tries others.
+#ifndef ITEMS
+#define ITEMS 32
+#endif
+static_assert(ITEMS % 4 == 0 && ITEMS <= 64, "whole 16-byte vectors; repeats_fused's 64-bit flags");
 
 // ---------------------------------------------------------------------------------------------
 // The seed's work-efficient scan (GPU Gems 3, ch. 39), with and without its bank-conflict padding.
@@ -129,13 +134,30 @@ __device__ __forceinline__ unsigned long long status_word(unsigned int epoch, un
     return ((unsigned long long)(epoch & EPOCH_MASK) << 34) | (flag << 32) | value;
 }
 
+// Lab hooks (scripts/lab/scan_lab.py), compiled out otherwise: LAB_COUNTS counts look-back
+// events into lab_counts; LAB_NO_LOOKBACK skips the look-back (wrong sums: a bound on speed).
+#ifdef LAB_COUNTS
+__device__ unsigned long long lab_counts[4];  // look-backs, rereads, windows moved, cycles
+#define LAB_COUNT(i, v) atomicAdd(&lab_counts[i], (unsigned long long)(v))
+#else
+#define LAB_COUNT(i, v)
+#endif
+
 // The sum of every tile before `tile`, from their published status; called by all of warp 0.
-// Each lane looks at one of the 32 tiles before the window's end; until all 32 have published
-// something, the window is read again. The nearest tile with a prefix ends the look-back, else
-// the 32 aggregates are added and the window moves back.
+// Each lane looks at one of the 32 tiles before the window's end. The nearest tile with a prefix
+// ends the look-back once every tile nearer than it has published something (else the window is
+// read again); with no prefix in the window, its 32 aggregates are added and it moves back.
+// (Wider windows, each lane reading 2 or 4 words, were slower on an H100: scripts/lab/scan_lab.py.)
 __device__ __forceinline__ unsigned int look_back(const volatile unsigned long long* status,
                                                   unsigned long long tile, unsigned int epoch) {
     const unsigned int lane = threadIdx.x & 31u;
+#ifdef LAB_NO_LOOKBACK
+    return 0;
+#endif
+#ifdef LAB_COUNTS
+    const long long started = clock64();
+    if (lane == 0) LAB_COUNT(0, 1);
+#endif
     unsigned int exclusive = 0;
     long long end = (long long)tile - 1;  // the window is end, end - 1, ..., end - 31
     while (end >= 0) {
@@ -143,31 +165,38 @@ __device__ __forceinline__ unsigned int look_back(const volatile unsigned long l
         const unsigned long long s = at >= 0 ? status[at] : status_word(epoch, STATUS_PREFIX, 0);
         const unsigned long long flag =
             ((unsigned int)(s >> 34) == (epoch & EPOCH_MASK)) ? ((s >> 32) & 3ull) : 0ull;
-        if (__any_sync(0xffffffffu, flag == 0)) {
+        const unsigned int prefixes = __ballot_sync(0xffffffffu, flag == STATUS_PREFIX);
+        const unsigned int missing = __ballot_sync(0xffffffffu, flag == 0);
+        // Lanes up to the nearest prefix (all 32 without one) must have published.
+        const unsigned int needed =
+            prefixes ? 0xffffffffu >> (32 - __ffs(prefixes)) : 0xffffffffu;
+        if (missing & needed) {
+            if (lane == 0) LAB_COUNT(1, 1);
             __nanosleep(32);
             continue;
         }
-        const unsigned int prefixes = __ballot_sync(0xffffffffu, flag == STATUS_PREFIX);
-        const unsigned int value = (unsigned int)s;
-        if (prefixes) {
-            const unsigned int nearest = __ffs(prefixes) - 1;
-            exclusive += warp_sum(lane <= nearest ? value : 0u);
-            break;
-        }
-        exclusive += warp_sum(value);
+        exclusive += warp_sum((1u << lane) & needed ? (unsigned int)s : 0u);
+        if (prefixes) break;
+        if (lane == 0) LAB_COUNT(2, 1);
         end -= 32;
     }
+#ifdef LAB_COUNTS
+    if (lane == 0) LAB_COUNT(3, clock64() - started);
+#endif
     return exclusive;
 }
 
-// Everything a block of the single-pass kernels does between its thread totals and its tile's
-// offset: scans the thread totals across the block, publishes the tile's aggregate, looks back,
-// publishes the tile's prefix. Returns this thread's offset (all earlier tiles and threads), and
-// sets *tile_total to the sum of this tile and all before it.
-__device__ __forceinline__ unsigned int tile_offset(unsigned int thread_total,
+// Everything a block of the single-pass kernels does between its thread totals and its outputs:
+// scans the thread totals across the block, publishes the tile's aggregate, looks back (warp 0),
+// publishes the tile's prefix. Every thread calls local_work(its offset within the tile) while
+// warp 0 waits on the look-back (warp 0 itself after it), so that the work that does not need the
+// earlier tiles' total is off the path that does. Returns the total of all earlier tiles, the
+// same in every thread, and sets *tile_total to that plus this tile's total.
+template <typename LocalWork>
+__device__ __forceinline__ unsigned int tile_prefix(unsigned int thread_total,
                                                     volatile unsigned long long* status,
                                                     unsigned long long tile, unsigned int epoch,
-                                                    unsigned int* tile_total) {
+                                                    unsigned int* tile_total, LocalWork local_work) {
     __shared__ unsigned int warp_totals[32];
     __shared__ unsigned int tile_exclusive;
     const unsigned int lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -175,10 +204,12 @@ __device__ __forceinline__ unsigned int tile_offset(unsigned int thread_total,
     const unsigned int inclusive = warp_inclusive_scan(thread_total);
     if (lane == 31) warp_totals[warp] = inclusive;
     __syncthreads();
+    // Every warp scans the warp totals itself: no second barrier before the local work.
+    const unsigned int over_warps = warp_inclusive_scan(lane < warps ? warp_totals[lane] : 0u);
+    const unsigned int aggregate = __shfl_sync(0xffffffffu, over_warps, warps - 1);
+    const unsigned int warp_before = __shfl_sync(0xffffffffu, over_warps, (warp + 31) & 31u);
+    const unsigned int in_tile = (warp == 0 ? 0u : warp_before) + inclusive - thread_total;
     if (warp == 0) {
-        const unsigned int w = warp_inclusive_scan(lane < warps ? warp_totals[lane] : 0u);
-        warp_totals[lane] = w;  // inclusive over warps
-        const unsigned int aggregate = __shfl_sync(0xffffffffu, w, warps - 1);
         if (lane == 0 && tile > 0) status[tile] = status_word(epoch, STATUS_AGGREGATE, aggregate);
         const unsigned int before = tile > 0 ? look_back(status, tile, epoch) : 0u;
         if (lane == 0) {
@@ -186,10 +217,10 @@ __device__ __forceinline__ unsigned int tile_offset(unsigned int thread_total,
             tile_exclusive = before;
         }
     }
+    local_work(in_tile);
     __syncthreads();
-    *tile_total = tile_exclusive + warp_totals[warps - 1];
-    const unsigned int warp_before = warp == 0 ? 0u : warp_totals[warp - 1];
-    return tile_exclusive + warp_before + inclusive - thread_total;
+    *tile_total = tile_exclusive + aggregate;
+    return tile_exclusive;
 }
 
 // The next tile for this block, the same for all its threads.
@@ -203,11 +234,13 @@ __device__ __forceinline__ unsigned long long next_tile(unsigned long long* coun
 
 // A tile's ITEMS * B ints pass through shared memory on the way in and out, so that global memory
 // is read and written with 16-byte accesses contiguous across the block (vector v of the tile is
-// loaded by thread v % B), while each thread scans ITEMS consecutive elements. One 16-byte slot of
-// padding every 8 keeps both patterns free of bank conflicts: 8 neighbouring threads (one phase of
-// a 16-byte access) always land in 8 different 16-byte bank groups.
+// loaded by thread v % B), while each thread scans ITEMS consecutive elements. Both patterns must
+// put 8 neighbouring threads (one phase of a 16-byte access) in 8 different 16-byte bank groups.
+// With an odd number of vectors a thread (ITEMS / 4) they do as they are; with an even number, one
+// 16-byte slot of padding every 8 makes them.
+#define TILE_PADDED ((ITEMS / 4) % 2 == 0)
 __device__ __forceinline__ unsigned int padded_vector(unsigned int v) {
-    return v + (v >> 3);
+    return TILE_PADDED ? v + (v >> 3) : v;
 }
 
 // A 16-byte copy from global into shared memory that does not pass through registers (cp.async,
@@ -264,35 +297,40 @@ scan_lookback(const int* __restrict__ in, int* __restrict__ out, unsigned long l
         const int4 x = thread_vector(tile_smem, q);
         total += (unsigned int)x.x + (unsigned int)x.y + (unsigned int)x.z + (unsigned int)x.w;
     }
+    // While warp 0 looks back, each thread rewrites its elements as their exclusive sums within
+    // the tile; the earlier tiles' total is added on the way out.
     unsigned int tile_total;
-    unsigned int running = tile_offset(total, tile_status, tile, epoch, &tile_total);
+    const unsigned int before = tile_prefix(total, tile_status, tile, epoch, &tile_total,
+                                            [&](unsigned int running) {
 #pragma unroll
-    for (int q = 0; q < ITEMS / 4; ++q) {
-        const int4 x = thread_vector(tile_smem, q);
-        int4 y;
-        y.x = (int)running; running += (unsigned int)x.x;
-        y.y = (int)running; running += (unsigned int)x.y;
-        y.z = (int)running; running += (unsigned int)x.z;
-        y.w = (int)running; running += (unsigned int)x.w;
-        thread_vector(tile_smem, q) = y;
-    }
-    __syncthreads();
+        for (int q = 0; q < ITEMS / 4; ++q) {
+            const int4 x = thread_vector(tile_smem, q);
+            int4 y;
+            y.x = (int)running; running += (unsigned int)x.x;
+            y.y = (int)running; running += (unsigned int)x.y;
+            y.z = (int)running; running += (unsigned int)x.z;
+            y.w = (int)running; running += (unsigned int)x.w;
+            thread_vector(tile_smem, q) = y;
+        }
+    });
     const unsigned int vectors = ITEMS / 4 * blockDim.x;
     if (tile_base + 4ull * vectors <= n) {
         int4* dst = reinterpret_cast<int4*>(out + tile_base);
 #pragma unroll
         for (int q = 0; q < ITEMS / 4; ++q) {
             const unsigned int w = q * blockDim.x + threadIdx.x;
-            __stcs(dst + w, tile_smem[padded_vector(w)]);
+            const int4 y = tile_smem[padded_vector(w)];
+            __stcs(dst + w, make_int4((int)((unsigned int)y.x + before), (int)((unsigned int)y.y + before),
+                                      (int)((unsigned int)y.z + before), (int)((unsigned int)y.w + before)));
         }
     } else {
         for (unsigned int w = threadIdx.x; w < vectors; w += blockDim.x) {
             const int4 y = tile_smem[padded_vector(w)];
             const unsigned long long i = tile_base + 4ull * w;
-            if (i < n) out[i] = y.x;
-            if (i + 1 < n) out[i + 1] = y.y;
-            if (i + 2 < n) out[i + 2] = y.z;
-            if (i + 3 < n) out[i + 3] = y.w;
+            if (i < n) out[i] = (int)((unsigned int)y.x + before);
+            if (i + 1 < n) out[i + 1] = (int)((unsigned int)y.y + before);
+            if (i + 2 < n) out[i + 2] = (int)((unsigned int)y.z + before);
+            if (i + 3 < n) out[i + 3] = (int)((unsigned int)y.w + before);
         }
     }
 }
@@ -322,7 +360,6 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
               unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
               unsigned long long first_tile, unsigned int epoch) {
     int4* tile_smem = reinterpret_cast<int4*>(dyn_smem);
-    __shared__ unsigned int tile_first;
     const unsigned long long tile = next_tile(tile_counter, first_tile);
     const unsigned long long tile_base = tile * ITEMS * blockDim.x;
     const unsigned long long first = tile_base + (unsigned long long)threadIdx.x * ITEMS;
@@ -334,34 +371,32 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
     } else {
         after = first + ITEMS < n ? __ldg(a + first + ITEMS) : 0;
     }
-    unsigned int flags = 0;  // bit j: element first + j repeats in the next one (ITEMS <= 32)
+    unsigned long long flags = 0;  // bit j: element first + j repeats in the next one
     int4 x = thread_vector(tile_smem, 0);
 #pragma unroll
     for (int q = 0; q < ITEMS / 4; ++q) {
         const int next = q + 1 < ITEMS / 4 ? thread_vector(tile_smem, q + 1).x : after;
-        flags |= (unsigned int)(x.x == x.y) << (4 * q);
-        flags |= (unsigned int)(x.y == x.z) << (4 * q + 1);
-        flags |= (unsigned int)(x.z == x.w) << (4 * q + 2);
-        flags |= (unsigned int)(x.w == next) << (4 * q + 3);
+        flags |= (unsigned long long)(x.x == x.y) << (4 * q);
+        flags |= (unsigned long long)(x.y == x.z) << (4 * q + 1);
+        flags |= (unsigned long long)(x.z == x.w) << (4 * q + 2);
+        flags |= (unsigned long long)(x.w == next) << (4 * q + 3);
         if (q + 1 < ITEMS / 4) x = thread_vector(tile_smem, q + 1);
     }
-    // The last element (index n - 1) has no successor, and nothing past it repeats.
-    if (first + ITEMS > n) flags &= first + 1 >= n ? 0u : (1u << (n - 1 - first)) - 1u;
-    unsigned int tile_total;
-    const unsigned int at = tile_offset(__popc(flags), tile_status, tile, epoch, &tile_total);
-    // tile_offset ends with a barrier after which every thread has read its elements: the tile's
-    // shared memory is free to gather the tile's indices, which then leave as one contiguous,
-    // coalesced run instead of each thread's scattered few.
+    // The last element (index n - 1) has no successor, and nothing past it repeats. `>=`, not
+    // `>`: a thread whose elements end exactly at n compared its last with the padding's 0.
+    if (first + ITEMS >= n) flags &= first + 1 >= n ? 0ull : (1ull << (n - 1 - first)) - 1ull;
+    // While warp 0 looks back, each thread puts its indices at their places within the tile, in
+    // shared memory: the tile's elements have all been read (tile_prefix's first barrier), so its
+    // space is free, and the indices leave as one contiguous, coalesced run instead of each
+    // thread's scattered few.
     int* gathered = reinterpret_cast<int*>(dyn_smem);
-    if (threadIdx.x == 0) tile_first = at;
-    __syncthreads();
-    const unsigned int tile_start = tile_first;
-    for (unsigned int k = at - tile_start; flags; flags &= flags - 1) {
-        gathered[k++] = (int)(first + __ffs(flags) - 1);
-    }
-    __syncthreads();
-    for (unsigned int w = threadIdx.x; w < tile_total - tile_start; w += blockDim.x) {
-        indices[tile_start + w] = gathered[w];
+    unsigned int tile_total;
+    const unsigned int before = tile_prefix(__popcll(flags), tile_status, tile, epoch, &tile_total,
+                                            [&](unsigned int k) {
+        for (; flags; flags &= flags - 1) gathered[k++] = (int)(first + __ffsll(flags) - 1);
+    });
+    for (unsigned int w = threadIdx.x; w < tile_total - before; w += blockDim.x) {
+        indices[before + w] = gathered[w];
     }
     if (threadIdx.x == 0 && tile == gridDim.x - 1) count[0] = (int)tile_total;
 }

@@ -2,7 +2,8 @@
 //! count: an output whose length depends on the data.
 //!
 //! Inputs: int32 where each element repeats its predecessor with probability `repeats` (0: none,
-//! 1: all equal) and is otherwise a fresh random value different from it. The reference is the
+//! 1: all equal) and is otherwise a fresh random value in -4..4 different from it: small values,
+//! so that zeros, which a kernel's padding past the end holds, are common at the end of an input. The reference is the
 //! CPU's scan of the array. A case moves its input once and its indices once: 4 n + 4 count + 4
 //! bytes.
 
@@ -39,8 +40,11 @@ static SPEC: Spec = Spec {
     fixed_dtype: Some(DType::I32),
     kernel_file: KERNEL_FILE,
     test_grid: "n = [0, 1, 2, 3, 1000, 65_537, 1_000_003]\nrepeats = [0.0, 0.1, 0.5, 1.0]",
-    gpu_test_grid: "n = [0, 1, 2, 3, 1000, 4_099, 65_537, 1_000_003]\nrepeats = [0.0, 0.1, 1.0]\n\
-                    block = [32, 256, 1024]",
+    // Sizes of whole 32-element thread chunks (16384, 65536: whole tiles at some blocks) end a
+    // thread's elements exactly at n: the test below checks that one of them ends in a 0, as the
+    // padding past n does.
+    gpu_test_grid: "n = [0, 1, 2, 3, 1000, 4_099, 16_384, 65_536, 65_537, 1_000_003]\n\
+                    repeats = [0.0, 0.1, 1.0]\nblock = [32, 256, 1024]",
 };
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -73,7 +77,7 @@ impl Algorithm for FindRepeats {
             } else {
                 // A fresh value, different from the last (so `repeats` = 0 means none).
                 loop {
-                    let v = rng.random_range(0..1 << 30);
+                    let v = rng.random_range(-4..4);
                     if i == 0 || v != a[i - 1] {
                         break v;
                     }
@@ -227,5 +231,31 @@ impl Launcher for Seed<'_> {
 
     fn launches_per_run(&self) -> usize {
         2 + self.scan.launches_per_run()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The GPU test (tests/gpu.rs, study seed 11) must meet an input that ends exactly at a thread
+    /// chunk's end with a last element of 0: repeats_fused once compared that element with the
+    /// padding's 0 and counted a repeat past the end.
+    #[test]
+    fn the_gpu_test_grid_has_an_input_ending_in_zero_at_a_chunks_end() {
+        let grid: toml::Table = SPEC.gpu_test_grid.parse().unwrap();
+        let list = |key: &str| grid[key].as_array().unwrap().clone();
+        let mut found = Vec::new();
+        for n in list("n").iter().map(|v| v.as_integer().unwrap() as usize) {
+            for repeats in list("repeats").iter().map(|v| v.as_float().unwrap()) {
+                let p = Params { n, repeats, block: None };
+                let data = FindRepeats.prepare(&p, 11).unwrap();
+                let a = data.inputs.get::<i32>("a").unwrap();
+                if n > 0 && n % super::super::scan::ITEMS as usize == 0 && a[n - 1] == 0 {
+                    found.push((n, repeats));
+                }
+            }
+        }
+        assert!(!found.is_empty(), "no such input in {}", SPEC.gpu_test_grid);
     }
 }

@@ -2,18 +2,12 @@
 //! run of experiments/reduction.toml whose JSON is read back and checked.
 
 mod common;
+use common::kbench;
 use common::results_file_in;
 
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
-
-fn kbench() -> Command {
-    let mut cmd = Command::cargo_bin("kbench").unwrap();
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);

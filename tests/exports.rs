@@ -4,19 +4,13 @@
 //! report --export` writing every format; and an export refused before anything runs.
 
 mod common;
+use common::kbench;
 use common::results_file_in;
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use kbench::device::KernelSource;
 use serde_json::Value;
-
-fn kbench() -> Command {
-    let mut cmd = Command::cargo_bin("kbench").unwrap();
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
 
 const STUDY: &str = "[study]\nname = \"exported\"\nalgorithm = \"reduce\"\nseed = 7\n\
 [grid]\nn = [1000, 4096]\ndtype = [\"i32\", \"f32\"]\n\

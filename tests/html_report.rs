@@ -4,18 +4,13 @@
 //! skipped with a message (CI installs Debian's `chromium`: see .ci/run).
 
 mod common;
+use common::kbench;
 use common::results_file_in;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use assert_cmd::Command;
-
-fn kbench() -> Command {
-    let mut cmd = Command::cargo_bin("kbench").unwrap();
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
 
 const STUDY: &str = "[study]\nname = \"html\"\ntitle = \"sums <in> & out\"\nalgorithm = \"reduce\"\nseed = 2\n\
 [grid]\nn = [1000, 10_000, 100_000]\ndtype = [\"i32\", \"f32\"]\n\

@@ -5,18 +5,12 @@
 //! `schema_version` are refused by name.
 
 mod common;
+use common::kbench;
 use common::results_file_in;
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
-
-fn kbench() -> Command {
-    let mut cmd = Command::cargo_bin("kbench").unwrap();
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

@@ -4,17 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use serde_json::Value;
 
 mod common;
+use common::kbench;
 use common::{case_set, read};
-
-fn kbench() -> Command {
-    let mut cmd = Command::cargo_bin("kbench").unwrap();
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
 
 /// A CPU study of 16 cases, quick to run.
 fn study(seed: u32) -> String {

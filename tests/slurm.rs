@@ -9,17 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
-
 mod common;
+use common::kbench;
 use common::results_file_in;
 use common::{case_set, read};
-
-fn kbench() -> Command {
-    let mut cmd = Command::cargo_bin("kbench").unwrap();
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
-    cmd
-}
 
 /// Why Slurm cannot run the tests here, if it cannot.
 fn slurm_missing() -> Option<String> {
@@ -158,8 +151,8 @@ fn submit_and_wait(folder: &Path) -> String {
     ids[3].clone()
 }
 
-/// The file merge job `merge` wrote, which must hold the cases of the unsharded run, complete.
-fn merged_whole(folder: &Path, merge: &str, whole: &BTreeSet<String>) -> serde_json::Value {
+/// The file merge job `merge` wrote, which must exist, and the job's log.
+fn merge_output(folder: &Path, merge: &str) -> (PathBuf, String) {
     let merged = folder.join(format!("sharded-merged-{merge}.json"));
     let log =
         std::fs::read_to_string(folder.join(format!("logs/merge-{merge}.out"))).unwrap_or_default();
@@ -168,6 +161,12 @@ fn merged_whole(folder: &Path, merge: &str, whole: &BTreeSet<String>) -> serde_j
         "no {}; merge log:\n{log}",
         merged.display()
     );
+    (merged, log)
+}
+
+/// The file merge job `merge` wrote, which must hold the cases of the unsharded run, complete.
+fn merged_whole(folder: &Path, merge: &str, whole: &BTreeSet<String>) -> serde_json::Value {
+    let (merged, log) = merge_output(folder, merge);
     let doc = read(&merged);
     assert_eq!(&case_set(&doc), whole, "merge log:\n{log}");
     assert_eq!(doc["complete"], true);
@@ -217,14 +216,7 @@ fn a_cancelled_array_task_is_reported_missing_and_resume_fills_it() {
         ],
     ));
     wait_for(&[&array, &merge]);
-    let merged = folder.join(format!("sharded-merged-{merge}.json"));
-    let log =
-        std::fs::read_to_string(folder.join(format!("logs/merge-{merge}.out"))).unwrap_or_default();
-    assert!(
-        merged.exists(),
-        "no {}; merge log:\n{log}",
-        merged.display()
-    );
+    let (merged, log) = merge_output(&folder, &merge);
 
     // What shard 2 holds, from a local run of it.
     let out = dir.path().join("shard2");

@@ -9,6 +9,14 @@ use kbench::execute::{self, RunOptions, StudyEnd};
 use kbench::results::ResultsFile;
 use kbench::schema::{CaseResult, CaseStatus};
 
+/// `kbench` as cargo built it, run from the repository root (where the shipped manifests' paths
+/// start), for the tests of its command line.
+pub fn kbench() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("kbench").unwrap();
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd
+}
+
 /// The kbench executable the cases run in: KBENCH_EXE if set; else the one cargo built beside the
 /// tests; else, where the tests travel without the build tree (`scripts/gpu-bundle.sh` puts them
 /// in `.gpu-bundle/tests/`), the `kbench` one folder up from the test binary.

@@ -4,7 +4,7 @@
 //
 // Sums are taken modulo 2^32 (unsigned arithmetic, stored back as int), as the CPU reference does.
 //
-// Launch contracts (B = blockDim.x, a power of two in 32..1024; n = element count):
+// Launch contracts (B = blockDim.x, a power of two in 32..1024 unless said; n = element count):
 //
 //   scan_blelloch(const int* in, int* out, int* block_sums, n)
 //   scan_blelloch_padded(same)
@@ -18,17 +18,19 @@
 //     sums back down.
 //
 //   scan_lookback(const int* in, int* out, unsigned long long* tile_counter,
-//                 unsigned long long* tile_status, n, unsigned long long first_tile,
-//                 unsigned int epoch)
-//       grid = max(1, ceil(n / (ITEMS * B))), dynamic shared = the tile, ITEMS * B ints, plus an
-//       eighth for padding (above 48 KiB, from B = 512, the host raises the limit). Single pass
-//       with decoupled look-back (Merrill & Garland 2016): each block takes the next tile from tile_counter
-//       (tile = atomicAdd - first_tile, so tiles start in order and no block waits on one that
-//       is not running), publishes its tile's total, learns the total of all earlier tiles from
-//       their published status, and writes its outputs. tile_status holds grid words; a word
-//       counts only if it carries this launch's epoch, so nothing needs clearing between
-//       launches: the host passes first_tile = launches so far * grid and epoch = launches so
-//       far (mod 2^30). `in` and `out` must be 16-byte aligned (whole allocations).
+//                 unsigned long long* tile_status, n, unsigned int items,
+//                 unsigned long long first_ticket, unsigned int epoch)
+//       B = 64..1024, a multiple of 32: warp 0 looks back, the other W = B - 32 threads work.
+//       A tile is items * W elements (items a multiple of 4, at most 64); tiles = max(1,
+//       ceil(n / (items * W))); dynamic shared = STAGES tiles of ints; grid = at most as many
+//       blocks as fit the GPU at once, at most tiles (a persistent grid: see for_each_tile).
+//       Single pass with decoupled look-back (Merrill & Garland 2016): blocks take tiles in
+//       order from tile_counter, publish each tile's total, learn the total of all earlier tiles
+//       from their published status, and write the outputs. tile_status holds `tiles` words; a
+//       word counts only if it carries this launch's epoch, so nothing needs clearing between
+//       launches: the host passes first_ticket = the tickets drawn by earlier launches (each
+//       draws tiles + grid) and epoch = launches so far (mod 2^30). `in` and `out` must be
+//       16-byte aligned (whole allocations).
 //
 //   repeats_seed_flags(const int* a, int* flags, n)
 //       grid = max(1, ceil(n / B)): flags[i] = 1 if i + 1 < n and a[i] == a[i+1], else 0.
@@ -36,20 +38,13 @@
 //       grid = max(1, ceil(n / B)): indices[positions[i]] = i where flags[i]; count[0] = the
 //       number of flags (positions is the exclusive scan of flags).
 //   repeats_fused(const int* a, int* indices, int* count, unsigned long long* tile_counter,
-//                 unsigned long long* tile_status, n, unsigned long long first_tile,
-//                 unsigned int epoch)
+//                 unsigned long long* tile_status, n, unsigned int items,
+//                 unsigned long long first_ticket, unsigned int epoch)
 //       As scan_lookback, over the flags computed on the fly: one pass reads a, gathers each
 //       tile's indices in shared memory, writes them as one contiguous run, and writes the count.
-//       grid and dynamic shared as scan_lookback.
+//       Block, items, grid and dynamic shared as scan_lookback.
 
 #include "common.cuh"
-
-// Elements per thread in the single-pass kernels: eight 16-byte vectors. The host's ITEMS
-// (src/algos/scan.rs) must match; the lab (scripts/lab/scan_lab.py) tries others.
-#ifndef ITEMS
-#define ITEMS 32
-#endif
-static_assert(ITEMS % 4 == 0 && ITEMS <= 64, "whole 16-byte vectors; repeats_fused's 64-bit flags");
 
 // ---------------------------------------------------------------------------------------------
 // The seed's work-efficient scan (GPU Gems 3, ch. 39), with and without its bank-conflict padding.
@@ -186,153 +181,230 @@ __device__ __forceinline__ unsigned int look_back(const volatile unsigned long l
     return exclusive;
 }
 
-// Everything a block of the single-pass kernels does between its thread totals and its outputs:
-// scans the thread totals across the block, publishes the tile's aggregate, looks back (warp 0),
-// publishes the tile's prefix. Every thread calls local_work(its offset within the tile) while
-// warp 0 waits on the look-back (warp 0 itself after it), so that the work that does not need the
-// earlier tiles' total is off the path that does. Returns the total of all earlier tiles, the
-// same in every thread, and sets *tile_total to that plus this tile's total.
+// The single-pass kernels' blocks are one look-back warp (warp 0) and W = blockDim.x - 32 worker
+// threads. A tile is `items` consecutive elements for each worker (items a multiple of 4, at most
+// 64: repeats_fused keeps a worker's flags in one 64-bit word; the host chooses it, see
+// src/algos/scan.rs). Each block loops over tiles taken in order from a counter, holding STAGES of
+// them in shared memory, and for each tile in turn:
+//   front (workers): once loaded, sum each worker's elements, scan the sums across the workers,
+//     publish the tile's total (its aggregate), and rewrite the tile in place as what each
+//     element needs only its own tile for (the sums within the tile; find_repeats' indices);
+//   look back (warp 0): learn the total of all earlier tiles from their published status and
+//     publish the tile's own prefix;
+//   back (workers): write the tile's outputs with the earlier tiles' total added.
+// The front of the next tile runs while warp 0 looks back for this one, and a tile's aggregate is
+// published one tile ahead of its look-back, so the look-back waits on tiles that are loaded,
+// not on other blocks' look-backs; the next STAGES - 2 tiles are loading meanwhile.
+#ifndef STAGES
+#define STAGES 2
+#endif
+static_assert(STAGES >= 2 && STAGES <= 6, "a tile in front, a tile at the back, the rest loading");
+
+// Named barrier 1: the workers alone (barrier 0 is __syncthreads).
+__device__ __forceinline__ void sync_workers() {
+    asm volatile("bar.sync 1, %0;\n" ::"r"(blockDim.x - 32) : "memory");
+}
+
+// The front of a tile, called by every worker with its thread_total: scans the totals across the
+// workers, publishes the tile's aggregate (a prefix for tile 0), and calls local_work(the worker's
+// offset within the tile) once every worker has read its elements. Returns the aggregate.
 template <typename LocalWork>
-__device__ __forceinline__ unsigned int tile_prefix(unsigned int thread_total,
-                                                    volatile unsigned long long* status,
-                                                    unsigned long long tile, unsigned int epoch,
-                                                    unsigned int* tile_total, LocalWork local_work) {
+__device__ __forceinline__ unsigned int tile_front(unsigned int thread_total,
+                                                   volatile unsigned long long* status,
+                                                   unsigned long long tile, unsigned int epoch,
+                                                   LocalWork local_work) {
     __shared__ unsigned int warp_totals[32];
-    __shared__ unsigned int tile_exclusive;
-    const unsigned int lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-    const unsigned int warps = blockDim.x >> 5;
+    const unsigned int lane = threadIdx.x & 31u, warp = (threadIdx.x >> 5) - 1;  // worker warp
+    const unsigned int warps = (blockDim.x >> 5) - 1;
     const unsigned int inclusive = warp_inclusive_scan(thread_total);
     if (lane == 31) warp_totals[warp] = inclusive;
-    __syncthreads();
+    sync_workers();
     // Every warp scans the warp totals itself: no second barrier before the local work.
     const unsigned int over_warps = warp_inclusive_scan(lane < warps ? warp_totals[lane] : 0u);
     const unsigned int aggregate = __shfl_sync(0xffffffffu, over_warps, warps - 1);
     const unsigned int warp_before = __shfl_sync(0xffffffffu, over_warps, (warp + 31) & 31u);
-    const unsigned int in_tile = (warp == 0 ? 0u : warp_before) + inclusive - thread_total;
-    if (warp == 0) {
-        if (lane == 0 && tile > 0) status[tile] = status_word(epoch, STATUS_AGGREGATE, aggregate);
-        const unsigned int before = tile > 0 ? look_back(status, tile, epoch) : 0u;
-        if (lane == 0) {
-            status[tile] = status_word(epoch, STATUS_PREFIX, before + aggregate);
-            tile_exclusive = before;
-        }
+    if (threadIdx.x == 32) {
+        status[tile] = status_word(epoch, tile == 0 ? STATUS_PREFIX : STATUS_AGGREGATE, aggregate);
     }
-    local_work(in_tile);
-    __syncthreads();
-    *tile_total = tile_exclusive + aggregate;
-    return tile_exclusive;
+    local_work((warp == 0 ? 0u : warp_before) + inclusive - thread_total);
+    __syncwarp();  // the local work may diverge (find_repeats' gather): reconverge for the barriers after
+    return aggregate;
 }
 
-// The next tile for this block, the same for all its threads.
-__device__ __forceinline__ unsigned long long next_tile(unsigned long long* counter,
-                                                        unsigned long long first_tile) {
-    __shared__ unsigned long long tile;
-    if (threadIdx.x == 0) tile = atomicAdd(counter, 1ull) - first_tile;
-    __syncthreads();
-    return tile;
+// A tile's items * W ints pass through shared memory on the way in and out, so that global memory
+// is read and written with 16-byte accesses contiguous across the workers (vector v of the tile is
+// loaded by worker v % W), while each worker scans `items` consecutive elements. With an odd
+// number of vectors a worker (items / 4), both patterns put 8 neighbouring threads (one phase of a
+// 16-byte access) in 8 different 16-byte bank groups; the host chooses such an items, and an even
+// one would be slower, not wrong.
+
+// This thread's index among the workers (threads 32 and up).
+__device__ __forceinline__ unsigned int worker() {
+    return threadIdx.x - 32;
 }
 
-// A tile's ITEMS * B ints pass through shared memory on the way in and out, so that global memory
-// is read and written with 16-byte accesses contiguous across the block (vector v of the tile is
-// loaded by thread v % B), while each thread scans ITEMS consecutive elements. Both patterns must
-// put 8 neighbouring threads (one phase of a 16-byte access) in 8 different 16-byte bank groups.
-// With an odd number of vectors a thread (ITEMS / 4) they do as they are; with an even number, one
-// 16-byte slot of padding every 8 makes them.
-#define TILE_PADDED ((ITEMS / 4) % 2 == 0)
-__device__ __forceinline__ unsigned int padded_vector(unsigned int v) {
-    return TILE_PADDED ? v + (v >> 3) : v;
+// Vector q of this worker's `items` consecutive elements of the tile in shared memory.
+__device__ __forceinline__ int4& worker_vector(int4* tile, unsigned int items, unsigned int q) {
+    return tile[worker() * (items / 4) + q];
 }
 
 // A 16-byte copy from global into shared memory that does not pass through registers (cp.async,
-// sm_80 and later), so the bytes a block has in flight do not limit how many blocks fit an SM.
+// sm_80 and later): it is in flight while the thread goes on.
 __device__ __forceinline__ void copy_async_16(void* shared, const void* global) {
     const unsigned int to = (unsigned int)__cvta_generic_to_shared(shared);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global) : "memory");
 }
 
-// Loads the tile starting at tile_base into shared memory (zeros past n).
-__device__ __forceinline__ void load_tile(const int* __restrict__ in, int4* tile,
-                                          unsigned long long tile_base, unsigned long long n) {
-    const unsigned int vectors = ITEMS / 4 * blockDim.x;
-    if (tile_base + 4ull * vectors <= n) {
+// Called by the workers: starts loading tile `tile` into `stage` (zeros past n; nothing when the
+// tile is past the last) and commits it as one cp.async group, empty or not, so that groups and
+// stages stay in step.
+__device__ __forceinline__ void start_load(const int* __restrict__ in, int4* stage, unsigned int items,
+                                           unsigned long long tile, unsigned long long tiles,
+                                           unsigned long long n) {
+    if (tile < tiles) {
+        const unsigned int workers = blockDim.x - 32, vectors = items / 4 * workers;
+        const unsigned long long tile_base = tile * vectors * 4;
         const int4* src = reinterpret_cast<const int4*>(in + tile_base);
-#pragma unroll
-        for (int q = 0; q < ITEMS / 4; ++q) {
-            const unsigned int v = q * blockDim.x + threadIdx.x;
-            copy_async_16(tile + padded_vector(v), src + v);
+        if (tile_base + 4ull * vectors <= n) {
+            for (unsigned int v = worker(); v < vectors; v += workers) copy_async_16(stage + v, src + v);
+        } else {
+            for (unsigned int v = worker(); v < vectors; v += workers) {
+                const unsigned long long i = tile_base + 4ull * v;
+                if (i + 4 <= n) {
+                    copy_async_16(stage + v, src + v);
+                } else {
+                    int4 x;
+                    x.x = i < n ? in[i] : 0;
+                    x.y = i + 1 < n ? in[i + 1] : 0;
+                    x.z = i + 2 < n ? in[i + 2] : 0;
+                    x.w = i + 3 < n ? in[i + 3] : 0;
+                    stage[v] = x;
+                }
+            }
         }
-        asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-    } else {
-        for (unsigned int v = threadIdx.x; v < vectors; v += blockDim.x) {
-            const unsigned long long i = tile_base + 4ull * v;
-            int4 x;
-            x.x = i < n ? in[i] : 0;
-            x.y = i + 1 < n ? in[i + 1] : 0;
-            x.z = i + 2 < n ? in[i + 2] : 0;
-            x.w = i + 3 < n ? in[i + 3] : 0;
-            tile[padded_vector(v)] = x;
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// The loop every block of the single-pass kernels runs (a persistent grid: at most as many blocks
+// as fit the GPU at once). Tickets come from the counter in order (tile = atomicAdd -
+// first_ticket), so a tile only waits on tiles that running blocks hold. tiles = max(1,
+// ceil(n / (items * W))); every block draws exactly one ticket past the last tile, so a launch
+// advances the counter by tiles + gridDim.x.
+//   front(stage, tile) -> aggregate: by the workers, around tile_front;
+//   back(stage, tile, before, aggregate): by the workers, once the earlier tiles' total is known.
+template <typename Front, typename Back>
+__device__ __forceinline__ void for_each_tile(const int* __restrict__ in, unsigned long long n,
+                                              unsigned int items, unsigned long long* counter,
+                                              unsigned long long first_ticket,
+                                              volatile unsigned long long* status, unsigned int epoch,
+                                              Front front, Back back) {
+    __shared__ unsigned long long stage_tile[STAGES];
+    __shared__ unsigned int stage_aggregate[STAGES], stage_before[STAGES];
+    const unsigned int stage_vectors = items / 4 * (blockDim.x - 32);
+    const unsigned long long tiles = n == 0 ? 1 : (n + 4 * stage_vectors - 1) / (4 * stage_vectors);
+    int4* stages = reinterpret_cast<int4*>(dyn_smem);
+    const bool is_worker = threadIdx.x >= 32;
+    const bool drawer = threadIdx.x == blockDim.x - 1;  // a worker draws the tickets
+    bool exhausted = false;  // the drawer has drawn past the last tile: it draws no more
+    if (drawer) {
+        for (int s = 0; s < STAGES; ++s) {
+            const unsigned long long t = exhausted ? tiles : atomicAdd(counter, 1ull) - first_ticket;
+            exhausted = t >= tiles;
+            stage_tile[s] = t;
         }
     }
     __syncthreads();
+    if (stage_tile[0] >= tiles) return;
+    if (is_worker) {
+        for (int s = 0; s < STAGES; ++s) {
+            start_load(in, stages + s * stage_vectors, items, stage_tile[s], tiles, n);
+        }
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 1) : "memory");
+        sync_workers();
+        const unsigned int aggregate = front(stages, stage_tile[0]);
+        if (threadIdx.x == 32) stage_aggregate[0] = aggregate;
+    }
+    __syncthreads();
+    for (unsigned int s = 0;;) {
+        const unsigned int next = s + 1 == STAGES ? 0 : s + 1;
+        const unsigned long long tile = stage_tile[s], next_tile = stage_tile[next];
+        // The refill's ticket is drawn now and first used after the tile, behind its work.
+        unsigned long long ticket = 0;
+        if (drawer && !exhausted) ticket = atomicAdd(counter, 1ull);
+        if (!is_worker) {
+            const unsigned int before = tile > 0 ? look_back(status, tile, epoch) : 0u;
+            if (threadIdx.x == 0) {
+                if (tile > 0) status[tile] = status_word(epoch, STATUS_PREFIX, before + stage_aggregate[s]);
+                stage_before[s] = before;
+            }
+        } else if (next_tile < tiles) {
+            asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
+            sync_workers();  // every worker's copies into the next stage have landed
+            const unsigned int aggregate = front(stages + next * stage_vectors, next_tile);
+            if (threadIdx.x == 32) stage_aggregate[next] = aggregate;
+        }
+        __syncthreads();
+        if (is_worker) back(stages + s * stage_vectors, tile, stage_before[s], stage_aggregate[s]);
+        if (drawer) {
+            const unsigned long long t = exhausted ? tiles : ticket - first_ticket;
+            exhausted = t >= tiles;
+            stage_tile[s] = t;
+        }
+        __syncthreads();  // the stage is free, and its next tile known
+        if (is_worker) start_load(in, stages + s * stage_vectors, items, stage_tile[s], tiles, n);
+        if (next_tile >= tiles) break;  // tickets rise stage by stage: the rest are past the end
+        s = next;
+    }
 }
 
-// Vector q of this thread's ITEMS consecutive elements of the tile in shared memory.
-__device__ __forceinline__ int4& thread_vector(int4* tile, int q) {
-    return tile[padded_vector(threadIdx.x * (ITEMS / 4) + q)];
-}
-
-extern "C" __global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(1024, 1)
 scan_lookback(const int* __restrict__ in, int* __restrict__ out, unsigned long long* tile_counter,
-              unsigned long long* tile_status, unsigned long long n, unsigned long long first_tile,
-              unsigned int epoch) {
-    int4* tile_smem = reinterpret_cast<int4*>(dyn_smem);
-    const unsigned long long tile = next_tile(tile_counter, first_tile);
-    const unsigned long long tile_base = tile * ITEMS * blockDim.x;
-    load_tile(in, tile_smem, tile_base, n);
-    // The thread's elements are read from shared memory twice (sum, then scan) rather than held
-    // in ITEMS registers, which would cost the occupancy the tiles need.
-    unsigned int total = 0;
-#pragma unroll
-    for (int q = 0; q < ITEMS / 4; ++q) {
-        const int4 x = thread_vector(tile_smem, q);
-        total += (unsigned int)x.x + (unsigned int)x.y + (unsigned int)x.z + (unsigned int)x.w;
-    }
-    // While warp 0 looks back, each thread rewrites its elements as their exclusive sums within
-    // the tile; the earlier tiles' total is added on the way out.
-    unsigned int tile_total;
-    const unsigned int before = tile_prefix(total, tile_status, tile, epoch, &tile_total,
-                                            [&](unsigned int running) {
-#pragma unroll
-        for (int q = 0; q < ITEMS / 4; ++q) {
-            const int4 x = thread_vector(tile_smem, q);
-            int4 y;
-            y.x = (int)running; running += (unsigned int)x.x;
-            y.y = (int)running; running += (unsigned int)x.y;
-            y.z = (int)running; running += (unsigned int)x.z;
-            y.w = (int)running; running += (unsigned int)x.w;
-            thread_vector(tile_smem, q) = y;
+              unsigned long long* tile_status, unsigned long long n, unsigned int items,
+              unsigned long long first_ticket, unsigned int epoch) {
+    const unsigned int workers = blockDim.x - 32, vectors = items / 4 * workers;
+    auto front = [&](int4* tile_smem, unsigned long long tile) {
+        // The worker's elements are read from shared memory twice (sum, then scan) rather than
+        // held in registers.
+        unsigned int total = 0;
+        for (unsigned int q = 0; q < items / 4; ++q) {
+            const int4 x = worker_vector(tile_smem, items, q);
+            total += (unsigned int)x.x + (unsigned int)x.y + (unsigned int)x.z + (unsigned int)x.w;
         }
-    });
-    const unsigned int vectors = ITEMS / 4 * blockDim.x;
-    if (tile_base + 4ull * vectors <= n) {
-        int4* dst = reinterpret_cast<int4*>(out + tile_base);
-#pragma unroll
-        for (int q = 0; q < ITEMS / 4; ++q) {
-            const unsigned int w = q * blockDim.x + threadIdx.x;
-            const int4 y = tile_smem[padded_vector(w)];
-            __stcs(dst + w, make_int4((int)((unsigned int)y.x + before), (int)((unsigned int)y.y + before),
-                                      (int)((unsigned int)y.z + before), (int)((unsigned int)y.w + before)));
+        // Each worker rewrites its elements as their exclusive sums within the tile.
+        return tile_front(total, tile_status, tile, epoch, [&](unsigned int running) {
+            for (unsigned int q = 0; q < items / 4; ++q) {
+                const int4 x = worker_vector(tile_smem, items, q);
+                int4 y;
+                y.x = (int)running; running += (unsigned int)x.x;
+                y.y = (int)running; running += (unsigned int)x.y;
+                y.z = (int)running; running += (unsigned int)x.z;
+                y.w = (int)running; running += (unsigned int)x.w;
+                worker_vector(tile_smem, items, q) = y;
+            }
+        });
+    };
+    auto back = [&](const int4* tile_smem, unsigned long long tile, unsigned int before, unsigned int) {
+        const unsigned long long tile_base = tile * vectors * 4;
+        if (tile_base + 4ull * vectors <= n) {
+            int4* dst = reinterpret_cast<int4*>(out + tile_base);
+            for (unsigned int v = worker(); v < vectors; v += workers) {
+                const int4 y = tile_smem[v];
+                __stcs(dst + v, make_int4((int)((unsigned int)y.x + before), (int)((unsigned int)y.y + before),
+                                          (int)((unsigned int)y.z + before), (int)((unsigned int)y.w + before)));
+            }
+        } else {
+            for (unsigned int v = worker(); v < vectors; v += workers) {
+                const int4 y = tile_smem[v];
+                const unsigned long long i = tile_base + 4ull * v;
+                if (i < n) out[i] = (int)((unsigned int)y.x + before);
+                if (i + 1 < n) out[i + 1] = (int)((unsigned int)y.y + before);
+                if (i + 2 < n) out[i + 2] = (int)((unsigned int)y.z + before);
+                if (i + 3 < n) out[i + 3] = (int)((unsigned int)y.w + before);
+            }
         }
-    } else {
-        for (unsigned int w = threadIdx.x; w < vectors; w += blockDim.x) {
-            const int4 y = tile_smem[padded_vector(w)];
-            const unsigned long long i = tile_base + 4ull * w;
-            if (i < n) out[i] = (int)((unsigned int)y.x + before);
-            if (i + 1 < n) out[i + 1] = (int)((unsigned int)y.y + before);
-            if (i + 2 < n) out[i + 2] = (int)((unsigned int)y.z + before);
-            if (i + 3 < n) out[i + 3] = (int)((unsigned int)y.w + before);
-        }
-    }
+    };
+    for_each_tile(in, n, items, tile_counter, first_ticket, tile_status, epoch, front, back);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -355,48 +427,46 @@ repeats_seed_scatter(const int* __restrict__ flags, const int* __restrict__ posi
     }
 }
 
-extern "C" __global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(1024, 1)
 repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restrict__ count,
               unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
-              unsigned long long first_tile, unsigned int epoch) {
-    int4* tile_smem = reinterpret_cast<int4*>(dyn_smem);
-    const unsigned long long tile = next_tile(tile_counter, first_tile);
-    const unsigned long long tile_base = tile * ITEMS * blockDim.x;
-    const unsigned long long first = tile_base + (unsigned long long)threadIdx.x * ITEMS;
-    load_tile(a, tile_smem, tile_base, n);
-    // The element after this thread's last: the next thread's first, or past the tile's end.
-    int after;
-    if (threadIdx.x + 1 < blockDim.x) {
-        after = reinterpret_cast<const int*>(tile_smem)[4 * padded_vector((threadIdx.x + 1) * (ITEMS / 4))];
-    } else {
-        after = first + ITEMS < n ? __ldg(a + first + ITEMS) : 0;
-    }
-    unsigned long long flags = 0;  // bit j: element first + j repeats in the next one
-    int4 x = thread_vector(tile_smem, 0);
-#pragma unroll
-    for (int q = 0; q < ITEMS / 4; ++q) {
-        const int next = q + 1 < ITEMS / 4 ? thread_vector(tile_smem, q + 1).x : after;
-        flags |= (unsigned long long)(x.x == x.y) << (4 * q);
-        flags |= (unsigned long long)(x.y == x.z) << (4 * q + 1);
-        flags |= (unsigned long long)(x.z == x.w) << (4 * q + 2);
-        flags |= (unsigned long long)(x.w == next) << (4 * q + 3);
-        if (q + 1 < ITEMS / 4) x = thread_vector(tile_smem, q + 1);
-    }
-    // The last element (index n - 1) has no successor, and nothing past it repeats. `>=`, not
-    // `>`: a thread whose elements end exactly at n compared its last with the padding's 0.
-    if (first + ITEMS >= n) flags &= first + 1 >= n ? 0ull : (1ull << (n - 1 - first)) - 1ull;
-    // While warp 0 looks back, each thread puts its indices at their places within the tile, in
-    // shared memory: the tile's elements have all been read (tile_prefix's first barrier), so its
-    // space is free, and the indices leave as one contiguous, coalesced run instead of each
-    // thread's scattered few.
-    int* gathered = reinterpret_cast<int*>(dyn_smem);
-    unsigned int tile_total;
-    const unsigned int before = tile_prefix(__popcll(flags), tile_status, tile, epoch, &tile_total,
-                                            [&](unsigned int k) {
-        for (; flags; flags &= flags - 1) gathered[k++] = (int)(first + __ffsll(flags) - 1);
-    });
-    for (unsigned int w = threadIdx.x; w < tile_total - before; w += blockDim.x) {
-        indices[before + w] = gathered[w];
-    }
-    if (threadIdx.x == 0 && tile == gridDim.x - 1) count[0] = (int)tile_total;
+              unsigned int items, unsigned long long first_ticket, unsigned int epoch) {
+    const unsigned int workers = blockDim.x - 32, vectors = items / 4 * workers;
+    const unsigned long long tiles = n == 0 ? 1 : (n + 4 * vectors - 1) / (4 * vectors);
+    auto front = [&](int4* tile_smem, unsigned long long tile) {
+        const unsigned long long first = (tile * workers + worker()) * items;
+        // The element after this worker's last: the next worker's first, or past the tile's end.
+        int after;
+        if (worker() + 1 < workers) {
+            after = tile_smem[(worker() + 1) * (items / 4)].x;
+        } else {
+            after = first + items < n ? __ldg(a + first + items) : 0;
+        }
+        unsigned long long flags = 0;  // bit j: element first + j repeats in the next one
+        int4 x = worker_vector(tile_smem, items, 0);
+        for (unsigned int q = 0; q < items / 4; ++q) {
+            const int next = q + 1 < items / 4 ? worker_vector(tile_smem, items, q + 1).x : after;
+            flags |= (unsigned long long)(x.x == x.y) << (4 * q);
+            flags |= (unsigned long long)(x.y == x.z) << (4 * q + 1);
+            flags |= (unsigned long long)(x.z == x.w) << (4 * q + 2);
+            flags |= (unsigned long long)(x.w == next) << (4 * q + 3);
+            if (q + 1 < items / 4) x = worker_vector(tile_smem, items, q + 1);
+        }
+        // The last element (index n - 1) has no successor, and nothing past it repeats. `>=`, not
+        // `>`: a worker whose elements end exactly at n compared its last with the padding's 0.
+        if (first + items >= n) flags &= first + 1 >= n ? 0ull : (1ull << (n - 1 - first)) - 1ull;
+        // Each worker puts its indices at their places within the tile, in shared memory: the
+        // tile's elements have all been read (tile_front's barrier), so its stage is free, and the
+        // indices leave as one contiguous, coalesced run instead of each worker's scattered few.
+        int* gathered = reinterpret_cast<int*>(tile_smem);
+        return tile_front(__popcll(flags), tile_status, tile, epoch, [&](unsigned int k) {
+            for (; flags; flags &= flags - 1) gathered[k++] = (int)(first + __ffsll(flags) - 1);
+        });
+    };
+    auto back = [&](const int4* tile_smem, unsigned long long tile, unsigned int before, unsigned int found) {
+        const int* gathered = reinterpret_cast<const int*>(tile_smem);
+        for (unsigned int w = worker(); w < found; w += workers) indices[before + w] = gathered[w];
+        if (worker() == 0 && tile == tiles - 1) count[0] = (int)(before + found);
+    };
+    for_each_tile(a, n, items, tile_counter, first_ticket, tile_status, epoch, front, back);
 }

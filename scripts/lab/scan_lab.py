@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Lab: kernels/scan.cu's single-pass kernels (scan_lookback, repeats_fused) compiled with other
-tile shapes (-DITEMS, block size) and lab hooks, checked against CuPy and timed at 2^28 int32
-beside a device copy, on the GPU machine:
+"""Lab: kernels/scan.cu's single-pass kernels (scan_lookback, repeats_fused) run with other tile
+shapes (elements a worker, workers, stages) and lab hooks, checked against CuPy and timed at 2^28
+int32 beside a device copy, on the GPU machine:
 
-    python3 scripts/lab/scan_lab.py [--n 268435456] [--shapes 32x512,32x512+counts,32x512+nolb]
+    python3 scripts/lab/scan_lab.py [--n 268435456] [--shapes 60x480,60x480+counts,60x480+nolb]
 
-A shape is ITEMSxBLOCK with flags (see Shape). Times are CUDA events around one launch, the median of 20
+A shape is ITEMSxWORKERS[xSTAGES] with flags (see Shape). Times are CUDA events around one launch, the median of 20
 after 3 warm-ups; a share is the kernel's GB/s (the bytes it must move) over the copy's GB/s
 (cudaMemcpy device to device, read + write). It is for choosing the defaults, not for reporting:
 kbench's own run of experiments/scan_bench.toml is the measurement.
@@ -40,45 +40,62 @@ def median_ms(fn, reps=20, warmup=3):
 
 
 class Shape:
-    """ITEMSxBLOCK[+flag...]: +counts (look-back event counts), +nolb (no look-back: a bound on
-    speed, its sums are wrong), +old (scripts/lab/scan_baseline.cu: an earlier scan.cu for an
-    A/B, from `git show REV:kernels/scan.cu > scripts/lab/scan_baseline.cu`), +occK (shared memory padded so that K blocks fit an SM)."""
+    """ITEMSxWORKERS[xSTAGES][+flag...]: ITEMS elements a worker, WORKERS workers beside the
+    look-back warp, STAGES tiles in shared memory (STAGES in scan.cu; default 2). Flags: +counts
+    (look-back event counts), +nolb (no look-back: a bound on speed, its sums are wrong), +old
+    (scripts/lab/scan_baseline.cu, an earlier scan.cu for an A/B, from `git show
+    REV:kernels/scan.cu > scripts/lab/scan_baseline.cu`, with the launch of 6acdae7 and before: one
+    tile a block, ITEMSxBLOCK, no look-back warp), +occK (shared memory padded so that K blocks
+    fit an SM)."""
 
     def __init__(self, text):
         shape, *flags = text.split("+")
-        self.items, self.block = (int(x) for x in shape.split("x"))
+        self.items, self.workers, *stages = (int(x) for x in shape.split("x"))
+        self.old = "old" in flags  # one tile a block, grid = tiles, no look-back warp
+        self.stages = 1 if self.old else (stages[0] if stages else 2)
+        self.block = self.workers + (0 if self.old else 32)
         self.name = text
         self.exact = "nolb" not in flags
         defines = {"nolb": "-DLAB_NO_LOOKBACK", "counts": "-DLAB_COUNTS"}
-        module = cp.RawModule(code=source("old" in flags), options=(
-            "-std=c++17", f"-DITEMS={self.items}", *(defines[f] for f in flags if f in defines)))
+        module = cp.RawModule(code=source(self.old), options=(
+            "-std=c++17", f"-DITEMS={self.items}", f"-DSTAGES={self.stages}",
+            *(defines[f] for f in flags if f in defines)))  # -DITEMS: the old kernels'
         self.counts = (cp.ndarray((4,), dtype=cp.uint64, memptr=module.get_global("lab_counts"))
                        if "counts" in flags else None)
-        self.smem = self.items * self.block * 4
-        if self.items // 4 % 2 == 0:  # padded (TILE_PADDED in scan.cu)
+        self.smem = self.items * self.workers * 4
+        if self.old and self.items // 4 % 2 == 0:  # padded (TILE_PADDED in the old scan.cu)
             self.smem = self.smem * 9 // 8
+        self.smem *= self.stages
         for f in flags:
             if f.startswith("occ"):
                 self.smem = max(self.smem, 227 * 1024 // int(f[3:]) - 1024)
         self.kernels = {name: module.get_function(name)
                         for name in ("scan_lookback", "repeats_fused")}
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        per_sm = min(props["maxThreadsPerMultiProcessor"] // self.block,
+                     props["sharedMemPerMultiprocessor"] // (self.smem + 1024 + 256))
+        self.resident = per_sm * props["multiProcessorCount"]
+        print(f"{self.name}: {self.smem} B shared a block, {per_sm} blocks an SM")
 
     def run(self, name, n, args):
         """One launch over n elements; args are the kernel's leading pointers."""
-        tiles = max(1, -(-n // (self.items * self.block)))
+        tiles = max(1, -(-n // (self.items * self.workers)))
         if getattr(self, "status_tiles", 0) < tiles:
             self.status = cp.zeros(tiles, dtype=cp.uint64)
             self.counter = cp.zeros(1, dtype=cp.uint64)
             self.status_tiles, self.launches, self.first_tile = tiles, 0, 0
         # The counter runs on over launches (no reset inside the timing): this launch's tiles are
-        # numbered from the count of all tiles taken before.
+        # numbered from the count of all tickets taken before (a persistent grid's blocks each
+        # take one past the last tile).
+        grid = tiles if self.old else min(tiles, self.resident)
         first_tile = self.first_tile
-        self.first_tile += tiles
+        self.first_tile += tiles if self.old else tiles + grid
         kernel = self.kernels[name]
-        # Shapes of the same ITEMS and LOOKBACK_WORDS share one compiled kernel in CuPy's cache,
-        # so the shared-memory limit is set again before each launch.
+        # Shapes of the same source and options share one compiled kernel in CuPy's cache, so the
+        # shared-memory limit is set again before each launch.
         kernel.max_dynamic_shared_size_bytes = self.smem
-        kernel((tiles,), (self.block,), (*args, self.counter, self.status, cp.uint64(n),
+        items = () if self.old else (cp.uint32(self.items),)
+        kernel((grid,), (self.block,), (*args, self.counter, self.status, cp.uint64(n), *items,
                            cp.uint64(first_tile), cp.uint32(self.launches & 0x3FFFFFFF)),
                            shared_mem=self.smem)
         self.launches += 1
@@ -104,7 +121,7 @@ def check(shape, n, rng):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1 << 28)
-    ap.add_argument("--shapes", default="32x512,32x512+counts,32x512+nolb,32x256,36x512")
+    ap.add_argument("--shapes", default="60x480,60x480+counts,60x480+nolb,28x992,52x544")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     n = args.n
@@ -112,12 +129,14 @@ def main():
     print(cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "n =", n)
     shapes = [Shape(s) for s in args.shapes.split(",")]
     for shape in (s for s in shapes if s.exact):
-        for m in (1, 2, 7, 1000003, shape.items * shape.block + 5, 3 * shape.items * shape.block):
+        tile = shape.items * shape.workers
+        for m in (1, 2, 7, 1000003, tile + 5, 3 * tile, 5 * shape.resident * tile + 4099):
             try:
                 check(shape, m, rng)
             except cp.cuda.driver.CUDADriverError as e:
                 raise SystemExit(f"{shape.name} at n={m}: {e}")
-    print("all shapes correct at n = 1, 2, 7, 1000003, one tile + 5, three tiles")
+    print("all shapes correct at n = 1, 2, 7, 1000003, one tile + 5, three tiles, "
+          "five tiles a block + 4099")
 
     x = cp.asarray(rng.integers(-1000, 1000, size=n, dtype="int32"))
     y = cp.empty(n, dtype=cp.int32)

@@ -40,11 +40,11 @@ static SPEC: Spec = Spec {
     fixed_dtype: Some(DType::I32),
     kernel_file: KERNEL_FILE,
     test_grid: "n = [0, 1, 2, 3, 1000, 65_537, 1_000_003]\nrepeats = [0.0, 0.1, 0.5, 1.0]",
-    // Sizes of whole 32-element thread chunks (16384, 65536: whole tiles at some blocks) end a
-    // thread's elements exactly at n: the test below checks that one of them ends in a 0, as the
-    // padding past n does.
-    gpu_test_grid: "n = [0, 1, 2, 3, 1000, 4_099, 16_384, 65_536, 65_537, 1_000_003]\n\
-                    repeats = [0.0, 0.1, 1.0]\nblock = [32, 256, 1024]",
+    // Sizes that are whole numbers of repeats_fused's worker chunks (16800: 60, 28, 20 or 12
+    // elements; 65520: 60, 52, 36, 28 or 20) end a worker's elements exactly at n: the test below
+    // checks that one of them ends in a 0, as the padding past n does.
+    gpu_test_grid: "n = [0, 1, 2, 3, 1000, 4_099, 16_800, 65_520, 65_537, 1_000_003]\n\
+                    repeats = [0.0, 0.1, 1.0]\nblock = [64, 256, 1024]",
 };
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -238,24 +238,28 @@ impl Launcher for Seed<'_> {
 mod tests {
     use super::*;
 
-    /// The GPU test (tests/gpu.rs, study seed 11) must meet an input that ends exactly at a thread
-    /// chunk's end with a last element of 0: repeats_fused once compared that element with the
-    /// padding's 0 and counted a repeat past the end.
+    /// The GPU test (tests/gpu.rs, study seed 11) must meet, at each of its blocks, an input
+    /// that ends exactly at a worker chunk's end with a last element of 0: repeats_fused once
+    /// compared that element with the padding's 0 and counted a repeat past the end. The chunks
+    /// are those on an H100 (227 KiB of shared memory a block).
     #[test]
     fn the_gpu_test_grid_has_an_input_ending_in_zero_at_a_chunks_end() {
         let grid: toml::Table = SPEC.gpu_test_grid.parse().unwrap();
         let list = |key: &str| grid[key].as_array().unwrap().clone();
-        let mut found = Vec::new();
-        for n in list("n").iter().map(|v| v.as_integer().unwrap() as usize) {
-            for repeats in list("repeats").iter().map(|v| v.as_float().unwrap()) {
-                let p = Params { n, repeats, block: None };
-                let data = FindRepeats.prepare(&p, 11).unwrap();
-                let a = data.inputs.get::<i32>("a").unwrap();
-                if n > 0 && n % super::super::scan::ITEMS as usize == 0 && a[n - 1] == 0 {
-                    found.push((n, repeats));
+        for block in list("block").iter().map(|v| v.as_integer().unwrap() as u32) {
+            let items = super::super::scan::SinglePass::new(block, 227 * 1024 - 256).unwrap().items as usize;
+            let mut found = Vec::new();
+            for n in list("n").iter().map(|v| v.as_integer().unwrap() as usize) {
+                for repeats in list("repeats").iter().map(|v| v.as_float().unwrap()) {
+                    let p = Params { n, repeats, block: None };
+                    let data = FindRepeats.prepare(&p, 11).unwrap();
+                    let a = data.inputs.get::<i32>("a").unwrap();
+                    if n > 0 && n % items == 0 && a[n - 1] == 0 {
+                        found.push((n, repeats));
+                    }
                 }
             }
+            assert!(!found.is_empty(), "block {block} ({items} items a worker): no such input in {}", SPEC.gpu_test_grid);
         }
-        assert!(!found.is_empty(), "no such input in {}", SPEC.gpu_test_grid);
     }
 }

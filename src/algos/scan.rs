@@ -33,7 +33,7 @@ static SPEC: Spec = Spec {
     kernel_file: KERNEL_FILE,
     test_grid: "n = [0, 1, 2, 31, 1000, 4_099, 65_537, 1_000_003]",
     gpu_test_grid: "n = [0, 1, 2, 31, 1000, 4_099, 65_537, 1_000_003, 16_777_259]\n\
-                    block = [32, 128, 256, 1024]",
+                    block = [64, 128, 256, 1024]",
 };
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -43,8 +43,52 @@ pub struct Params {
     pub block: Option<u32>,
 }
 
-/// Elements per thread of the single-pass kernels (ITEMS in scan.cu).
-pub(super) const ITEMS: u64 = 32;
+/// Tiles a block of the single-pass kernels holds in shared memory at once (STAGES in scan.cu).
+const STAGES: u64 = 2;
+
+/// The elements a worker of the single-pass kernels may take, largest first: whole 16-byte
+/// vectors, an odd number of them (no shared-memory bank conflicts, see scan.cu), at most 60
+/// (repeats_fused keeps a worker's flags in one 64-bit word).
+const ITEMS_CHOICES: [u32; 8] = [60, 52, 44, 36, 28, 20, 12, 4];
+
+/// How a single-pass kernel (`scan_lookback`, `repeats_fused`) splits a block of `block` threads
+/// and its tiles: one warp looks back, the other `workers` threads each take `items` consecutive
+/// elements of a tile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SinglePass {
+    pub workers: u32,
+    pub items: u32,
+}
+
+impl SinglePass {
+    /// The largest tiles that let STAGES of them fit `shared_bytes` (what a block may use beside
+    /// its static shared memory). Large tiles because the look-back chains tile after tile: fewer
+    /// tiles a second keep it off the critical path (scripts/lab/scan_lab.py on an H100: tiles of
+    /// ~110 KiB reached 93% of the copy's bandwidth, 32 KiB tiles 69%).
+    pub(super) fn new(block: u32, shared_bytes: u64) -> Result<Self> {
+        anyhow::ensure!(
+            (64..=1024).contains(&block) && block.is_multiple_of(32),
+            "the single-pass kernels need a block of 64 to 1024 threads, a multiple of 32 (one \
+             warp looks back, the others work), not {block}"
+        );
+        let workers = block - 32;
+        ITEMS_CHOICES
+            .into_iter()
+            .find(|&items| STAGES * Self { workers, items }.tile_bytes() <= shared_bytes)
+            .map(|items| Self { workers, items })
+            .with_context(|| {
+                format!("{STAGES} tiles of {block} - 32 workers do not fit {shared_bytes} bytes of shared memory")
+            })
+    }
+
+    pub(super) fn tile_elements(&self) -> u64 {
+        self.workers as u64 * self.items as u64
+    }
+
+    fn tile_bytes(&self) -> u64 {
+        4 * self.tile_elements()
+    }
+}
 
 impl Algorithm for Scan {
     type Params = Params;
@@ -250,15 +294,18 @@ pub(super) struct LookBackState {
 }
 
 /// A single-pass kernel with decoupled look-back (`scan_lookback`, `repeats_fused`): one launch
-/// over max(1, ceil(n / (ITEMS * B))) tiles. Each launch takes the next block of tile numbers
-/// from the counter and its own epoch, so no bookkeeping is cleared between runs.
+/// of a persistent grid (as many blocks as fit the GPU at once, at most one per tile) over
+/// max(1, ceil(n / tile)) tiles. Each launch takes the next run of tickets from the counter and
+/// its own epoch, so no bookkeeping is cleared between runs.
 pub(super) struct LookBack<'a> {
     kernel: Kernel,
     dims: Dims,
     n: u64,
-    tiles: u64,
+    items: u32,
+    /// Tickets a launch draws: one a tile, and one past the last tile for each block.
+    tickets_per_launch: u64,
     launches: u64,
-    /// The kernel's arguments before (n, first_tile, epoch).
+    /// The kernel's arguments before (n, items, first_ticket, epoch).
     leading: Vec<Arg>,
     _state: LookBackState,
     /// The case's buffers, which `leading` points into.
@@ -274,24 +321,26 @@ impl<'a> LookBack<'a> {
         n: usize,
         leading: impl Fn(&LookBackState) -> Vec<Arg>,
     ) -> Result<Self> {
-        let tiles = (n as u64).div_ceil(ITEMS * block as u64).max(1);
-        // The tile in shared memory: ITEMS ints a thread, an eighth more for padding.
-        let shared_bytes = u32::try_from(ITEMS * block as u64 * 4 * 9 / 8)?;
         let kernel = gpu.kernel(entry)?;
+        let available = (gpu.shared_optin_bytes() as u64)
+            .saturating_sub(kernel.static_shared_bytes()? as u64);
+        let shape = SinglePass::new(block, available)?;
+        let shared_bytes = u32::try_from(STAGES * shape.tile_bytes())?;
         kernel.allow_dynamic_shared(shared_bytes)?;
+        let per_sm = kernel.max_active_blocks_per_sm(block, shared_bytes)?;
+        anyhow::ensure!(per_sm > 0, "{entry}: a block of {block} threads with {shared_bytes} bytes of shared memory fits no SM");
+        let tiles = (n as u64).div_ceil(shape.tile_elements()).max(1);
+        let grid = tiles.min(gpu.sm_count() as u64 * per_sm as u64);
         let state = LookBackState {
             counter: gpu.alloc(DType::F64, 1)?,
             status: gpu.alloc(DType::F64, tiles as usize)?,
         };
         Ok(LookBack {
             kernel,
-            dims: Dims::linear(
-                u32::try_from(tiles).context("too many tiles")?,
-                block,
-                shared_bytes,
-            ),
+            dims: Dims::linear(grid as u32, block, shared_bytes),
             n: n as u64,
-            tiles,
+            items: shape.items,
+            tickets_per_launch: tiles + grid,
             launches: 0,
             leading: leading(&state),
             _state: state,
@@ -305,17 +354,18 @@ impl Launcher for LookBack<'_> {
         let mut args = self.leading.clone();
         args.extend([
             Arg::U64(self.n),
-            Arg::U64(self.launches * self.tiles),
+            Arg::U32(self.items),
+            Arg::U64(self.launches * self.tickets_per_launch),
             Arg::U32(self.launches as u32),
         ]);
         self.launches += 1;
         // SAFETY: scan_lookback(const int* in, int* out, u64* tile_counter, u64* tile_status,
-        // n, first_tile, epoch) or repeats_fused(const int* a, int* indices, int* count, u64*
-        // tile_counter, u64* tile_status, n, first_tile, epoch): the leading pointers are the
-        // case's whole buffers of >= n ints (indices: capacity n; count: 1) and the state's
-        // counter (one word) and status (one word per tile of this grid); the counter has
-        // counted launches * tiles so far, as first_tile says; the dynamic shared memory is the
-        // padded tile, and the kernel's limit was raised to it in `new`.
+        // n, items, first_ticket, epoch) or repeats_fused(const int* a, int* indices, int* count,
+        // u64* tile_counter, u64* tile_status, n, items, first_ticket, epoch): the leading
+        // pointers are the case's whole buffers of >= n ints (indices: capacity n; count: 1) and
+        // the state's counter (one word) and status (one word per tile); the counter has counted
+        // launches * tickets_per_launch so far, as first_ticket says; the dynamic shared memory
+        // is STAGES tiles of `items` ints a worker, and the kernel's limit was raised to it in `new`.
         unsafe { self.kernel.launch(self.dims, &args) }
     }
 }
@@ -323,6 +373,31 @@ impl Launcher for LookBack<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn single_pass_tiles_are_the_largest_two_that_fit() {
+        let h100 = 227 * 1024 - 256; // opt-in shared memory less some static
+        let shape = |block| SinglePass::new(block, h100).unwrap();
+        assert_eq!(shape(512), SinglePass { workers: 480, items: 60 });
+        assert_eq!(shape(1024), SinglePass { workers: 992, items: 28 });
+        assert_eq!(shape(64), SinglePass { workers: 32, items: 60 });
+        // An A100's 163 KiB.
+        assert_eq!(SinglePass::new(1024, 163 * 1024).unwrap().items, 20);
+        for block in [64, 96, 512, 1024] {
+            let s = shape(block);
+            assert!(2 * 4 * s.tile_elements() <= h100 && (s.items / 4) % 2 == 1, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn single_pass_blocks_need_a_look_back_warp_and_workers() {
+        for block in [0, 32, 100, 1056] {
+            let e = SinglePass::new(block, 1 << 20).unwrap_err().to_string();
+            assert!(e.contains("64 to 1024") && e.contains(&block.to_string()), "{e}");
+        }
+        let e = SinglePass::new(1024, 1000).unwrap_err().to_string();
+        assert!(e.contains("do not fit 1000 bytes"), "{e}");
+    }
 
     #[test]
     fn the_reference_is_an_exclusive_wrapping_scan() {

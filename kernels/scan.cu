@@ -227,7 +227,6 @@ __device__ __forceinline__ unsigned int tile_front(unsigned int thread_total,
         status[tile] = status_word(epoch, tile == 0 ? STATUS_PREFIX : STATUS_AGGREGATE, aggregate);
     }
     local_work((warp == 0 ? 0u : warp_before) + inclusive - thread_total);
-    __syncwarp();  // the local work may diverge (find_repeats' gather): reconverge for the barriers after
     return aggregate;
 }
 
@@ -237,6 +236,12 @@ __device__ __forceinline__ unsigned int tile_front(unsigned int thread_total,
 // number of vectors a worker (items / 4), both patterns put 8 neighbouring threads (one phase of a
 // 16-byte access) in 8 different 16-byte bank groups; the host chooses such an items, and an even
 // one would be slower, not wrong.
+
+// The tiles of n elements, items a worker: max(1, ceil(n / (items * W))), as the host counts them.
+__device__ __forceinline__ unsigned long long tile_count(unsigned long long n, unsigned int items) {
+    const unsigned long long tile_ints = (unsigned long long)items * (blockDim.x - 32);
+    return n == 0 ? 1 : (n + tile_ints - 1) / tile_ints;
+}
 
 // This thread's index among the workers (threads 32 and up).
 __device__ __forceinline__ unsigned int worker() {
@@ -288,9 +293,9 @@ __device__ __forceinline__ void start_load(const int* __restrict__ in, int4* sta
 
 // The loop every block of the single-pass kernels runs (a persistent grid: at most as many blocks
 // as fit the GPU at once). Tickets come from the counter in order (tile = atomicAdd -
-// first_ticket), so a tile only waits on tiles that running blocks hold. tiles = max(1,
-// ceil(n / (items * W))); every block draws exactly one ticket past the last tile, so a launch
-// advances the counter by tiles + gridDim.x.
+// first_ticket), so a tile only waits on tiles that running blocks hold. Every block draws
+// exactly one ticket past the last tile, so a launch advances the counter by tile_count +
+// gridDim.x.
 //   front(stage, tile) -> aggregate: by the workers, around tile_front;
 //   back(stage, tile, before, aggregate): by the workers, once the earlier tiles' total is known.
 template <typename Front, typename Back>
@@ -302,7 +307,7 @@ __device__ __forceinline__ void for_each_tile(const int* __restrict__ in, unsign
     __shared__ unsigned long long stage_tile[STAGES];
     __shared__ unsigned int stage_aggregate[STAGES], stage_before[STAGES];
     const unsigned int stage_vectors = items / 4 * (blockDim.x - 32);
-    const unsigned long long tiles = n == 0 ? 1 : (n + 4 * stage_vectors - 1) / (4 * stage_vectors);
+    const unsigned long long tiles = tile_count(n, items);
     int4* stages = reinterpret_cast<int4*>(dyn_smem);
     const bool is_worker = threadIdx.x >= 32;
     const bool drawer = threadIdx.x == blockDim.x - 1;  // a worker draws the tickets
@@ -431,8 +436,8 @@ extern "C" __global__ void __launch_bounds__(1024, 1)
 repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restrict__ count,
               unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
               unsigned int items, unsigned long long first_ticket, unsigned int epoch) {
-    const unsigned int workers = blockDim.x - 32, vectors = items / 4 * workers;
-    const unsigned long long tiles = n == 0 ? 1 : (n + 4 * vectors - 1) / (4 * vectors);
+    const unsigned int workers = blockDim.x - 32;
+    const unsigned long long tiles = tile_count(n, items);
     auto front = [&](int4* tile_smem, unsigned long long tile) {
         const unsigned long long first = (tile * workers + worker()) * items;
         // The element after this worker's last: the next worker's first, or past the tile's end.

@@ -3,8 +3,8 @@
 //!
 //! Inputs: int32 where each element repeats its predecessor with probability `repeats` (0: none,
 //! 1: all equal) and is otherwise a fresh random value in -4..4 different from it: small values,
-//! so that zeros, which a kernel's padding past the end holds, are common at the end of an input. The reference is the
-//! CPU's scan of the array. A case moves its input once and its indices once: 4 n + 4 count + 4
+//! so that zeros, which a kernel's padding past the end holds, are common at the end of an input.
+//! The reference is the CPU's scan of the array. A case moves its input once and its indices once: 4 n + 4 count + 4
 //! bytes.
 
 use anyhow::{Context, Result};
@@ -236,6 +236,7 @@ impl Launcher for Seed<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::scan::{SinglePass, H100_SHARED_BYTES};
     use super::*;
 
     /// The GPU test (tests/gpu.rs, study seed 11) must meet, at each of its blocks, an input
@@ -247,7 +248,7 @@ mod tests {
         let grid: toml::Table = SPEC.gpu_test_grid.parse().unwrap();
         let list = |key: &str| grid[key].as_array().unwrap().clone();
         for block in list("block").iter().map(|v| v.as_integer().unwrap() as u32) {
-            let items = super::super::scan::SinglePass::new(block, 227 * 1024 - 256).unwrap().items as usize;
+            let items = SinglePass::new(block, H100_SHARED_BYTES).unwrap().items as usize;
             let mut found = Vec::new();
             for n in list("n").iter().map(|v| v.as_integer().unwrap() as usize) {
                 for repeats in list("repeats").iter().map(|v| v.as_float().unwrap()) {
@@ -259,7 +260,11 @@ mod tests {
                     }
                 }
             }
-            assert!(!found.is_empty(), "block {block} ({items} items a worker): no such input in {}", SPEC.gpu_test_grid);
+            assert!(
+                !found.is_empty(),
+                "block {block} ({items} items a worker): no such input in {}",
+                SPEC.gpu_test_grid
+            );
         }
     }
 }

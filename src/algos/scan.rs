@@ -74,10 +74,13 @@ impl SinglePass {
         let workers = block - 32;
         ITEMS_CHOICES
             .into_iter()
-            .find(|&items| STAGES * Self { workers, items }.tile_bytes() <= shared_bytes)
             .map(|items| Self { workers, items })
+            .find(|shape| STAGES * shape.tile_bytes() <= shared_bytes)
             .with_context(|| {
-                format!("{STAGES} tiles of {block} - 32 workers do not fit {shared_bytes} bytes of shared memory")
+                format!(
+                    "{STAGES} tiles of {block} - 32 workers do not fit {shared_bytes} bytes of \
+                     shared memory"
+                )
             })
     }
 
@@ -328,7 +331,11 @@ impl<'a> LookBack<'a> {
         let shared_bytes = u32::try_from(STAGES * shape.tile_bytes())?;
         kernel.allow_dynamic_shared(shared_bytes)?;
         let per_sm = kernel.max_active_blocks_per_sm(block, shared_bytes)?;
-        anyhow::ensure!(per_sm > 0, "{entry}: a block of {block} threads with {shared_bytes} bytes of shared memory fits no SM");
+        anyhow::ensure!(
+            per_sm > 0,
+            "{entry}: a block of {block} threads with {shared_bytes} bytes of shared memory fits \
+             no SM"
+        );
         let tiles = (n as u64).div_ceil(shape.tile_elements()).max(1);
         let grid = tiles.min(gpu.sm_count() as u64 * per_sm as u64);
         let state = LookBackState {
@@ -370,14 +377,18 @@ impl Launcher for LookBack<'_> {
     }
 }
 
+/// What a block of the single-pass kernels may use on an H100 (227 KiB of opt-in shared memory,
+/// less some static), for the tests that work out its tiles.
+#[cfg(test)]
+pub(super) const H100_SHARED_BYTES: u64 = 227 * 1024 - 256;
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn single_pass_tiles_are_the_largest_two_that_fit() {
-        let h100 = 227 * 1024 - 256; // opt-in shared memory less some static
-        let shape = |block| SinglePass::new(block, h100).unwrap();
+        let shape = |block| SinglePass::new(block, H100_SHARED_BYTES).unwrap();
         assert_eq!(shape(512), SinglePass { workers: 480, items: 60 });
         assert_eq!(shape(1024), SinglePass { workers: 992, items: 28 });
         assert_eq!(shape(64), SinglePass { workers: 32, items: 60 });
@@ -385,7 +396,10 @@ mod tests {
         assert_eq!(SinglePass::new(1024, 163 * 1024).unwrap().items, 20);
         for block in [64, 96, 512, 1024] {
             let s = shape(block);
-            assert!(2 * 4 * s.tile_elements() <= h100 && (s.items / 4) % 2 == 1, "{s:?}");
+            assert!(
+                2 * 4 * s.tile_elements() <= H100_SHARED_BYTES && (s.items / 4) % 2 == 1,
+                "{s:?}"
+            );
         }
     }
 

@@ -319,9 +319,10 @@ impl Device {
 
     /// Median of 20 device-to-device copies of 1 GiB (or an eighth of the memory, if smaller),
     /// counting bytes read plus bytes written, as peers.py counts its copy, after at least
-    /// COPY_WARMUP_S of copies: on a GPU that has just woken up, the first copies ran 5% slower
-    /// (an H100, 2811 against 2947 GB/s in the next study of the same command), which made every
-    /// share of the peak look 5% better than it was.
+    /// COPY_WARMUP_S of copies. The warm-up does not settle it: on a freshly started H100 the
+    /// first study of a command measured 2811 GB/s without it and 2795 with it, against 2947 and
+    /// 2951 in the next study, so a share of the peak from a machine's first study can read 5%
+    /// high (see the issue notes).
     fn measure_copy_bandwidth(&self) -> Result<f64> {
         const COPY_WARMUP_S: f64 = 0.25;
         let bytes = (1usize << 30).min(self.fingerprint.total_memory_bytes as usize / 8);

@@ -12,28 +12,25 @@
 //! JSON Schemas of the manifest and results formats).
 
 pub mod algos;
-pub mod case;
 pub mod claims;
 pub mod compare;
 pub mod device;
 pub mod env;
-pub mod execute;
 pub mod grid;
 pub mod json_schema;
-pub mod lanes;
 pub mod manifest;
 pub mod measure;
 pub mod numerics;
 pub mod plan;
 pub mod report;
 pub mod results;
+pub mod run;
 pub mod schema;
 pub mod shard;
 pub mod slurm;
 pub mod stats;
 pub mod verify;
 pub mod vocab;
-pub mod worker;
 
 use std::path::PathBuf;
 

@@ -16,17 +16,17 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use kbench::case::SaveOutputs;
 use kbench::compare::{self, CompareSettings, Verdict};
 use kbench::device::mock::{self, MockSpec};
 use kbench::device::{nvrtc, KernelSource};
-use kbench::execute::{self, RunOptions, StudyEnd};
-use kbench::lanes::{self, DeviceSelection};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
 use kbench::report::export::{self, Export};
 use kbench::report::table;
 use kbench::results::{self, ResultsFile};
+use kbench::run::case::SaveOutputs;
+use kbench::run::lanes::{self, DeviceSelection};
+use kbench::run::study::{self, RunOptions, StudyEnd};
 use kbench::schema::{ClaimStatus, ShardRecord};
 use kbench::shard;
 use kbench::vocab::Backend;
@@ -320,7 +320,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Man { out_dir } => man_pages(&out_dir),
-        Command::Worker => match kbench::worker::worker_main() {
+        Command::Worker => match kbench::run::worker::worker_main() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("kbench worker: {e:#}");
@@ -594,7 +594,7 @@ fn run(args: RunArgs) -> ExitCode {
         } else {
             progress.set_draw_target(ProgressDrawTarget::hidden());
         }
-        let outcome = execute::run_study(manifest, &cases, &options, &mut results, &progress);
+        let outcome = study::run_study(manifest, &cases, &options, &mut results, &progress);
         progress.finish_and_clear();
         match outcome {
             Ok(StudyEnd::Finished) => {}

@@ -131,7 +131,7 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
     )
     .unwrap();
     for case in &cases {
-        let mut result: CaseResult = kbench::case::new_result(&manifest, case);
+        let mut result: CaseResult = kbench::run::case::new_result(&manifest, case);
         let n = match case.params["n"] {
             kbench::vocab::ParamValue::Int(n) => n as u64,
             _ => unreachable!(),

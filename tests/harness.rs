@@ -8,8 +8,8 @@ mod common;
 
 use std::path::Path;
 
-use kbench::case::{self, CaseSettings, GpuState};
 use kbench::device::KernelSource;
+use kbench::run::case::{self, CaseSettings, GpuState};
 use kbench::schema::CaseResult;
 
 #[test]

@@ -30,9 +30,9 @@ fn with_gpu_variant(study: &str) -> String {
 }
 
 /// Lanes on GPUs 0 and 1.
-fn two_lanes() -> Vec<kbench::lanes::LaneDevice> {
+fn two_lanes() -> Vec<kbench::run::lanes::LaneDevice> {
     (0..2)
-        .map(|i| kbench::lanes::LaneDevice {
+        .map(|i| kbench::run::lanes::LaneDevice {
             visible: Some(i.to_string()),
             index: i,
             physical: true,
@@ -351,7 +351,7 @@ fn devices_all_without_a_gpu_skips_cuda_cases_with_the_reason() {
 /// worker that crashes costs its case alone.
 #[test]
 fn two_lanes_run_every_case_once_and_a_crashed_worker_costs_only_its_case() {
-    use kbench::execute::RunOptions;
+    use kbench::run::study::RunOptions;
     let options = RunOptions {
         lanes: two_lanes(),
         // Case 4 is `tree` (CPU) at the second grid point: its worker aborts while measuring.
@@ -393,7 +393,7 @@ fn two_lanes_run_every_case_once_and_a_crashed_worker_costs_only_its_case() {
 /// CUDA cases, the other runs them all, and the file does not say the GPU was unavailable.
 #[test]
 fn one_hung_gpu_of_two_leaves_the_file_without_gpu_unavailable() {
-    use kbench::execute::RunOptions;
+    use kbench::run::study::RunOptions;
     let dir = tempfile::tempdir().unwrap();
     let mock = dir.path().join("mock.toml");
     std::fs::write(

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kbench::execute::RunOptions;
 use kbench::report::table;
+use kbench::run::study::RunOptions;
 use kbench::schema::CaseStatus;
 use serde_json::Value;
 

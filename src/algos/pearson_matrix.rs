@@ -755,13 +755,13 @@ mod tests {
         let manifest = crate::manifest::parse(std::path::Path::new("t.toml"), text).unwrap();
         let case = &crate::plan::expand(&manifest).unwrap()[0];
         let dir = std::env::temp_dir().join(format!("kbench-pm-{}", std::process::id()));
-        let settings = crate::case::CaseSettings {
+        let settings = crate::run::case::CaseSettings {
             measure: &manifest.measure,
             save_outputs: None,
             results_path: &dir.join("r.json"),
         };
-        let mut gpu = crate::case::GpuState::Unavailable("no GPU in this test".into());
-        let result = crate::case::run_case(&manifest, case, &mut gpu, &settings, &mut |_| {});
+        let mut gpu = crate::run::case::GpuState::Unavailable("no GPU in this test".into());
+        let result = crate::run::case::run_case(&manifest, case, &mut gpu, &settings, &mut |_| {});
         assert_eq!(
             result.status,
             crate::schema::CaseStatus::Passed,

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use kbench::device::KernelSource;
-use kbench::execute::{self, RunOptions, StudyEnd};
 use kbench::results::ResultsFile;
+use kbench::run::study::{self, RunOptions, StudyEnd};
 use kbench::schema::{CaseResult, CaseStatus};
 
 /// `kbench` as cargo built it, run from the repository root (where the shipped manifests' paths
@@ -58,7 +58,7 @@ pub fn run_study_with(text: &str, options: &RunOptions) -> (tempfile::TempDir, R
     let mut results =
         ResultsFile::create(out.path(), &manifest, cases.len(), measure, None).unwrap();
     let progress = indicatif::ProgressBar::hidden();
-    let end = execute::run_study(&manifest, &cases, options, &mut results, &progress).unwrap();
+    let end = study::run_study(&manifest, &cases, options, &mut results, &progress).unwrap();
     assert_eq!(end, StudyEnd::Finished);
     (out, results)
 }

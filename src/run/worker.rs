@@ -24,12 +24,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::case::{self, CaseSettings, CaseStage, GpuState, SaveOutputs};
 use crate::device::mock::MockSpec;
 use crate::device::KernelSource;
 use crate::manifest;
 use crate::measure::Deadline;
 use crate::plan::Case;
+use crate::run::case::{self, CaseSettings, CaseStage, GpuState, SaveOutputs};
 use crate::schema::{CaseResult, DeviceFingerprint, MeasureSettings};
 
 /// What a worker needs to run any case of one study.

@@ -13,16 +13,16 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use crate::case::{self, SaveOutputs};
 use crate::device::mock::MockSpec;
 use crate::device::KernelSource;
-use crate::lanes::{run_pool, After, Kind, LaneDevice, PoolEnd};
 use crate::manifest::Manifest;
 use crate::plan::Case;
 use crate::results::ResultsFile;
+use crate::run::case::{self, SaveOutputs};
+use crate::run::lanes::{run_pool, After, Kind, LaneDevice, PoolEnd};
+use crate::run::worker::{CaseOutcome, StudyJob, Worker, SETUP_LIMIT_S};
 use crate::schema::{CaseDevice, CaseResult, CaseStatus, MeasureSettings};
 use crate::vocab::{describe_params, Backend};
-use crate::worker::{CaseOutcome, StudyJob, Worker, SETUP_LIMIT_S};
 
 /// Command-line settings that apply to every study of a run.
 #[derive(Debug, Clone)]

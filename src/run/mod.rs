@@ -1,0 +1,7 @@
+//! Running a study: `study` runs its cases over `lanes` (one per GPU, or one), each case in a
+//! `worker` process, where `case` measures it.
+
+pub mod case;
+pub mod lanes;
+pub mod study;
+pub mod worker;

@@ -337,7 +337,7 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
         .with_context(|| format!("{} is not a kbench results file", path.display()))?;
     // An edited file must not reach `shard::in_shard` (a remainder by zero) or name no shard.
     if let Some(shard) = doc.shard {
-        if let Err(why) = crate::shard::check_shard(shard) {
+        if let Err(why) = shard.check() {
             bail!(
                 "{}: \"shard\": {{\"index\": {}, \"count\": {}}} is not a shard: {why}; was the file edited?",
                 path.display(),

@@ -49,6 +49,22 @@ pub struct ShardRecord {
     pub count: u32,
 }
 
+impl ShardRecord {
+    /// Whether this names a shard that exists: 1 <= index <= count.
+    pub fn check(self) -> Result<(), String> {
+        let ShardRecord { index: k, count: n } = self;
+        if n == 0 {
+            Err("N must be at least 1".into())
+        } else if k == 0 {
+            Err("shards are numbered from 1 (as Slurm's --array=1-N), so K is 1..N".into())
+        } else if k > n {
+            Err(format!("shard {k} of {n} does not exist"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// One input of `kbench merge`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct MergedShard {

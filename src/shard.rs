@@ -59,26 +59,11 @@ pub fn parse_shard(text: &str) -> Result<ShardRecord, String> {
     match (number(k), number(n)) {
         (Some(index), Some(count)) => {
             let shard = ShardRecord { index, count };
-            check_shard(shard).map_err(|why| format!("`{text}`: {why}"))?;
+            shard.check().map_err(|why| format!("`{text}`: {why}"))?;
             Ok(shard)
         }
         (_, Some(0)) => Err(format!("`{text}`: N must be at least 1")),
         _ => Err(format!("`{text}`: {expected}")),
-    }
-}
-
-/// The rules of `--shard` for a shard however it came (a results file records one): N at least
-/// 1, K from 1 to N.
-pub fn check_shard(shard: ShardRecord) -> Result<(), String> {
-    let ShardRecord { index: k, count: n } = shard;
-    if n == 0 {
-        Err("N must be at least 1".into())
-    } else if k == 0 {
-        Err("shards are numbered from 1 (as Slurm's --array=1-N), so K is 1..N".into())
-    } else if k > n {
-        Err(format!("shard {k} of {n} does not exist"))
-    } else {
-        Ok(())
     }
 }
 

@@ -166,7 +166,7 @@ fn run_exports_each_study_and_refuses_a_shared_path_before_running() {
     let passed: Vec<_> = doc.cases.iter().filter(|c| c.summary.is_some()).collect();
     assert_eq!(passed.len(), 8);
     for case in passed {
-        let name = kbench::report::export::case_name(&doc, case);
+        let name = kbench::report::format::case_name(&doc, case);
         let median_ns = case.summary.as_ref().unwrap().median_s * 1e9;
         let in_bmf = bmf[&name]["latency"]["value"].as_f64().unwrap();
         assert!(

@@ -266,7 +266,7 @@ pub(super) struct RawTable {
     #[schemars(schema_with = "json_schema::dimension")]
     columns: Spanned<String>,
     /// The figure each cell shows.
-    #[schemars(schema_with = "json_schema::quantity")]
+    #[schemars(schema_with = "quantity_schema")]
     value: Spanned<String>,
     /// The variants shown, in this order (all if not given).
     #[schemars(with = "Option<Vec<String>>")]
@@ -290,7 +290,7 @@ pub(super) struct RawReference {
     label: String,
     source: String,
     /// The unit of the published figures.
-    #[schemars(schema_with = "json_schema::unit")]
+    #[schemars(schema_with = "unit_schema")]
     unit: Spanned<String>,
     /// The figures, keyed by the table's column values.
     #[schemars(with = "BTreeMap<String, f64>")]
@@ -305,7 +305,7 @@ pub(super) struct RawClaim {
     text: Spanned<String>,
     source: String,
     /// faster (a than b), reaches_peak (a), passes (variants), rises or falls (quantity of a along an axis).
-    #[schemars(schema_with = "json_schema::claim_kind")]
+    #[schemars(schema_with = "claim_kind_schema")]
     kind: Spanned<String>,
     #[schemars(with = "Option<String>")]
     a: Option<Spanned<String>>,
@@ -320,7 +320,7 @@ pub(super) struct RawClaim {
     #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     share: Option<Spanned<f64>>,
     #[serde(default)]
-    #[schemars(schema_with = "json_schema::quantity")]
+    #[schemars(schema_with = "quantity_schema")]
     quantity: Option<Spanned<String>>,
     /// For `rises` and `falls`: the axis followed.
     #[serde(default)]
@@ -750,4 +750,18 @@ impl Validator<'_> {
         }
         Ok(claims)
     }
+}
+
+// The JSON Schema of the keys whose names are this module's own (the rest of the manifest's
+// schema is in `json_schema`, which needs nothing from here).
+fn quantity_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    json_schema::names_of(Quantity::NAMES.to_vec())
+}
+
+fn unit_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    json_schema::names_of(Unit::names())
+}
+
+fn claim_kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    json_schema::names_of(CLAIM_KINDS.to_vec())
 }

@@ -12,7 +12,6 @@ use schemars::{json_schema, Schema, SchemaGenerator};
 use serde_json::{json, Value};
 
 use crate::algos::{self, AxisDef, AxisKind};
-use crate::manifest::findings::{Quantity, Unit, CLAIM_KINDS};
 
 /// The manifest's schema, draft 04.
 pub fn manifest_schema() -> Value {
@@ -196,7 +195,8 @@ fn axis_names() -> Vec<&'static str> {
     axes().into_iter().map(|(name, _)| name).collect()
 }
 
-fn names_of(names: Vec<&str>) -> Schema {
+/// A string that must be one of `names`.
+pub(super) fn names_of(names: Vec<&str>) -> Schema {
     json_schema!({ "type": "string", "enum": names })
 }
 
@@ -243,16 +243,4 @@ pub(super) fn dimension(_: &mut SchemaGenerator) -> Schema {
 
 pub(super) fn axis_name(_: &mut SchemaGenerator) -> Schema {
     names_of(axis_names())
-}
-
-pub(super) fn quantity(_: &mut SchemaGenerator) -> Schema {
-    names_of(Quantity::NAMES.to_vec())
-}
-
-pub(super) fn unit(_: &mut SchemaGenerator) -> Schema {
-    names_of(Unit::names())
-}
-
-pub(super) fn claim_kind(_: &mut SchemaGenerator) -> Schema {
-    names_of(CLAIM_KINDS.to_vec())
 }

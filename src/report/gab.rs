@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::export::{case_name, timing, Format, Report};
+use super::format::{case_name, timing, Format, Report};
 
 pub const FORMAT: Format = Format {
     name: "github-action-benchmark",

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 
-use super::export::{Format, Report};
+use super::format::{Format, Report};
 use super::{plots, table, tables};
 use crate::schema::ResultsDoc;
 use crate::vocab::describe_params;

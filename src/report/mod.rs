@@ -4,6 +4,7 @@
 
 pub mod bmf;
 pub mod export;
+pub mod format;
 pub mod gab;
 pub mod html;
 pub mod plots;

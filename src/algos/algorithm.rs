@@ -25,7 +25,9 @@ use crate::vocab::{Backend, DType, Params, Tolerance};
 /// and the results can keep axis names without copying them. The lists and folders are owned.
 ///
 /// Build one as `Spec { name, title, .., ..Spec::implementing(A::CPU, A::KERNELS) }` (or
-/// `..Spec::DEFAULT`): a field added with a default then touches no algorithm module.
+/// `..Spec::DEFAULT`): a field added with a default then touches no algorithm module. A
+/// built-in's is a `LazyLock` static, since its lists are collected from its tables; its axes
+/// are a plain static beside it (`&[..]` of const calls is not promoted inside the closure).
 #[derive(Debug, Clone)]
 pub struct Spec {
     pub name: &'static str,

@@ -61,7 +61,6 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "pearson_means",
     title: "the mean of every series (seed 003, K2)",
     axes: AXES,
-    fixed_dtype: None,
     kernel_file: KERNEL_FILE,
     test_grid: "m = [0, 1, 3, 67]\nn = [1, 2, 5, 131, 4_099]\ndtype = [\"f32\", \"f64\"]",
     gpu_test_grid: "m = [3, 1_031]\nn = [1, 33, 4_099, 65_537]\ndtype = [\"f32\", \"f64\"]\n\

@@ -22,7 +22,7 @@ pub use findings::{
 };
 pub use json_schema::manifest_schema;
 
-use crate::algos::{self, AxisKind, DynAlgorithm, Spec};
+use crate::algos::{self, AlgorithmRef, AxisKind, Spec};
 use crate::grid::{AxisValues, WhereExpr};
 use crate::schema::{CompareDefaults, MeasureSettings, Study, Variant};
 use crate::vocab::{
@@ -177,7 +177,7 @@ pub struct Manifest {
     pub path: PathBuf,
     pub source: String,
     pub study: Study,
-    pub algorithm: &'static dyn DynAlgorithm,
+    pub algorithm: AlgorithmRef,
     /// Axes in the algorithm's declared order; axes the manifest leaves out take the algorithm's default.
     pub axes: Vec<(String, AxisValues)>,
     pub zip: Vec<Vec<String>>,
@@ -830,7 +830,7 @@ impl Validator<'_> {
     /// batch job, so the run does not start until the line is removed or a variant uses it.
     fn refuse_backend_settings_no_variant_uses(
         &self,
-        spec: &'static Spec,
+        spec: &Spec,
         variants: &[Variant],
         axis_spans: &BTreeMap<String, Range<usize>>,
         measure_scope: Option<Range<usize>>,
@@ -863,7 +863,7 @@ impl Validator<'_> {
     #[allow(clippy::type_complexity)]
     fn validate_grid(
         &self,
-        spec: &'static Spec,
+        spec: &Spec,
         mut grid: BTreeMap<String, Spanned<toml::Value>>,
     ) -> Result<
         (
@@ -1140,7 +1140,7 @@ impl Validator<'_> {
 
     fn validate_variants(
         &self,
-        spec: &'static Spec,
+        spec: &Spec,
         axes: &[(String, AxisValues)],
         zip: &[Vec<String>],
         raw: Vec<Spanned<RawVariant>>,
@@ -1177,12 +1177,12 @@ impl Validator<'_> {
             let (implementation, known, wrong) = match raw.backend {
                 Backend::Cpu => (
                     raw.implementation,
-                    spec.cpu_impls,
+                    &spec.cpu_impls,
                     raw.kernel.map(|k| (k, "kernel")),
                 ),
                 Backend::Cuda => (
                     raw.kernel,
-                    spec.kernels,
+                    &spec.kernels,
                     raw.implementation.map(|k| (k, "impl")),
                 ),
             };

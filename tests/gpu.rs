@@ -46,7 +46,7 @@ fn every_kernel_of_every_algorithm_passes_on_its_gpu_test_grid() {
         if std::env::var("KBENCH_SANITIZER").is_ok() && spec.axis("n").is_some() {
             text += "where = \"n <= 70000\"\n";
         }
-        for kernel in spec.kernels {
+        for kernel in &spec.kernels {
             text += &format!(
                 "[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
             );

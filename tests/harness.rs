@@ -21,7 +21,7 @@ fn every_cpu_implementation_of_every_algorithm_matches_its_reference() {
             name = spec.name,
             grid = spec.test_grid
         );
-        for implementation in spec.cpu_impls {
+        for implementation in &spec.cpu_impls {
             text += &format!(
                 "[[variant]]\nname = \"{implementation}\"\nbackend = \"cpu\"\nimpl = \"{implementation}\"\n"
             );

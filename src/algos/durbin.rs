@@ -17,14 +17,19 @@
 //!
 //! The reference: the recursion in float64 with compensated dot products.
 
+use std::sync::LazyLock;
+
 use anyhow::{Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Deserialize;
 
-use super::{u32_size, unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, OutputSpec, Spec};
-use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Graph, Kernel, KernelFile, Launcher};
+use super::{
+    u32_size, Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OnDevice,
+    OutputSpec, Spec,
+};
+use crate::device::{Arg, DeviceBuf, Dims, Gpu, Graph, Kernel, KernelFile, Launcher};
 use crate::numerics::{compensated_sum, Real};
 use crate::vocab::{DType, HostData, Tolerance};
 use crate::{choice, with_float_dtype};
@@ -32,35 +37,28 @@ use crate::{choice, with_float_dtype};
 #[derive(Debug)]
 pub struct Durbin;
 
-static SPEC: Spec = Spec {
+static AXES: &[AxisDef] = &[
+    AxisDef::size("n", "order of the system (length of r and y)"),
+    AxisDef::dtype(&DType::FLOATS, "f64"),
+    AxisDef::BLOCK,
+    AxisDef::choice(
+        "form",
+        Form::NAMES,
+        "pb42",
+        "pb42: PolyBench 4.2's Levinson-Durbin; pb32: the seed's PolyBench 3.2 code",
+    ),
+    AxisDef::choice(
+        "init",
+        Init::NAMES,
+        "random",
+        "r: random (well conditioned), geometric (0.9^(k+1)), polybench (the form's own)",
+    ),
+];
+
+static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "durbin",
     title: "Durbin-Levinson recursion (Toeplitz / Yule-Walker solve)",
-    axes: &[
-        AxisDef::size("n", "order of the system (length of r and y)"),
-        AxisDef::dtype(&DType::FLOATS, "f64"),
-        AxisDef::BLOCK,
-        AxisDef::choice(
-            "form",
-            Form::NAMES,
-            "pb42",
-            "pb42: PolyBench 4.2's Levinson-Durbin; pb32: the seed's PolyBench 3.2 code",
-        ),
-        AxisDef::choice(
-            "init",
-            Init::NAMES,
-            "random",
-            "r: random (well conditioned), geometric (0.9^(k+1)), polybench (the form's own)",
-        ),
-    ],
-    cpu_impls: &["sequential", "reworked", "threads"],
-    kernels: &[
-        "durbin_atomic",
-        "durbin_twopass",
-        "durbin_graph",
-        "durbin_persistent",
-    ],
-    library_kernels: &[],
-    fixed_dtype: None,
+    axes: AXES,
     kernel_file: KernelFile {
         name: "durbin.cu",
         source: include_str!("../../kernels/durbin.cu"),
@@ -69,7 +67,8 @@ static SPEC: Spec = Spec {
         "n = [0, 1, 2, 7, 999, 4_597]\ndtype = [\"f32\", \"f64\"]\nform = [\"pb42\", \"pb32\"]",
     gpu_test_grid: "n = [1, 2, 33, 999, 1000, 4097]\ndtype = [\"f32\", \"f64\"]\n\
                     block = [32, 256, 1024]\nform = [\"pb42\", \"pb32\"]",
-};
+    ..Spec::implementing(Durbin::CPU, Durbin::KERNELS)
+});
 
 #[derive(Debug, Clone, Copy, Deserialize)]
 pub struct Params {
@@ -239,21 +238,47 @@ pub fn reference(form: Form, r: &[f64]) -> Vec<f64> {
 impl Algorithm for Durbin {
     type Params = Params;
 
-    fn spec(&self) -> &'static Spec {
+    const CPU: &'static [CpuImpl<Params>] = &[
+        // `sequential` keeps two n x n matrices, as PolyBench does.
+        CpuImpl::new("sequential", |p| cpu(p, CpuVersion::Sequential)).scratch_bytes(|p| {
+            let n = p.n as u64;
+            n.checked_mul(n)?.checked_mul(2 * p.dtype.size_bytes())
+        }),
+        CpuImpl::new("reworked", |p| cpu(p, CpuVersion::Reworked)),
+        CpuImpl::new("threads", |p| cpu(p, CpuVersion::Threads)),
+    ];
+
+    const KERNELS: &'static [KernelImpl<Params>] = &[
+        KernelImpl::new("durbin_atomic", |p, on| {
+            let (shape, r, y) = on_device(p, &on)?;
+            let update = on.gpu.kernel(&format!("durbin_atomic_update_{}", p.dtype.name()))?;
+            let atomic = Atomic::new(on.gpu, shape, on.function(p.dtype)?, update, r, y)?;
+            Ok(Box::new(atomic))
+        }),
+        KernelImpl::new("durbin_twopass", |p, on| {
+            let (shape, r, y) = on_device(p, &on)?;
+            Ok(Box::new(Steps::new(on.gpu, shape, on.function(p.dtype)?, r, y)?))
+        }),
+        KernelImpl::new("durbin_graph", |p, on| {
+            let (shape, r, y) = on_device(p, &on)?;
+            let steps = Steps::new(on.gpu, shape, on.function(p.dtype)?, r, y)?;
+            Ok(Box::new(GraphReplay::new(on.gpu, steps)?))
+        }),
+        KernelImpl::new("durbin_persistent", |p, on| {
+            let (shape, r, y) = on_device(p, &on)?;
+            let persistent = Persistent::new(on.gpu, shape, on.function(p.dtype)?, r, y)?;
+            Ok(Box::new(persistent))
+        }),
+    ];
+
+    fn spec(&self) -> &Spec {
         &SPEC
     }
 
     /// r and y in the case's dtype, the kernels' second row of y, and the float64 reference.
-    /// `sequential` also keeps two n x n matrices.
-    fn footprint_bytes(&self, p: &Params, implementation: &str) -> Option<u64> {
+    fn footprint_bytes(&self, p: &Params) -> Option<u64> {
         let n = p.n as u64;
-        let elem = p.dtype.size_bytes();
-        let vectors = n.checked_mul(3 * elem + 8)?.checked_add(64)?;
-        let matrices = match implementation {
-            "sequential" => n.checked_mul(n)?.checked_mul(2 * elem)?,
-            _ => 0,
-        };
-        vectors.checked_add(matrices)
+        n.checked_mul(3 * p.dtype.size_bytes() + 8)?.checked_add(64)
     }
 
     fn prepare(&self, p: &Params, seed: u64) -> Result<CaseData> {
@@ -286,57 +311,22 @@ impl Algorithm for Durbin {
             facts: Vec::new(),
         })
     }
+}
 
-    fn cpu(&self, p: &Params, implementation: &str) -> Result<CpuRun> {
-        let version = match implementation {
-            "sequential" => CpuVersion::Sequential,
-            "reworked" => CpuVersion::Reworked,
-            "threads" => CpuVersion::Threads,
-            other => return Err(unknown(&SPEC, "CPU implementation", other)),
-        };
-        let form = p.form;
-        with_float_dtype!(p.dtype, |T| Ok(cpu_run::<T>(version, form)))
-    }
+fn cpu(p: &Params, version: CpuVersion) -> Result<CpuRun> {
+    let form = p.form;
+    with_float_dtype!(p.dtype, |T| Ok(cpu_run::<T>(version, form)))
+}
 
-    fn cuda<'a>(
-        &self,
-        p: &Params,
-        kernel: &str,
-        gpu: Gpu<'a>,
-        io: &'a DeviceIo,
-    ) -> Result<Box<dyn Launcher + 'a>> {
-        let shape = Shape {
-            n: u32_size(p.n, "durbin")?,
-            block: p.block.context("durbin's kernels need a block size")?,
-            form: p.form.code(),
-            dtype: p.dtype,
-        };
-        let (r, y) = (io.input("r")?, io.output("y")?);
-        let named = |name: &str| gpu.kernel(&format!("{name}_{}", p.dtype.name()));
-        Ok(match kernel {
-            "durbin_atomic" => Box::new(Atomic::new(
-                gpu,
-                shape,
-                named("durbin_atomic")?,
-                named("durbin_atomic_update")?,
-                r,
-                y,
-            )?),
-            "durbin_twopass" => Box::new(Steps::new(gpu, shape, named("durbin_twopass")?, r, y)?),
-            "durbin_graph" => {
-                let steps = Steps::new(gpu, shape, named("durbin_graph")?, r, y)?;
-                Box::new(GraphReplay::new(gpu, steps)?)
-            }
-            "durbin_persistent" => Box::new(Persistent::new(
-                gpu,
-                shape,
-                named("durbin_persistent")?,
-                r,
-                y,
-            )?),
-            other => return Err(unknown(&SPEC, "kernel", other)),
-        })
-    }
+/// Every kernel's shape, and the case's r and y on the device.
+fn on_device<'a>(p: &Params, on: &OnDevice<'a>) -> Result<(Shape, &'a DeviceBuf, &'a DeviceBuf)> {
+    let shape = Shape {
+        n: u32_size(p.n, "durbin")?,
+        block: p.block.context("durbin's kernels need a block size")?,
+        form: p.form.code(),
+        dtype: p.dtype,
+    };
+    Ok((shape, on.io.input("r")?, on.io.output("y")?))
 }
 
 /// Each alpha_k comes from a k-term dot product whose rounding error grows like sqrt(k) eps
@@ -977,7 +967,7 @@ mod tests {
     fn sequential_keeps_its_matrices_between_runs_and_repeats_its_answer() {
         let p = params(300, DType::F64, Form::Pb32, Init::Random);
         let data = Durbin.prepare(&p, 3).unwrap();
-        let mut run = Durbin.cpu(&p, "sequential").unwrap();
+        let mut run = Durbin.case(p).cpu("sequential").unwrap();
         let mut first = data.output_buffers();
         run(&data.inputs, &mut first).unwrap();
         let mut second = data.output_buffers();
@@ -994,13 +984,13 @@ mod tests {
     #[test]
     fn sequentials_footprint_counts_its_matrices() {
         let p = params(300_000, DType::F64, Form::Pb42, Init::Random);
-        let sequential = Durbin.footprint_bytes(&p, "sequential").unwrap();
+        let sequential = Durbin.case(p).footprint_bytes("sequential").unwrap();
         assert!(sequential > 2 * 300_000u64.pow(2) * 8, "{sequential}");
         for other in ["reworked", "threads", "durbin_persistent"] {
-            assert!(Durbin.footprint_bytes(&p, other).unwrap() < 300_000 * 64);
+            assert!(Durbin.case(p).footprint_bytes(other).unwrap() < 300_000 * 64);
         }
         let huge = params(usize::MAX, DType::F64, Form::Pb42, Init::Random);
-        assert_eq!(Durbin.footprint_bytes(&huge, "sequential"), None);
+        assert_eq!(Durbin.case(huge).footprint_bytes("sequential"), None);
     }
 
     #[test]

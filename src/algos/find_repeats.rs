@@ -7,36 +7,39 @@
 //! The reference is the CPU's scan of the array. A case moves its input once and its indices once: 4 n + 4 count + 4
 //! bytes.
 
+use std::sync::LazyLock;
+
 use anyhow::{Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
 use super::scan::{Blelloch, LookBack, KERNEL_FILE};
-use super::{unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, Length, OutputSpec, Spec};
+use super::{
+    Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OutputSpec, Spec,
+};
 use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, Launcher};
 use crate::vocab::{DType, HostData, Tolerance};
 
 #[derive(Debug)]
 pub struct FindRepeats;
 
-static SPEC: Spec = Spec {
+static AXES: &[AxisDef] = &[
+    AxisDef::size("n", "elements of a"),
+    AxisDef::float(
+        "repeats",
+        0.1,
+        0.0,
+        1.0,
+        "share of elements equal to their successor",
+    ),
+    AxisDef::BLOCK,
+];
+
+static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "find_repeats",
     title: "indices i with a[i] == a[i+1] (find_repeats)",
-    axes: &[
-        AxisDef::size("n", "elements of a"),
-        AxisDef::float(
-            "repeats",
-            0.1,
-            0.0,
-            1.0,
-            "share of elements equal to their successor",
-        ),
-        AxisDef::BLOCK,
-    ],
-    cpu_impls: &["sequential"],
-    kernels: &["repeats_seed", "repeats_fused"],
-    library_kernels: &[],
+    axes: AXES,
     fixed_dtype: Some(DType::I32),
     kernel_file: KERNEL_FILE,
     test_grid: "n = [0, 1, 2, 3, 1000, 65_537, 1_000_003]\nrepeats = [0.0, 0.1, 0.5, 1.0]",
@@ -45,7 +48,8 @@ static SPEC: Spec = Spec {
     // checks that one of them ends in a 0, as the padding past n does.
     gpu_test_grid: "n = [0, 1, 2, 3, 1000, 4_099, 16_800, 65_520, 65_537, 1_000_003]\n\
                     repeats = [0.0, 0.1, 1.0]\nblock = [64, 256, 1024]",
-};
+    ..Spec::implementing(FindRepeats::CPU, FindRepeats::KERNELS)
+});
 
 #[derive(Debug, Clone, Copy, Deserialize)]
 pub struct Params {
@@ -58,13 +62,37 @@ pub struct Params {
 impl Algorithm for FindRepeats {
     type Params = Params;
 
-    fn spec(&self) -> &'static Spec {
+    const CPU: &'static [CpuImpl<Params>] = &[CpuImpl::new("sequential", |_| Ok(cpu()))];
+
+    const KERNELS: &'static [KernelImpl<Params>] = &[
+        KernelImpl::new("repeats_seed", |p, on| {
+            let [a, indices, count] = buffers(on.io)?;
+            let seed = Seed::new(on.gpu, on.io, block(p)?, [a, indices, count], p.n)?;
+            Ok(Box::new(seed))
+        }),
+        KernelImpl::new("repeats_fused", |p, on| {
+            let [a, indices, count] = buffers(on.io)?;
+            let args = |tiles: &super::scan::LookBackState| {
+                vec![
+                    a.arg(),
+                    indices.arg(),
+                    count.arg(),
+                    tiles.counter.arg(),
+                    tiles.status.arg(),
+                ]
+            };
+            let look_back = LookBack::new(on.gpu, on.io, on.kernel, block(p)?, p.n, args)?;
+            Ok(Box::new(look_back))
+        }),
+    ];
+
+    fn spec(&self) -> &Spec {
         &SPEC
     }
 
     /// a, the indices at their capacity n, the flags and positions of the seed's version, the
     /// references.
-    fn footprint_bytes(&self, p: &Params, _implementation: &str) -> Option<u64> {
+    fn footprint_bytes(&self, p: &Params) -> Option<u64> {
         (p.n as u64).checked_mul(4 * 4 + 8)?.checked_add(1 << 20)
     }
 
@@ -89,16 +117,8 @@ impl Algorithm for FindRepeats {
         let count = indices.len();
         let outputs = vec![
             OutputSpec::new("count", DType::I32, vec![count as f64], Tolerance::EXACT),
-            OutputSpec {
-                name: "indices",
-                dtype: DType::I32,
-                capacity: p.n,
-                length: Length::CountIn("count"),
-                reference: indices,
-                tolerance: Tolerance::EXACT,
-                in_place: None,
-                checked: None,
-            },
+            OutputSpec::new("indices", DType::I32, indices, Tolerance::EXACT)
+                .counted_by("count", p.n),
         ];
         let n = p.n as u64;
         Ok(CaseData {
@@ -109,61 +129,27 @@ impl Algorithm for FindRepeats {
             facts: vec![("repeats_found", count as f64)],
         })
     }
+}
 
-    fn cpu(&self, _p: &Params, implementation: &str) -> Result<CpuRun> {
-        if implementation != "sequential" {
-            return Err(unknown(&SPEC, "CPU implementation", implementation));
+fn cpu() -> CpuRun {
+    Box::new(|inputs, outputs| {
+        let found = repeats(inputs.get::<i32>("a")?);
+        outputs.get_mut::<i32>("count")?[0] = found.len() as i32;
+        let indices = outputs.get_mut::<i32>("indices")?;
+        for (slot, i) in indices.iter_mut().zip(found) {
+            *slot = i as i32;
         }
-        Ok(Box::new(|inputs, outputs| {
-            let found = repeats(inputs.get::<i32>("a")?);
-            outputs.get_mut::<i32>("count")?[0] = found.len() as i32;
-            let indices = outputs.get_mut::<i32>("indices")?;
-            for (slot, i) in indices.iter_mut().zip(found) {
-                *slot = i as i32;
-            }
-            Ok(())
-        }))
-    }
+        Ok(())
+    })
+}
 
-    fn cuda<'a>(
-        &self,
-        p: &Params,
-        kernel: &str,
-        gpu: Gpu<'a>,
-        io: &'a DeviceIo,
-    ) -> Result<Box<dyn Launcher + 'a>> {
-        let block = p.block.context("find_repeats' kernels need a block size")?;
-        let (a, indices, count) = (io.input("a")?, io.output("indices")?, io.output("count")?);
-        match kernel {
-            "repeats_seed" => Ok(Box::new(Seed::new(
-                gpu,
-                io,
-                block,
-                [a, indices, count],
-                p.n,
-            )?)),
-            "repeats_fused" => {
-                let args = |tiles: &super::scan::LookBackState| {
-                    vec![
-                        a.arg(),
-                        indices.arg(),
-                        count.arg(),
-                        tiles.counter.arg(),
-                        tiles.status.arg(),
-                    ]
-                };
-                Ok(Box::new(LookBack::new(
-                    gpu,
-                    io,
-                    "repeats_fused",
-                    block,
-                    p.n,
-                    args,
-                )?))
-            }
-            other => Err(unknown(&SPEC, "kernel", other)),
-        }
-    }
+fn block(p: &Params) -> Result<u32> {
+    p.block.context("find_repeats' kernels need a block size")
+}
+
+/// The case's a, indices and count on the device.
+fn buffers(io: &DeviceIo) -> Result<[&DeviceBuf; 3]> {
+    Ok([io.input("a")?, io.output("indices")?, io.output("count")?])
 }
 
 /// The indices i with a[i] == a[i+1], in order.
@@ -211,7 +197,15 @@ impl<'a> Seed<'a> {
                 count.arg(),
                 Arg::U64(n as u64),
             ],
-            scan: Blelloch::new(gpu, io, true, block, [flags.arg(), positions.arg()], n)?,
+            scan: Blelloch::new(
+                gpu,
+                io,
+                "scan_blelloch_padded",
+                true,
+                block,
+                [flags.arg(), positions.arg()],
+                n,
+            )?,
             _flags: [flags, positions],
         })
     }

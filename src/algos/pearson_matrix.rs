@@ -25,14 +25,18 @@
 //! | cuda `corr_gemm` | z, then cublas<S/D>gemm of the full product (what torch.corrcoef does) |
 //! | cuda `corr_tf32` | float32 only: z rounded to the nearest TF32, then cublasGemmEx on the tensor cores (TF32 inputs, float32 accumulation); held to a looser tolerance, see `TF32_UNIT_ROUNDOFF` |
 
+use std::sync::LazyLock;
+
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::Deserialize;
 
 use super::random_walk::{self, Layout, Walk};
-use super::{unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, OutputSpec, Spec};
+use super::{
+    Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OnDevice, OutputSpec, Spec,
+};
 use crate::device::blas::BlasCall;
-use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, KernelFile, Launcher};
+use crate::device::{Arg, DeviceBuf, Dims, Kernel, KernelFile, Launcher};
 use crate::numerics::{compensated_sum, Real};
 use crate::vocab::{DType, Element, Tolerance};
 use crate::{walk_axes, with_float_dtype};
@@ -40,17 +44,15 @@ use crate::{walk_axes, with_float_dtype};
 #[derive(Debug)]
 pub struct PearsonMatrix;
 
-static SPEC: Spec = Spec {
+static AXES: &[AxisDef] = &{
+    let [m, n, start, step] = walk_axes!();
+    [m, n, start, step, AxisDef::dtype(&DType::FLOATS, "f32")]
+};
+
+static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "pearson_matrix",
     title: "the full M x M Pearson coefficient matrix (seed 003, steps 2-5)",
-    axes: &{
-        let [m, n, start, step] = walk_axes!();
-        [m, n, start, step, AxisDef::dtype(&DType::FLOATS, "f32")]
-    },
-    cpu_impls: &["sequential", "threads"],
-    kernels: &["corr_tiled", "corr_syrk", "corr_gemm", "corr_tf32"],
-    library_kernels: &[],
-    fixed_dtype: None,
+    axes: AXES,
     kernel_file: KernelFile {
         name: "pearson_matrix.cu",
         source: include_str!("../../kernels/pearson_matrix.cu"),
@@ -60,7 +62,8 @@ static SPEC: Spec = Spec {
     // (1031^2 x 1031 > 2^30: its rows and columns subset is checked).
     gpu_test_grid: "m = [1, 2, 33, 129, 257, 1_031]\nn = [2, 3, 31, 1_000, 1_031]\n\
                     dtype = [\"f32\", \"f64\"]",
-};
+    ..Spec::implementing(PearsonMatrix::CPU, PearsonMatrix::KERNELS)
+});
 
 #[derive(Debug, Clone, Copy, Deserialize)]
 pub struct Params {
@@ -90,15 +93,32 @@ const BAND: usize = 16;
 impl Algorithm for PearsonMatrix {
     type Params = Params;
 
-    fn spec(&self) -> &'static Spec {
+    const CPU: &'static [CpuImpl<Params>] = &[
+        CpuImpl::new("sequential", |p| Ok(cpu(p, false))),
+        // z, a copy of the series.
+        CpuImpl::new("threads", |p| Ok(cpu(p, true))).scratch_bytes(series_bytes),
+    ];
+
+    const KERNELS: &'static [KernelImpl<Params>] = &[
+        KernelImpl::new("corr_tiled", tiled).scratch_bytes(tiled_scratch_bytes),
+        KernelImpl::new("corr_syrk", |p, on| blas(p, on, Product::Syrk))
+            .scratch_bytes(blas_scratch_bytes),
+        KernelImpl::new("corr_gemm", |p, on| blas(p, on, Product::Gemm))
+            .scratch_bytes(blas_scratch_bytes),
+        // The tensor cores take float32 alone.
+        KernelImpl::new("corr_tf32", |p, on| blas(p, on, Product::Tf32))
+            .scratch_bytes(blas_scratch_bytes)
+            .supports(|p| p.dtype == DType::F32)
+            .tolerance(tf32_tolerance),
+    ];
+
+    fn spec(&self) -> &Spec {
         &SPEC
     }
 
-    /// The series, r, its reference (with the checked indices) and each implementation's scratch.
-    fn footprint_bytes(&self, p: &Params, implementation: &str) -> Option<u64> {
-        let (m, n) = (p.walk.m as u64, p.walk.n as u64);
-        let s = p.dtype.size_bytes();
-        let series = m.checked_mul(n)?.checked_mul(s)?;
+    /// The series, r and its reference (with the checked indices).
+    fn footprint_bytes(&self, p: &Params) -> Option<u64> {
+        let m = p.walk.m as u64;
         let matrix = m.checked_mul(m)?;
         let reference = if full_reference(p.walk.m, p.walk.n) {
             matrix.checked_mul(8)?
@@ -107,23 +127,9 @@ impl Algorithm for PearsonMatrix {
                 .checked_mul(m)?
                 .checked_mul(16)?
         };
-        let round = |x: u64, to: u64| x.div_ceil(to).checked_mul(to);
-        let scratch = match implementation {
-            "corr_tiled" => round(m, TILE as u64)?
-                .checked_mul(round(n, K_PAD as u64)?)?
-                .checked_mul(s)?
-                .checked_add(16 * m)?,
-            "corr_syrk" | "corr_gemm" | "corr_tf32" => m
-                .checked_mul(round(n, LDZ_ALIGN as u64)?)?
-                .checked_mul(s)?
-                .checked_add(32 << 20)?,
-            "threads" => series,
-            _ => 0,
-        };
-        series
-            .checked_add(matrix.checked_mul(s)?)?
+        series_bytes(p)?
+            .checked_add(matrix.checked_mul(p.dtype.size_bytes())?)?
             .checked_add(reference)?
-            .checked_add(scratch)?
             .checked_add(64)
     }
 
@@ -168,166 +174,205 @@ impl Algorithm for PearsonMatrix {
             facts: vec![("checked_series", rows.len() as f64)],
         })
     }
+}
 
-    fn cpu(&self, p: &Params, implementation: &str) -> Result<CpuRun> {
-        let threaded = match implementation {
-            "sequential" => false,
-            "threads" => true,
-            other => return Err(unknown(&SPEC, "CPU implementation", other)),
-        };
-        let (m, n, dtype) = (p.walk.m, p.walk.n, p.dtype);
-        // The threads' z, allocated once per case.
-        let mut z32: Vec<f32> = Vec::new();
-        let mut z64: Vec<f64> = Vec::new();
-        Ok(Box::new(move |inputs, outputs| match dtype {
-            DType::F32 => run_cpu(inputs, outputs, m, n, threaded, &mut z32),
-            DType::F64 => run_cpu(inputs, outputs, m, n, threaded, &mut z64),
-            other => bail!("pearson_matrix runs in f32 or f64, not {other}"),
-        }))
-    }
+fn series_bytes(p: &Params) -> Option<u64> {
+    (p.walk.m as u64)
+        .checked_mul(p.walk.n as u64)?
+        .checked_mul(p.dtype.size_bytes())
+}
 
-    fn cuda<'a>(
-        &self,
-        p: &Params,
-        kernel: &str,
-        gpu: Gpu<'a>,
-        io: &'a DeviceIo,
-    ) -> Result<Box<dyn Launcher + 'a>> {
-        let (m, n) = (p.walk.m, p.walk.n);
-        check_sizes(m, n)?;
-        let dtype = p.dtype;
-        let (x, r) = (io.input("series")?, io.output("r")?);
+fn round_up(x: u64, to: u64) -> Option<u64> {
+    x.div_ceil(to).checked_mul(to)
+}
+
+/// corr_tiled's transposed, padded z, its means and norms.
+fn tiled_scratch_bytes(p: &Params) -> Option<u64> {
+    let (m, n) = (p.walk.m as u64, p.walk.n as u64);
+    round_up(m, TILE as u64)?
+        .checked_mul(round_up(n, K_PAD as u64)?)?
+        .checked_mul(p.dtype.size_bytes())?
+        .checked_add(16 * m)
+}
+
+/// The cuBLAS kernels' z at its aligned stride, and cuBLAS's workspace.
+fn blas_scratch_bytes(p: &Params) -> Option<u64> {
+    (p.walk.m as u64)
+        .checked_mul(round_up(p.walk.n as u64, LDZ_ALIGN as u64)?)?
+        .checked_mul(p.dtype.size_bytes())?
+        .checked_add(32 << 20)
+}
+
+/// corr_tf32's inputs carry TF32's rounding, up to u = 2^-11 relative: r moves by at most
+/// 2u sum_k |z_ik z_jk| <= 2u (Cauchy-Schwarz), on top of the float32 tolerance for its
+/// accumulation.
+fn tf32_tolerance(_p: &Params, output: &OutputSpec) -> Tolerance {
+    let mut tolerance = output.tolerance;
+    tolerance.abs += 2.0 * TF32_UNIT_ROUNDOFF;
+    tolerance
+}
+
+fn cpu(p: &Params, threaded: bool) -> CpuRun {
+    let (m, n, dtype) = (p.walk.m, p.walk.n, p.dtype);
+    // The threads' z, allocated once per case.
+    let mut z32: Vec<f32> = Vec::new();
+    let mut z64: Vec<f64> = Vec::new();
+    Box::new(move |inputs, outputs| match dtype {
+        DType::F32 => run_cpu(inputs, outputs, m, n, threaded, &mut z32),
+        DType::F64 => run_cpu(inputs, outputs, m, n, threaded, &mut z64),
+        other => bail!("pearson_matrix runs in f32 or f64, not {other}"),
+    })
+}
+
+/// The product of the cuBLAS kernels: corr_syrk's lower triangle (mirrored by its own kernel),
+/// corr_gemm's full product, or corr_tf32's on the tensor cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Product {
+    Syrk,
+    Gemm,
+    Tf32,
+}
+
+/// A pipeline over the case's series and r, run once untimed before it is returned: cuBLAS
+/// loads its kernels and picks its algorithm on its first call, which must not happen while a
+/// sample waits behind the held stream.
+fn pipeline<'a>(
+    p: &Params,
+    on: OnDevice<'a>,
+    build: impl FnOnce(&mut Pipeline<'a>, &'a DeviceBuf, &'a DeviceBuf) -> Result<()>,
+) -> Result<Box<dyn Launcher + 'a>> {
+    check_sizes(p.walk.m, p.walk.n)?;
+    let (x, r) = (on.io.input("series")?, on.io.output("r")?);
+    let mut pipeline = Pipeline {
+        steps: Vec::new(),
+        launches: 0,
+        scratch: Vec::new(),
+        _io: (x, r),
+    };
+    build(&mut pipeline, x, r)?;
+    pipeline.launch()?;
+    on.gpu.synchronize()?;
+    Ok(Box::new(pipeline))
+}
+
+/// corr_tiled: means and norms, z transposed, then the tiles of Z Z^T.
+fn tiled<'a>(p: &Params, on: OnDevice<'a>) -> Result<Box<dyn Launcher + 'a>> {
+    pipeline(p, on, |pipeline, x, r| {
+        let (m, n, dtype, gpu) = (p.walk.m, p.walk.n, p.dtype, on.gpu);
         let k = |name: &str| gpu.kernel(&format!("{name}_{}", dtype.name()));
         let (m32, n32) = (u32_of(m, "m")?, u32_of(n, "n")?);
-        let mut pipeline = Pipeline {
-            steps: Vec::new(),
-            launches: 0,
-            scratch: Vec::new(),
-            _io: (x, r),
+        let (mp, np) = (m.div_ceil(TILE) * TILE, n.div_ceil(K_PAD) * K_PAD);
+        let (mp32, np32) = (u32_of(mp, "m")?, u32_of(np, "n")?);
+        if np / 32 > 65_535 {
+            bail!("corr_tiled: n = {n} exceeds its transpose's grid (n <= 2,097,120)");
+        }
+        let mean = gpu.alloc(DType::F64, m)?;
+        let inv_norm = gpu.alloc(DType::F64, m)?;
+        let zt = gpu.alloc(dtype, mp.checked_mul(np).context("overflow")?)?;
+        pipeline.kernel(
+            k("corr_tiled_stats")?,
+            Dims::linear(m32, 256, 0),
+            vec![
+                x.arg(),
+                mean.arg(),
+                inv_norm.arg(),
+                Arg::U32(m32),
+                Arg::U32(n32),
+            ],
+        );
+        pipeline.kernel(
+            k("corr_tiled_transpose")?,
+            Dims {
+                grid: (mp32 / 32, np32 / 32, 1),
+                block: (32, 8, 1),
+                shared_bytes: 0,
+            },
+            vec![
+                x.arg(),
+                mean.arg(),
+                inv_norm.arg(),
+                zt.arg(),
+                Arg::U32(m32),
+                Arg::U32(n32),
+                Arg::U32(mp32),
+            ],
+        );
+        let tiles = triangle(mp / TILE, on.kernel)?;
+        pipeline.kernel(
+            on.function(dtype)?,
+            Dims::linear(tiles, 256, 0),
+            vec![
+                zt.arg(),
+                r.arg(),
+                Arg::U32(m32),
+                Arg::U32(mp32),
+                Arg::U32(np32),
+            ],
+        );
+        pipeline.scratch = vec![mean, inv_norm, zt];
+        Ok(())
+    })
+}
+
+/// corr_syrk, corr_gemm and corr_tf32: z, the cuBLAS product, and corr_syrk's mirror.
+fn blas<'a>(p: &Params, on: OnDevice<'a>, product: Product) -> Result<Box<dyn Launcher + 'a>> {
+    pipeline(p, on, |pipeline, x, r| {
+        let (m, n, dtype, gpu) = (p.walk.m, p.walk.n, p.dtype, on.gpu);
+        let k = |name: &str| gpu.kernel(&format!("{name}_{}", dtype.name()));
+        let own = || on.function(dtype);
+        let (m32, n32) = (u32_of(m, "m")?, u32_of(n, "n")?);
+        let tf32 = product == Product::Tf32;
+        if tf32 && dtype != DType::F32 {
+            bail!(
+                "corr_tf32 multiplies on the TF32 tensor cores, which take float32, not \
+                 {dtype}"
+            );
+        }
+        let ldz = n.div_ceil(LDZ_ALIGN) * LDZ_ALIGN;
+        let z = gpu.alloc(dtype, m.checked_mul(ldz).context("overflow")?)?;
+        // corr_syrk multiplies the z of corr_gemm's normalisation (its entry in the kernel
+        // file); corr_tf32 rounds z to TF32 in its own.
+        let normalize = match product {
+            Product::Syrk => k("corr_gemm")?,
+            Product::Gemm | Product::Tf32 => own()?,
         };
-        match kernel {
-            "corr_tiled" => {
-                let (mp, np) = (m.div_ceil(TILE) * TILE, n.div_ceil(K_PAD) * K_PAD);
-                let (mp32, np32) = (u32_of(mp, "m")?, u32_of(np, "n")?);
-                if np / 32 > 65_535 {
-                    bail!("corr_tiled: n = {n} exceeds its transpose's grid (n <= 2,097,120)");
-                }
-                let mean = gpu.alloc(DType::F64, m)?;
-                let inv_norm = gpu.alloc(DType::F64, m)?;
-                let zt = gpu.alloc(dtype, mp.checked_mul(np).context("overflow")?)?;
-                pipeline.kernel(
-                    k("corr_tiled_stats")?,
-                    Dims::linear(m32, 256, 0),
-                    vec![
-                        x.arg(),
-                        mean.arg(),
-                        inv_norm.arg(),
-                        Arg::U32(m32),
-                        Arg::U32(n32),
-                    ],
-                );
-                pipeline.kernel(
-                    k("corr_tiled_transpose")?,
-                    Dims {
-                        grid: (mp32 / 32, np32 / 32, 1),
-                        block: (32, 8, 1),
-                        shared_bytes: 0,
-                    },
-                    vec![
-                        x.arg(),
-                        mean.arg(),
-                        inv_norm.arg(),
-                        zt.arg(),
-                        Arg::U32(m32),
-                        Arg::U32(n32),
-                        Arg::U32(mp32),
-                    ],
-                );
-                let tiles = triangle(mp / TILE, "corr_tiled")?;
-                pipeline.kernel(
-                    k("corr_tiled")?,
-                    Dims::linear(tiles, 256, 0),
-                    vec![
-                        zt.arg(),
-                        r.arg(),
-                        Arg::U32(m32),
-                        Arg::U32(mp32),
-                        Arg::U32(np32),
-                    ],
-                );
-                pipeline.scratch = vec![mean, inv_norm, zt];
-            }
-            "corr_syrk" | "corr_gemm" | "corr_tf32" => {
-                let tf32 = kernel == "corr_tf32";
-                if tf32 && dtype != DType::F32 {
-                    bail!(
-                        "corr_tf32 multiplies on the TF32 tensor cores, which take float32, not \
-                         {dtype}"
-                    );
-                }
-                let ldz = n.div_ceil(LDZ_ALIGN) * LDZ_ALIGN;
-                let z = gpu.alloc(dtype, m.checked_mul(ldz).context("overflow")?)?;
-                // corr_syrk multiplies the z of corr_gemm's normalisation.
-                let normalize = if tf32 { "corr_tf32" } else { "corr_gemm" };
-                pipeline.kernel(
-                    k(normalize)?,
-                    Dims::linear(m32, 256, 0),
-                    vec![
-                        x.arg(),
-                        z.arg(),
-                        Arg::U32(m32),
-                        Arg::U32(n32),
-                        Arg::U32(u32_of(ldz, "n")?),
-                    ],
-                );
-                let blas = gpu.blas()?;
-                // z, row-major M x N with row stride ldz, is column-major N x M (lda = ldz):
-                // A^T A is r, M x M, column-major = row-major since it is symmetric.
-                let call = if kernel == "corr_syrk" {
-                    blas.syrk(true, m, n, &z, ldz, r, m)?
-                } else {
-                    blas.gemm((true, false), (m, m, n), (&z, ldz), (&z, ldz), (r, m), tf32)?
-                };
-                pipeline.steps.push(Step::Blas(call));
-                pipeline.launches += BLAS_LAUNCHES;
-                if kernel == "corr_syrk" {
-                    // Column-major lower = row-major upper; the mirror fills the rest.
-                    let blocks = triangle(m.div_ceil(32), "corr_syrk")?;
-                    pipeline.kernel(
-                        k("corr_syrk")?,
-                        Dims {
-                            grid: (blocks, 1, 1),
-                            block: (32, 8, 1),
-                            shared_bytes: 0,
-                        },
-                        vec![r.arg(), Arg::U32(m32)],
-                    );
-                }
-                pipeline.scratch = vec![z];
-            }
-            other => return Err(unknown(&SPEC, "kernel", other)),
+        pipeline.kernel(
+            normalize,
+            Dims::linear(m32, 256, 0),
+            vec![
+                x.arg(),
+                z.arg(),
+                Arg::U32(m32),
+                Arg::U32(n32),
+                Arg::U32(u32_of(ldz, "n")?),
+            ],
+        );
+        let blas = gpu.blas()?;
+        // z, row-major M x N with row stride ldz, is column-major N x M (lda = ldz):
+        // A^T A is r, M x M, column-major = row-major since it is symmetric.
+        let call = if product == Product::Syrk {
+            blas.syrk(true, m, n, &z, ldz, r, m)?
+        } else {
+            blas.gemm((true, false), (m, m, n), (&z, ldz), (&z, ldz), (r, m), tf32)?
+        };
+        pipeline.steps.push(Step::Blas(call));
+        pipeline.launches += BLAS_LAUNCHES;
+        if product == Product::Syrk {
+            // Column-major lower = row-major upper; the mirror fills the rest.
+            let blocks = triangle(m.div_ceil(32), on.kernel)?;
+            pipeline.kernel(
+                own()?,
+                Dims {
+                    grid: (blocks, 1, 1),
+                    block: (32, 8, 1),
+                    shared_bytes: 0,
+                },
+                vec![r.arg(), Arg::U32(m32)],
+            );
         }
-        // One untimed run now: cuBLAS loads its kernels and picks its algorithm on its first
-        // call, which must not happen while a sample waits behind the held stream.
-        pipeline.launch()?;
-        gpu.synchronize()?;
-        Ok(Box::new(pipeline))
-    }
-
-    fn supports(&self, p: &Params, implementation: &str) -> bool {
-        implementation != "corr_tf32" || p.dtype == DType::F32
-    }
-
-    /// corr_tf32's inputs carry TF32's rounding, up to u = 2^-11 relative: r moves by at most
-    /// 2u sum_k |z_ik z_jk| <= 2u (Cauchy-Schwarz), on top of the float32 tolerance for its
-    /// accumulation.
-    fn tolerance(&self, _p: &Params, implementation: &str, output: &OutputSpec) -> Tolerance {
-        let mut tolerance = output.tolerance;
-        if implementation == "corr_tf32" {
-            tolerance.abs += 2.0 * TF32_UNIT_ROUNDOFF;
-        }
-        tolerance
-    }
+        pipeline.scratch = vec![z];
+        Ok(())
+    })
 }
 
 fn check_sizes(m: usize, n: usize) -> Result<()> {
@@ -779,8 +824,8 @@ mod tests {
         for dtype in DType::FLOATS {
             let p = params(37, 301, dtype);
             let data = PearsonMatrix.prepare(&p, 9).unwrap();
-            for implementation in SPEC.cpu_impls {
-                let mut run = PearsonMatrix.cpu(&p, implementation).unwrap();
+            for implementation in &SPEC.cpu_impls {
+                let mut run = PearsonMatrix.case(p).cpu(implementation).unwrap();
                 let mut out = data.output_buffers();
                 run(&data.inputs, &mut out).unwrap();
                 let got = out.data("r").unwrap().to_f64();
@@ -812,15 +857,15 @@ mod tests {
 
     #[test]
     fn tf32_runs_in_float32_only_with_its_own_budget() {
-        assert!(PearsonMatrix.supports(&params(4, 4, DType::F32), "corr_tf32"));
-        assert!(!PearsonMatrix.supports(&params(4, 4, DType::F64), "corr_tf32"));
-        assert!(PearsonMatrix.supports(&params(4, 4, DType::F64), "corr_syrk"));
+        assert!(PearsonMatrix.case(params(4, 4, DType::F32)).supports("corr_tf32"));
+        assert!(!PearsonMatrix.case(params(4, 4, DType::F64)).supports("corr_tf32"));
+        assert!(PearsonMatrix.case(params(4, 4, DType::F64)).supports("corr_syrk"));
         let data = PearsonMatrix
             .prepare(&params(4, 8192, DType::F32), 1)
             .unwrap();
         let out = &data.outputs[0];
-        let tf32 = PearsonMatrix.tolerance(&params(4, 8192, DType::F32), "corr_tf32", out);
-        let plain = PearsonMatrix.tolerance(&params(4, 8192, DType::F32), "corr_gemm", out);
+        let tf32 = PearsonMatrix.case(params(4, 8192, DType::F32)).tolerance("corr_tf32", out);
+        let plain = PearsonMatrix.case(params(4, 8192, DType::F32)).tolerance("corr_gemm", out);
         assert_eq!(plain, out.tolerance);
         assert!((tf32.abs - plain.abs - 1.0 / 1024.0).abs() < 1e-15);
     }
@@ -828,12 +873,12 @@ mod tests {
     #[test]
     fn footprints_count_the_reference_subset_and_scratch() {
         let p = params(8192, 8192, DType::F32);
-        let cpu = PearsonMatrix.footprint_bytes(&p, "sequential").unwrap();
-        let gpu = PearsonMatrix.footprint_bytes(&p, "corr_tiled").unwrap();
+        let cpu = PearsonMatrix.case(p).footprint_bytes("sequential").unwrap();
+        let gpu = PearsonMatrix.case(p).footprint_bytes("corr_tiled").unwrap();
         // Series and r, 256 MiB each, and the subset's indices and values.
         assert!(cpu > 512 << 20 && cpu < 530 << 20, "{cpu}");
         assert!(gpu > cpu + (255 << 20), "{gpu}");
         let huge = params(1 << 40, 1 << 40, DType::F64);
-        assert_eq!(PearsonMatrix.footprint_bytes(&huge, "corr_gemm"), None);
+        assert_eq!(PearsonMatrix.case(huge).footprint_bytes("corr_gemm"), None);
     }
 }

@@ -10,6 +10,8 @@
 //! whose sum came within an absolute margin (its accuracy table's Epsi): the `sum_tol` axis is
 //! that margin, so its accuracy table is a plain kbench table of `share_within_tolerance`.
 
+use std::sync::LazyLock;
+
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -17,10 +19,10 @@ use serde::Deserialize;
 use super::pearson_series::{float_arg, KERNEL_FILE};
 use super::random_walk::{self, Layout, Walk};
 use super::{
-    unknown, Algorithm, AxisDef, AxisDefault, AxisKind, Buffers, CaseData, CpuRun, OutputSpec,
-    Spec,
+    Algorithm, AxisDef, AxisDefault, AxisKind, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl,
+    OnDevice, OutputSpec, Spec,
 };
-use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, Launcher};
+use crate::device::{Arg, DeviceBuf, Dims, Kernel, Launcher};
 use crate::numerics::compensated_sum;
 use crate::vocab::{Backend, DType, Element, Tolerance};
 use crate::{walk_axes, with_float_dtype};
@@ -28,44 +30,43 @@ use crate::{walk_axes, with_float_dtype};
 #[derive(Debug)]
 pub struct PearsonMeans;
 
-static SPEC: Spec = Spec {
+static AXES: &[AxisDef] = &{
+    let [m, n, start, step] = walk_axes!();
+    [
+        m,
+        n,
+        start,
+        step,
+        AxisDef::dtype(&DType::FLOATS, "f32"),
+        AxisDef::float(
+            "sum_tol",
+            0.0,
+            0.0,
+            1e30,
+            "the margin a series' sum may miss by (the seed's accuracy Epsi); 0: kbench's \
+             bound, 2 sqrt(n) eps relative",
+        ),
+        AxisDef {
+            name: "blocks_per_series",
+            kind: AxisKind::Size,
+            default: Some(AxisDefault::Int(1)),
+            only_for: Some(Backend::Cuda),
+            doc: "blocks summing one series",
+        },
+        AxisDef::BLOCK,
+    ]
+};
+
+static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "pearson_means",
     title: "the mean of every series (seed 003, K2)",
-    axes: &{
-        let [m, n, start, step] = walk_axes!();
-        [
-            m,
-            n,
-            start,
-            step,
-            AxisDef::dtype(&DType::FLOATS, "f32"),
-            AxisDef::float(
-                "sum_tol",
-                0.0,
-                0.0,
-                1e30,
-                "the margin a series' sum may miss by (the seed's accuracy Epsi); 0: kbench's \
-                 bound, 2 sqrt(n) eps relative",
-            ),
-            AxisDef {
-                name: "blocks_per_series",
-                kind: AxisKind::Size,
-                default: Some(AxisDefault::Int(1)),
-                only_for: Some(Backend::Cuda),
-                doc: "blocks summing one series",
-            },
-            AxisDef::BLOCK,
-        ]
-    },
-    cpu_impls: &["sequential", "threads"],
-    kernels: &["k2_global", "k2_shared", "k2_unrolled", "k2_shuffle"],
-    library_kernels: &[],
-    fixed_dtype: None,
+    axes: AXES,
     kernel_file: KERNEL_FILE,
     test_grid: "m = [0, 1, 3, 67]\nn = [1, 2, 5, 131, 4_099]\ndtype = [\"f32\", \"f64\"]",
     gpu_test_grid: "m = [3, 1_031]\nn = [1, 33, 4_099, 65_537]\ndtype = [\"f32\", \"f64\"]\n\
                     blocks_per_series = [1, 3]\nblock = [32, 1024]",
-};
+    ..Spec::implementing(PearsonMeans::CPU, PearsonMeans::KERNELS)
+});
 
 #[derive(Debug, Clone, Copy, Deserialize)]
 pub struct Params {
@@ -82,20 +83,27 @@ pub struct Params {
 impl Algorithm for PearsonMeans {
     type Params = Params;
 
-    fn spec(&self) -> &'static Spec {
+    const CPU: &'static [CpuImpl<Params>] = &[
+        CpuImpl::new("sequential", |p| Ok(cpu(p, false))),
+        CpuImpl::new("threads", |p| Ok(cpu(p, true))),
+    ];
+
+    const KERNELS: &'static [KernelImpl<Params>] = &[
+        // Its tree's scratch is half the series again.
+        KernelImpl::new("k2_global", |p, on| means(p, on, Workspace::Global))
+            .scratch_bytes(|p| Some(series_bytes(p)? / 2)),
+        KernelImpl::new("k2_shared", |p, on| means(p, on, Workspace::Shared)),
+        KernelImpl::new("k2_unrolled", |p, on| means(p, on, Workspace::Shared)),
+        KernelImpl::new("k2_shuffle", |p, on| means(p, on, Workspace::Registers)),
+    ];
+
+    fn spec(&self) -> &Spec {
         &SPEC
     }
 
-    /// The series (k2_global's scratch is half of them again), the means and their reference.
-    fn footprint_bytes(&self, p: &Params, implementation: &str) -> Option<u64> {
-        let series_bytes = p.walk.elements()?.checked_mul(p.dtype.size_bytes())?;
-        let scratch = if implementation == "k2_global" {
-            series_bytes / 2
-        } else {
-            0
-        };
-        series_bytes
-            .checked_add(scratch)?
+    /// The series, the means and their reference.
+    fn footprint_bytes(&self, p: &Params) -> Option<u64> {
+        series_bytes(p)?
             .checked_add((p.walk.m as u64).checked_mul(3 * 8)?)?
             .checked_add(64)
     }
@@ -135,46 +143,49 @@ impl Algorithm for PearsonMeans {
             facts: Vec::new(),
         })
     }
+}
 
-    fn cpu(&self, p: &Params, implementation: &str) -> Result<CpuRun> {
-        let parallel = match implementation {
-            "sequential" => false,
-            "threads" => true,
-            other => return Err(unknown(&SPEC, "CPU implementation", other)),
-        };
-        let (dtype, n) = (p.dtype, p.walk.n);
-        Ok(Box::new(move |inputs, outputs| {
-            with_float_dtype!(dtype, |T| {
-                let series = inputs.get::<T>("series")?;
-                let means = outputs.get_mut::<T>("means")?;
-                // The seed's loop: one accumulator in the element type, then a division.
-                let mean = |s: &[T]| s.iter().fold(0.0 as T, |a, &b| a + b) / n as T;
-                if parallel {
-                    means
-                        .par_iter_mut()
-                        .zip(series.par_chunks(n))
-                        .for_each(|(m, s)| *m = mean(s));
-                } else {
-                    means
-                        .iter_mut()
-                        .zip(series.chunks(n))
-                        .for_each(|(m, s)| *m = mean(s));
-                }
-            });
-            Ok(())
-        }))
-    }
+fn series_bytes(p: &Params) -> Option<u64> {
+    p.walk.elements()?.checked_mul(p.dtype.size_bytes())
+}
 
-    fn cuda<'a>(
-        &self,
-        p: &Params,
-        kernel: &str,
-        gpu: Gpu<'a>,
-        io: &'a DeviceIo,
-    ) -> Result<Box<dyn Launcher + 'a>> {
-        if !SPEC.kernels.contains(&kernel) {
-            return Err(unknown(&SPEC, "kernel", kernel));
-        }
+/// The seed's loop on the CPU, one series after another or in parallel.
+fn cpu(p: &Params, parallel: bool) -> CpuRun {
+    let (dtype, n) = (p.dtype, p.walk.n);
+    Box::new(move |inputs, outputs| {
+        with_float_dtype!(dtype, |T| {
+            let series = inputs.get::<T>("series")?;
+            let means = outputs.get_mut::<T>("means")?;
+            // The seed's loop: one accumulator in the element type, then a division.
+            let mean = |s: &[T]| s.iter().fold(0.0 as T, |a, &b| a + b) / n as T;
+            if parallel {
+                means
+                    .par_iter_mut()
+                    .zip(series.par_chunks(n))
+                    .for_each(|(m, s)| *m = mean(s));
+            } else {
+                means
+                    .iter_mut()
+                    .zip(series.chunks(n))
+                    .for_each(|(m, s)| *m = mean(s));
+            }
+        });
+        Ok(())
+    })
+}
+
+/// Where a K2 form reduces a block's values: k2_global in a global scratch buffer, the shared
+/// forms in blockDim.x elements of dynamic shared memory, k2_shuffle in registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Workspace {
+    Global,
+    Shared,
+    Registers,
+}
+
+/// A K2 form's launcher, with k2_finish after it where several blocks sum a series.
+fn means<'a>(p: &Params, on: OnDevice<'a>, workspace: Workspace) -> Result<Box<dyn Launcher + 'a>> {
+    let gpu = on.gpu;
         let block = p.block.context("K2 needs a block size")?;
         let blocks_per_series = p.blocks_per_series.unwrap_or(1);
         if blocks_per_series == 0 {
@@ -187,17 +198,17 @@ impl Algorithm for PearsonMeans {
         let (dtype, n) = (p.dtype, p.walk.n as u64);
         let chunk = n.div_ceil(blocks_per_series as u64);
         let elem = dtype.size_bytes() as u32;
-        let (x, means) = (io.input("series")?, io.output("means")?);
-        let scratch = match kernel {
-            "k2_global" => {
+        let (x, means) = (on.io.input("series")?, on.io.output("means")?);
+        let scratch = match workspace {
+            Workspace::Global => {
                 let len = (grid as u64).checked_mul(chunk.div_ceil(2)).context("overflow")?;
                 Some(gpu.alloc(dtype, usize::try_from(len.max(1))?)?)
             }
-            _ => None,
+            Workspace::Shared | Workspace::Registers => None,
         };
-        let shared_bytes = match kernel {
-            "k2_shared" | "k2_unrolled" => block * elem,
-            _ => 0,
+        let shared_bytes = match workspace {
+            Workspace::Shared => block * elem,
+            Workspace::Global | Workspace::Registers => 0,
         };
         let one_pass = blocks_per_series == 1;
         // Several blocks a series write partial sums, which k2_finish adds and scales.
@@ -224,7 +235,7 @@ impl Algorithm for PearsonMeans {
         let out = partials.as_ref().unwrap_or(means).arg();
         let scratch_arg = scratch.as_ref().unwrap_or(x).arg();
         Ok(Box::new(Means {
-            kernel: gpu.kernel(&format!("{kernel}_{dtype}"))?,
+            kernel: on.function(dtype)?,
             dims: Dims::linear(grid.max(1), block, shared_bytes),
             args: [
                 x.arg(),
@@ -239,7 +250,6 @@ impl Algorithm for PearsonMeans {
             finish,
             _buffers: (x, means, scratch, partials),
         }))
-    }
 }
 
 /// One K2 launch over m x B blocks, and with B > 1 the launch adding the partials.
@@ -328,7 +338,7 @@ mod tests {
                 p.walk.m = 64;
                 let data = PearsonMeans.prepare(&p, 9).unwrap();
                 let mut outputs = data.output_buffers();
-                PearsonMeans.cpu(&p, "sequential").unwrap()(&data.inputs, &mut outputs).unwrap();
+                cpu(&p, false)(&data.inputs, &mut outputs).unwrap();
                 let got = outputs.data("means").unwrap().to_f64();
                 let check = &data.outputs[0];
                 let report = crate::verify::compare(&got, &check.reference, check.tolerance);

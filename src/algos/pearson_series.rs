@@ -4,12 +4,16 @@
 //! discussed and did not build. The reference is the same walk on the CPU: same bits, so every
 //! element must match exactly.
 
+use std::sync::LazyLock;
+
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use super::random_walk::{self, key_words, seed_of, Layout, Walk};
-use super::{unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, OutputSpec, Spec};
-use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, KernelFile, Launcher};
+use super::{
+    Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OnDevice, OutputSpec, Spec,
+};
+use crate::device::{Arg, DeviceBuf, Dims, Kernel, KernelFile, Launcher};
 use crate::vocab::{DType, Element, HostData, Tolerance};
 use crate::{walk_axes, with_float_dtype};
 
@@ -22,36 +26,35 @@ pub(super) const KERNEL_FILE: KernelFile = KernelFile {
     source: include_str!("../../kernels/pearson.cu"),
 };
 
-static SPEC: Spec = Spec {
+static AXES: &[AxisDef] = &{
+    let [m, n, start, step] = walk_axes!();
+    [
+        m,
+        n,
+        start,
+        step,
+        AxisDef::dtype(&DType::FLOATS, "f32"),
+        AxisDef::choice(
+            "layout",
+            Layout::NAMES,
+            "series",
+            "series contiguous, or interleaved",
+        ),
+        AxisDef::BLOCK,
+    ]
+};
+
+static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "pearson_series",
     title: "random-walk series generation, one thread a series (seed 003, K1)",
-    axes: &{
-        let [m, n, start, step] = walk_axes!();
-        [
-            m,
-            n,
-            start,
-            step,
-            AxisDef::dtype(&DType::FLOATS, "f32"),
-            AxisDef::choice(
-                "layout",
-                Layout::NAMES,
-                "series",
-                "series contiguous, or interleaved",
-            ),
-            AxisDef::BLOCK,
-        ]
-    },
-    cpu_impls: &["sequential", "threads"],
-    kernels: &["k1_generate"],
-    library_kernels: &[],
-    fixed_dtype: None,
+    axes: AXES,
     kernel_file: KERNEL_FILE,
     test_grid: "m = [0, 1, 3, 67]\nn = [0, 1, 2, 5, 131]\ndtype = [\"f32\", \"f64\"]\n\
                 layout = [\"series\", \"interleaved\"]",
     gpu_test_grid: "m = [1, 3, 67, 1_031]\nn = [1, 2, 5, 131, 4_099]\ndtype = [\"f32\", \"f64\"]\n\
                     layout = [\"series\", \"interleaved\"]\nblock = [32, 1024]",
-};
+    ..Spec::implementing(PearsonSeries::CPU, PearsonSeries::KERNELS)
+});
 
 #[derive(Debug, Clone, Copy, Deserialize)]
 pub struct Params {
@@ -66,12 +69,19 @@ pub struct Params {
 impl Algorithm for PearsonSeries {
     type Params = Params;
 
-    fn spec(&self) -> &'static Spec {
+    const CPU: &'static [CpuImpl<Params>] = &[
+        CpuImpl::new("sequential", |p| Ok(cpu(*p, false))),
+        CpuImpl::new("threads", |p| Ok(cpu(*p, true))),
+    ];
+
+    const KERNELS: &'static [KernelImpl<Params>] = &[KernelImpl::new("k1_generate", |p, on| Generate::launcher(p, on))];
+
+    fn spec(&self) -> &Spec {
         &SPEC
     }
 
     /// The series (device and host copies) and their float64 reference.
-    fn footprint_bytes(&self, p: &Params, _implementation: &str) -> Option<u64> {
+    fn footprint_bytes(&self, p: &Params) -> Option<u64> {
         p.walk
             .elements()?
             .checked_mul(2 * p.dtype.size_bytes() + 8)?
@@ -104,59 +114,18 @@ impl Algorithm for PearsonSeries {
             facts: Vec::new(),
         })
     }
+}
 
-    fn cpu(&self, p: &Params, implementation: &str) -> Result<CpuRun> {
-        let parallel = match implementation {
-            "sequential" => false,
-            "threads" => true,
-            other => return Err(unknown(&SPEC, "CPU implementation", other)),
-        };
-        let p = *p;
-        Ok(Box::new(move |inputs, outputs| {
-            let seed = seed_of(key_of(inputs)?);
-            with_float_dtype!(p.dtype, |T| {
-                let out = outputs.get_mut::<T>("series")?;
-                random_walk::fill(&p.walk, seed, p.layout, out, parallel);
-            });
-            Ok(())
-        }))
-    }
-
-    fn cuda<'a>(
-        &self,
-        p: &Params,
-        kernel: &str,
-        gpu: Gpu<'a>,
-        io: &'a DeviceIo,
-    ) -> Result<Box<dyn Launcher + 'a>> {
-        if kernel != "k1_generate" {
-            return Err(unknown(&SPEC, "kernel", kernel));
-        }
-        let block = p.block.context("k1_generate needs a block size")?;
-        let m = u32::try_from(p.walk.m).context("m does not fit the kernel's 32-bit index")?;
-        let (key, out) = (io.input("key")?, io.output("series")?);
-        let n = p.walk.n as u64;
-        // Element j of series i at i * stride_i + j * stride_j.
-        let (stride_i, stride_j) = match p.layout {
-            Layout::Series => (n, 1),
-            Layout::Interleaved => (1, m as u64),
-        };
-        Ok(Box::new(Generate {
-            kernel: gpu.kernel(&format!("k1_generate_{}", p.dtype))?,
-            dims: Dims::linear(m.div_ceil(block).max(1), block, 0),
-            args: [
-                out.arg(),
-                Arg::U32(m),
-                Arg::U64(n),
-                Arg::U64(stride_j),
-                Arg::U64(stride_i),
-                float_arg(p.dtype, p.walk.start),
-                float_arg(p.dtype, p.walk.step_fraction()),
-                key.arg(),
-            ],
-            _buffers: (key, out),
-        }))
-    }
+/// The walks on the CPU, one series after another or in parallel.
+fn cpu(p: Params, parallel: bool) -> CpuRun {
+    Box::new(move |inputs, outputs| {
+        let seed = seed_of(key_of(inputs)?);
+        with_float_dtype!(p.dtype, |T| {
+            let out = outputs.get_mut::<T>("series")?;
+            random_walk::fill(&p.walk, seed, p.layout, out, parallel);
+        });
+        Ok(())
+    })
 }
 
 /// The case seed's key words, from the `key` input.
@@ -181,6 +150,35 @@ struct Generate<'a> {
     dims: Dims,
     args: [Arg; 8],
     _buffers: (&'a DeviceBuf, &'a DeviceBuf),
+}
+
+impl<'a> Generate<'a> {
+    fn launcher(p: &Params, on: OnDevice<'a>) -> Result<Box<dyn Launcher + 'a>> {
+        let block = p.block.context("k1_generate needs a block size")?;
+        let m = u32::try_from(p.walk.m).context("m does not fit the kernel's 32-bit index")?;
+        let (key, out) = (on.io.input("key")?, on.io.output("series")?);
+        let n = p.walk.n as u64;
+        // Element j of series i at i * stride_i + j * stride_j.
+        let (stride_i, stride_j) = match p.layout {
+            Layout::Series => (n, 1),
+            Layout::Interleaved => (1, m as u64),
+        };
+        Ok(Box::new(Generate {
+            kernel: on.function(p.dtype)?,
+            dims: Dims::linear(m.div_ceil(block).max(1), block, 0),
+            args: [
+                out.arg(),
+                Arg::U32(m),
+                Arg::U64(n),
+                Arg::U64(stride_j),
+                Arg::U64(stride_i),
+                float_arg(p.dtype, p.walk.start),
+                float_arg(p.dtype, p.walk.step_fraction()),
+                key.arg(),
+            ],
+            _buffers: (key, out),
+        }))
+    }
 }
 
 impl Launcher for Generate<'_> {
@@ -221,7 +219,7 @@ mod tests {
             assert_eq!(reference.len(), 45);
             assert!(reference.iter().zip(&expected).all(|(r, e)| *r == *e as f64));
             let mut outputs = data.output_buffers();
-            let mut run = PearsonSeries.cpu(&p, "sequential").unwrap();
+            let mut run = PearsonSeries.case(p).cpu("sequential").unwrap();
             run(&data.inputs, &mut outputs).unwrap();
             assert_eq!(outputs.get::<f32>("series").unwrap(), &expected[..]);
         }

@@ -6,14 +6,18 @@
 //! relative error measures the summation order alone. The reference is a compensated (Neumaier)
 //! float64 sum of the same values.
 
+use std::sync::LazyLock;
+
 use anyhow::{Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Deserialize;
 
-use super::{unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, OutputSpec, Spec};
-use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, KernelFile, Launcher};
+use super::{
+    Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OnDevice, OutputSpec, Spec,
+};
+use crate::device::{Arg, DeviceBuf, Dims, Gpu, Kernel, KernelFile, Launcher};
 use crate::numerics::compensated_sum;
 use crate::vocab::{DType, Element, HostData, Tolerance};
 use crate::with_dtype;
@@ -21,23 +25,16 @@ use crate::with_dtype;
 #[derive(Debug)]
 pub struct Reduce;
 
-static SPEC: Spec = Spec {
+static AXES: &[AxisDef] = &[
+    AxisDef::size("n", "number of elements summed"),
+    AxisDef::dtype(&DType::ALL, "f32"),
+    AxisDef::BLOCK,
+];
+
+static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "reduce",
     title: "sum of a vector (parallel reduction)",
-    axes: &[
-        AxisDef::size("n", "number of elements summed"),
-        AxisDef::dtype(&DType::ALL, "f32"),
-        AxisDef::BLOCK,
-    ],
-    cpu_impls: &["sequential", "pairwise", "threads"],
-    kernels: &[
-        "reduce_naive",
-        "reduce_optimized",
-        "reduce_unrolled",
-        "reduce_fast",
-    ],
-    library_kernels: &[],
-    fixed_dtype: None,
+    axes: AXES,
     kernel_file: KernelFile {
         name: "reduce.cu",
         source: include_str!("../../kernels/reduce.cu"),
@@ -45,7 +42,8 @@ static SPEC: Spec = Spec {
     test_grid: "n = [0, 1, 2, 255, 257, 65_537, 100_003]\ndtype = [\"i32\", \"f32\", \"f64\"]",
     gpu_test_grid: "n = [0, 1, 31, 33, 1000, 65_537, 1_000_003, 4_194_319]\n\
                     dtype = [\"i32\", \"f32\", \"f64\"]\nblock = [32, 64, 128, 256, 512, 1024]",
-};
+    ..Spec::implementing(Reduce::CPU, Reduce::KERNELS)
+});
 
 #[derive(Debug, Clone, Copy, Deserialize)]
 pub struct Params {
@@ -63,11 +61,26 @@ const THREAD_CHUNK: usize = 1 << 16;
 impl Algorithm for Reduce {
     type Params = Params;
 
-    fn spec(&self) -> &'static Spec {
+    const CPU: &'static [CpuImpl<Params>] = &[
+        CpuImpl::new("sequential", |p| Ok(cpu_sum(p, Order::Sequential))),
+        CpuImpl::new("pairwise", |p| Ok(cpu_sum(p, Order::Pairwise))),
+        CpuImpl::new("threads", |p| Ok(cpu_sum(p, Order::Threads))),
+    ];
+
+    // The seed's multi-pass kernels differ in (elements per block, dynamic shared bytes), as
+    // multiples of (block, block x element size).
+    const KERNELS: &'static [KernelImpl<Params>] = &[
+        KernelImpl::new("reduce_naive", |p, on| MultiPass::launcher(p, on, 2, 2)),
+        KernelImpl::new("reduce_optimized", |p, on| MultiPass::launcher(p, on, 1, 1)),
+        KernelImpl::new("reduce_unrolled", |p, on| MultiPass::launcher(p, on, 2, 1)),
+        KernelImpl::new("reduce_fast", |p, on| Fast::launcher(p, on)),
+    ];
+
+    fn spec(&self) -> &Spec {
         &SPEC
     }
 
-    fn footprint_bytes(&self, p: &Params, _implementation: &str) -> Option<u64> {
+    fn footprint_bytes(&self, p: &Params) -> Option<u64> {
         (p.n as u64)
             .checked_mul(p.dtype.size_bytes())?
             .checked_add(64)
@@ -110,47 +123,18 @@ impl Algorithm for Reduce {
             facts: Vec::new(),
         })
     }
+}
 
-    fn cpu(&self, p: &Params, implementation: &str) -> Result<CpuRun> {
-        let order = match implementation {
-            "sequential" => Order::Sequential,
-            "pairwise" => Order::Pairwise,
-            "threads" => Order::Threads,
-            other => return Err(unknown(&SPEC, "CPU implementation", other)),
-        };
-        let dtype = p.dtype;
-        Ok(Box::new(move |inputs, outputs| {
-            with_dtype!(dtype, |T| {
-                let sum = sum::<T>(inputs.get::<T>("x")?, order);
-                outputs.get_mut::<T>("sum")?[0] = sum;
-            });
-            Ok(())
-        }))
-    }
-
-    fn cuda<'a>(
-        &self,
-        p: &Params,
-        kernel: &str,
-        gpu: Gpu<'a>,
-        io: &'a DeviceIo,
-    ) -> Result<Box<dyn Launcher + 'a>> {
-        let block = p.block.context("reduce's kernels need a block size")?;
-        let function = gpu.kernel(&format!("{kernel}_{}", p.dtype.name()))?;
-        let (x, out) = (io.input("x")?, io.output("sum")?);
-        let elem = p.dtype.size_bytes() as u32;
-        // (elements per block, dynamic shared bytes) of the seed's multi-pass kernels.
-        let shape = match kernel {
-            "reduce_naive" => (2 * block, 2 * block * elem),
-            "reduce_optimized" => (block, block * elem),
-            "reduce_unrolled" => (2 * block, block * elem),
-            "reduce_fast" => return Ok(Box::new(Fast::new(gpu, function, x, out, p, block)?)),
-            other => return Err(unknown(&SPEC, "kernel", other)),
-        };
-        Ok(Box::new(MultiPass::new(
-            gpu, function, x, out, p, block, shape.0, shape.1,
-        )?))
-    }
+/// A CPU sum in `order`, of the case's dtype.
+fn cpu_sum(p: &Params, order: Order) -> CpuRun {
+    let dtype = p.dtype;
+    Box::new(move |inputs, outputs| {
+        with_dtype!(dtype, |T| {
+            let sum = sum::<T>(inputs.get::<T>("x")?, order);
+            outputs.get_mut::<T>("sum")?[0] = sum;
+        });
+        Ok(())
+    })
 }
 
 /// The default tolerance. Rounding errors of a float sum of n random terms grow like
@@ -249,6 +233,31 @@ struct MultiPass<'a> {
 }
 
 impl<'a> MultiPass<'a> {
+    /// The launcher of a multi-pass kernel whose blocks sum `per_thread` elements a thread and
+    /// hold `shared_per_thread` elements a thread in shared memory.
+    fn launcher(
+        p: &Params,
+        on: OnDevice<'a>,
+        per_thread: u32,
+        shared_per_thread: u32,
+    ) -> Result<Box<dyn Launcher + 'a>> {
+        let block = p.block.context("reduce's kernels need a block size")?;
+        let (x, out) = (on.io.input("x")?, on.io.output("sum")?);
+        let elem = p.dtype.size_bytes() as u32;
+        let (per_block, shared_bytes) = (per_thread * block, shared_per_thread * block * elem);
+        let function = on.function(p.dtype)?;
+        Ok(Box::new(MultiPass::new(
+            on.gpu,
+            function,
+            x,
+            out,
+            p,
+            block,
+            per_block,
+            shared_bytes,
+        )?))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn new(
         gpu: Gpu<'a>,
@@ -325,6 +334,13 @@ const FAST_BYTES_PER_THREAD_ITER: u64 = 64;
 const RESIDENT_THREADS_PER_SM: u64 = 2048;
 
 impl<'a> Fast<'a> {
+    fn launcher(p: &Params, on: OnDevice<'a>) -> Result<Box<dyn Launcher + 'a>> {
+        let block = p.block.context("reduce's kernels need a block size")?;
+        let (x, out) = (on.io.input("x")?, on.io.output("sum")?);
+        let function = on.function(p.dtype)?;
+        Ok(Box::new(Fast::new(on.gpu, function, x, out, p, block)?))
+    }
+
     fn new(
         gpu: Gpu<'a>,
         kernel: Kernel,

@@ -4,31 +4,34 @@
 //! reference is a x + y in float64 from the float32 values (a rounded to float32 first, as the
 //! kernels see it). Each element moves 12 bytes (x and y read, y written) for 2 flops.
 
+use std::sync::LazyLock;
+
 use anyhow::{bail, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use serde::Deserialize;
 
-use super::{unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, OutputSpec, Spec};
+use super::{
+    Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OnDevice, OutputSpec, Spec,
+};
 use crate::device::blas::BlasCall;
-use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, KernelFile, Launcher, Stream};
+use crate::device::{Arg, DeviceBuf, Dims, Kernel, KernelFile, Launcher, Stream};
 use crate::vocab::{DType, HostData, Tolerance};
 
 #[derive(Debug)]
 pub struct Saxpy;
 
-static SPEC: Spec = Spec {
+static AXES: &[AxisDef] = &[
+    AxisDef::size("n", "elements of x and y"),
+    AxisDef::float("a", 2.0, -1e6, 1e6, "the scalar a"),
+    AxisDef::BLOCK,
+];
+
+static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "saxpy",
     title: "y = a x + y in float32 (SAXPY)",
-    axes: &[
-        AxisDef::size("n", "elements of x and y"),
-        AxisDef::float("a", 2.0, -1e6, 1e6, "the scalar a"),
-        AxisDef::BLOCK,
-    ],
-    cpu_impls: &["sequential", "threads"],
-    kernels: &["saxpy_naive", "saxpy_vector", "saxpy_cublas"],
-    library_kernels: &["saxpy_cublas"],
+    axes: AXES,
     fixed_dtype: Some(DType::F32),
     kernel_file: KernelFile {
         name: "saxpy.cu",
@@ -37,7 +40,8 @@ static SPEC: Spec = Spec {
     test_grid: "n = [0, 1, 3, 4, 5, 1000, 65_537, 1_000_003]\na = [2.0, -0.5]",
     gpu_test_grid: "n = [0, 1, 3, 5, 1000, 65_537, 1_000_003, 16_777_219]\na = [2.0, -0.5]\n\
                     block = [32, 256, 1024]",
-};
+    ..Spec::implementing(Saxpy::CPU, Saxpy::KERNELS)
+});
 
 #[derive(Debug, Clone, Copy, Deserialize)]
 pub struct Params {
@@ -55,12 +59,25 @@ const VECTORS_PER_THREAD: u64 = 2;
 impl Algorithm for Saxpy {
     type Params = Params;
 
-    fn spec(&self) -> &'static Spec {
+    const CPU: &'static [CpuImpl<Params>] = &[
+        CpuImpl::new("sequential", |p| Ok(cpu(p, false))),
+        CpuImpl::new("threads", |p| Ok(cpu(p, true))),
+    ];
+
+    const KERNELS: &'static [KernelImpl<Params>] = &[
+        KernelImpl::new("saxpy_naive", |p, on| Elementwise::launcher(p, on, 1)),
+        KernelImpl::new("saxpy_vector", |p, on| {
+            Elementwise::launcher(p, on, VECTORS_PER_THREAD * 4)
+        }),
+        KernelImpl::new("saxpy_cublas", |p, on| CublasSaxpy::launcher(p, on)).library(),
+    ];
+
+    fn spec(&self) -> &Spec {
         &SPEC
     }
 
     /// x, y, the output y and its float64 reference.
-    fn footprint_bytes(&self, p: &Params, _implementation: &str) -> Option<u64> {
+    fn footprint_bytes(&self, p: &Params) -> Option<u64> {
         (p.n as u64).checked_mul(4 + 4 + 4 + 8)?.checked_add(64)
     }
 
@@ -81,8 +98,7 @@ impl Algorithm for Saxpy {
             rel: 2.0 * eps,
             abs: 2.0 * eps * (a.abs() + 1.0),
         };
-        let mut output = OutputSpec::new("y", DType::F32, reference, tolerance);
-        output.in_place = Some("y");
+        let output = OutputSpec::new("y", DType::F32, reference, tolerance).in_place_of("y");
         let n = p.n as u64;
         Ok(CaseData {
             inputs: Buffers(vec![("x", HostData::F32(x)), ("y", HostData::F32(y))]),
@@ -92,68 +108,24 @@ impl Algorithm for Saxpy {
             facts: Vec::new(),
         })
     }
+}
 
-    fn cpu(&self, p: &Params, implementation: &str) -> Result<CpuRun> {
-        let a = p.a as f32;
-        let threaded = match implementation {
-            "sequential" => false,
-            "threads" => true,
-            other => return Err(unknown(&SPEC, "CPU implementation", other)),
-        };
-        Ok(Box::new(move |inputs, outputs| {
-            let x = inputs.get::<f32>("x")?;
-            let y = outputs.get_mut::<f32>("y")?;
-            let step = |(y, x): (&mut f32, &f32)| *y += a * *x;
-            if threaded {
-                y.par_chunks_mut(THREAD_CHUNK)
-                    .zip(x.par_chunks(THREAD_CHUNK))
-                    .for_each(|(y, x)| y.iter_mut().zip(x).for_each(step));
-            } else {
-                y.iter_mut().zip(x).for_each(step);
-            }
-            Ok(())
-        }))
-    }
-
-    fn cuda<'a>(
-        &self,
-        p: &Params,
-        kernel: &str,
-        gpu: Gpu<'a>,
-        io: &'a DeviceIo,
-    ) -> Result<Box<dyn Launcher + 'a>> {
-        let (x, y) = (io.input("x")?, io.output("y")?);
-        if kernel == "saxpy_cublas" {
-            let blas = gpu.blas()?;
-            // One untimed call on scratch vectors first: cuBLAS loads its kernel on its first
-            // call, which must not happen while a sample waits behind the held stream (and must
-            // not touch y, which program scope times from its first value).
-            let scratch_len = p.n.min(1 << 24);
-            let scratch = (gpu.alloc(DType::F32, scratch_len)?, gpu.alloc(DType::F32, scratch_len)?);
-            // SAFETY: both scratch vectors live until the synchronize below.
-            unsafe { blas.saxpy(scratch_len, 1.0, &scratch.0, &scratch.1)?.launch()? };
-            gpu.synchronize()?;
-            return Ok(Box::new(CublasSaxpy {
-                call: blas.saxpy(p.n, p.a as f32, x, y)?,
-                _buffers: (x, y),
-            }));
+/// y += a x on the CPU, in one pass or in rayon chunks.
+fn cpu(p: &Params, threaded: bool) -> CpuRun {
+    let a = p.a as f32;
+    Box::new(move |inputs, outputs| {
+        let x = inputs.get::<f32>("x")?;
+        let y = outputs.get_mut::<f32>("y")?;
+        let step = |(y, x): (&mut f32, &f32)| *y += a * *x;
+        if threaded {
+            y.par_chunks_mut(THREAD_CHUNK)
+                .zip(x.par_chunks(THREAD_CHUNK))
+                .for_each(|(y, x)| y.iter_mut().zip(x).for_each(step));
+        } else {
+            y.iter_mut().zip(x).for_each(step);
         }
-        let block = p.block.context("saxpy's kernels need a block size")?;
-        let n = p.n as u64;
-        let per_block = match kernel {
-            "saxpy_naive" => block as u64,
-            "saxpy_vector" => VECTORS_PER_THREAD * 4 * block as u64,
-            other => return Err(unknown(&SPEC, "kernel", other)),
-        };
-        let grid = u32::try_from(n.div_ceil(per_block).max(1)).context("the grid is too large")?;
-        Ok(Box::new(Elementwise {
-            kernel: gpu.kernel(kernel)?,
-            dims: Dims::linear(grid, block, 0),
-            args: [x.arg(), y.arg(), Arg::F32(p.a as f32), Arg::U64(n)],
-            per_block,
-            buffers: (x, y),
-        }))
-    }
+        Ok(())
+    })
 }
 
 /// `saxpy_naive` and `saxpy_vector`: one launch over the arrays, or over a chunk of them.
@@ -164,6 +136,24 @@ struct Elementwise<'a> {
     /// Elements a block covers.
     per_block: u64,
     buffers: (&'a DeviceBuf, &'a DeviceBuf),
+}
+
+impl<'a> Elementwise<'a> {
+    /// The launcher of a kernel whose threads each cover `per_thread` elements.
+    fn launcher(p: &Params, on: OnDevice<'a>, per_thread: u64) -> Result<Box<dyn Launcher + 'a>> {
+        let (x, y) = (on.io.input("x")?, on.io.output("y")?);
+        let block = p.block.context("saxpy's kernels need a block size")?;
+        let n = p.n as u64;
+        let per_block = per_thread * block as u64;
+        let grid = u32::try_from(n.div_ceil(per_block).max(1)).context("the grid is too large")?;
+        Ok(Box::new(Elementwise {
+            kernel: on.gpu.kernel(on.kernel)?,
+            dims: Dims::linear(grid, block, 0),
+            args: [x.arg(), y.arg(), Arg::F32(p.a as f32), Arg::U64(n)],
+            per_block,
+            buffers: (x, y),
+        }))
+    }
 }
 
 impl Launcher for Elementwise<'_> {
@@ -195,6 +185,25 @@ impl Launcher for Elementwise<'_> {
 struct CublasSaxpy<'a> {
     call: BlasCall<'a>,
     _buffers: (&'a DeviceBuf, &'a DeviceBuf),
+}
+
+impl<'a> CublasSaxpy<'a> {
+    fn launcher(p: &Params, on: OnDevice<'a>) -> Result<Box<dyn Launcher + 'a>> {
+        let (gpu, x, y) = (on.gpu, on.io.input("x")?, on.io.output("y")?);
+        let blas = gpu.blas()?;
+        // One untimed call on scratch vectors first: cuBLAS loads its kernel on its first
+        // call, which must not happen while a sample waits behind the held stream (and must
+        // not touch y, which program scope times from its first value).
+        let scratch_len = p.n.min(1 << 24);
+        let scratch = (gpu.alloc(DType::F32, scratch_len)?, gpu.alloc(DType::F32, scratch_len)?);
+        // SAFETY: both scratch vectors live until the synchronize below.
+        unsafe { blas.saxpy(scratch_len, 1.0, &scratch.0, &scratch.1)?.launch()? };
+        gpu.synchronize()?;
+        Ok(Box::new(CublasSaxpy {
+            call: blas.saxpy(p.n, p.a as f32, x, y)?,
+            _buffers: (x, y),
+        }))
+    }
 }
 
 impl Launcher for CublasSaxpy<'_> {

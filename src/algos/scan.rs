@@ -5,12 +5,16 @@
 //! The launchers here (`Blelloch`, `LookBack`) also serve `find_repeats`, whose kernels share
 //! `kernels/scan.cu`.
 
+use std::sync::LazyLock;
+
 use anyhow::{Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
-use super::{unknown, Algorithm, AxisDef, Buffers, CaseData, CpuRun, OutputSpec, Spec};
+use super::{
+    Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OnDevice, OutputSpec, Spec,
+};
 use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, KernelFile, Launcher};
 use crate::vocab::{DType, HostData, Tolerance};
 
@@ -22,19 +26,19 @@ pub(super) const KERNEL_FILE: KernelFile = KernelFile {
     source: include_str!("../../kernels/scan.cu"),
 };
 
-static SPEC: Spec = Spec {
+static AXES: &[AxisDef] = &[AxisDef::size("n", "elements scanned"), AxisDef::BLOCK];
+
+static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "scan",
     title: "exclusive prefix sum of int32",
-    axes: &[AxisDef::size("n", "elements scanned"), AxisDef::BLOCK],
-    cpu_impls: &["sequential"],
-    kernels: &["scan_blelloch", "scan_blelloch_padded", "scan_lookback"],
-    library_kernels: &[],
+    axes: AXES,
     fixed_dtype: Some(DType::I32),
     kernel_file: KERNEL_FILE,
     test_grid: "n = [0, 1, 2, 31, 1000, 4_099, 65_537, 1_000_003]",
     gpu_test_grid: "n = [0, 1, 2, 31, 1000, 4_099, 65_537, 1_000_003, 16_777_259]\n\
                     block = [64, 128, 256, 1024]",
-};
+    ..Spec::implementing(Scan::CPU, Scan::KERNELS)
+});
 
 #[derive(Debug, Clone, Copy, Deserialize)]
 pub struct Params {
@@ -96,12 +100,34 @@ impl SinglePass {
 impl Algorithm for Scan {
     type Params = Params;
 
-    fn spec(&self) -> &'static Spec {
+    const CPU: &'static [CpuImpl<Params>] = &[CpuImpl::new("sequential", |_| Ok(cpu()))];
+
+    const KERNELS: &'static [KernelImpl<Params>] = &[
+        KernelImpl::new("scan_blelloch", |p, on| blelloch(p, on, false)),
+        // Padded against shared-memory bank conflicts.
+        KernelImpl::new("scan_blelloch_padded", |p, on| blelloch(p, on, true)),
+        KernelImpl::new("scan_lookback", |p, on| {
+            let block = block(p)?;
+            let (x, prefix) = (on.io.input("x")?, on.io.output("prefix")?);
+            let args = |tiles: &LookBackState| {
+                vec![
+                    x.arg(),
+                    prefix.arg(),
+                    tiles.counter.arg(),
+                    tiles.status.arg(),
+                ]
+            };
+            let look_back = LookBack::new(on.gpu, on.io, on.kernel, block, p.n, args)?;
+            Ok(Box::new(look_back))
+        }),
+    ];
+
+    fn spec(&self) -> &Spec {
         &SPEC
     }
 
     /// x, the prefix, its reference; the multi-pass kernels' block sums are a small fraction.
-    fn footprint_bytes(&self, p: &Params, _implementation: &str) -> Option<u64> {
+    fn footprint_bytes(&self, p: &Params) -> Option<u64> {
         (p.n as u64)
             .checked_mul(4 + 4 + 8 + 1)?
             .checked_add(1 << 20)
@@ -130,62 +156,32 @@ impl Algorithm for Scan {
             facts: Vec::new(),
         })
     }
+}
 
-    fn cpu(&self, _p: &Params, implementation: &str) -> Result<CpuRun> {
-        if implementation != "sequential" {
-            return Err(unknown(&SPEC, "CPU implementation", implementation));
+/// The seed's sequential scan, wrapping as the GPU adds.
+fn cpu() -> CpuRun {
+    Box::new(|inputs, outputs| {
+        let x = inputs.get::<i32>("x")?;
+        let prefix = outputs.get_mut::<i32>("prefix")?;
+        let mut sum = 0i32;
+        for (out, &v) in prefix.iter_mut().zip(x) {
+            *out = sum;
+            sum = sum.wrapping_add(v);
         }
-        Ok(Box::new(|inputs, outputs| {
-            let x = inputs.get::<i32>("x")?;
-            let prefix = outputs.get_mut::<i32>("prefix")?;
-            let mut sum = 0i32;
-            for (out, &v) in prefix.iter_mut().zip(x) {
-                *out = sum;
-                sum = sum.wrapping_add(v);
-            }
-            Ok(())
-        }))
-    }
+        Ok(())
+    })
+}
 
-    fn cuda<'a>(
-        &self,
-        p: &Params,
-        kernel: &str,
-        gpu: Gpu<'a>,
-        io: &'a DeviceIo,
-    ) -> Result<Box<dyn Launcher + 'a>> {
-        let block = p.block.context("scan's kernels need a block size")?;
-        let (x, prefix) = (io.input("x")?, io.output("prefix")?);
-        match kernel {
-            "scan_blelloch" | "scan_blelloch_padded" => Ok(Box::new(Blelloch::new(
-                gpu,
-                io,
-                kernel == "scan_blelloch_padded",
-                block,
-                [x.arg(), prefix.arg()],
-                p.n,
-            )?)),
-            "scan_lookback" => {
-                let args = |tiles: &LookBackState| {
-                    vec![
-                        x.arg(),
-                        prefix.arg(),
-                        tiles.counter.arg(),
-                        tiles.status.arg(),
-                    ]
-                };
-                Ok(Box::new(LookBack::new(
-                    gpu,
-                    io,
-                    "scan_lookback",
-                    block,
-                    p.n,
-                    args,
-                )?))
-            }
-            other => Err(unknown(&SPEC, "kernel", other)),
-        }
-    }
+fn block(p: &Params) -> Result<u32> {
+    p.block.context("scan's kernels need a block size")
+}
+
+/// A Blelloch kernel's launcher over the case's x and prefix.
+fn blelloch<'a>(p: &Params, on: OnDevice<'a>, padded: bool) -> Result<Box<dyn Launcher + 'a>> {
+    let (x, prefix) = (on.io.input("x")?, on.io.output("prefix")?);
+    let args = [x.arg(), prefix.arg()];
+    let scan = Blelloch::new(on.gpu, on.io, on.kernel, padded, block(p)?, args, p.n)?;
+    Ok(Box::new(scan))
 }
 
 /// The seed's work-efficient scan of `len` ints from an input buffer into an output buffer (of
@@ -205,10 +201,11 @@ pub(super) struct Blelloch<'a> {
 
 impl<'a> Blelloch<'a> {
     /// `[input, output]`: buffers of at least `len` ints that outlive the launcher (the case's,
-    /// or its owner's).
+    /// or its owner's). `entry`: the kernel, padded against bank conflicts or not.
     pub(super) fn new(
         gpu: Gpu<'a>,
         io: &'a DeviceIo,
+        entry: &str,
         padded: bool,
         block: u32,
         [input, output]: [Arg; 2],
@@ -216,11 +213,6 @@ impl<'a> Blelloch<'a> {
     ) -> Result<Self> {
         let per_block = 2 * block as u64;
         let shared = 4 * (per_block + if padded { per_block / 32 } else { 0 }) as u32;
-        let name = if padded {
-            "scan_blelloch_padded"
-        } else {
-            "scan_blelloch"
-        };
         let grid = |len: u64| -> Result<u32> {
             u32::try_from(len.div_ceil(per_block).max(1)).context("the grid is too large")
         };
@@ -256,7 +248,7 @@ impl<'a> Blelloch<'a> {
             ));
         }
         Ok(Blelloch {
-            scan: gpu.kernel(name)?,
+            scan: gpu.kernel(entry)?,
             add: gpu.kernel("scan_add_offsets")?,
             launches,
             _sums: sums,

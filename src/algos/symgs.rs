@@ -15,6 +15,8 @@
 //! triangular solves. GB/s count the bytes a sweep pair must move: the matrix, r and x read and
 //! x written, twice.
 
+use std::sync::LazyLock;
+
 use anyhow::{anyhow, bail, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -23,7 +25,8 @@ use serde::Deserialize;
 
 use super::csr::{self, Csr, MatrixSource};
 use super::{
-    unknown, Algorithm, AxisDef, AxisKind, Buffers, CaseData, CpuRun, FileAxis, OutputSpec, Spec,
+    Algorithm, AxisDef, AxisKind, Buffers, CaseData, CpuImpl, CpuRun, FileAxis, KernelImpl,
+    OutputSpec, Spec,
 };
 use crate::choice;
 use crate::device::sparse::{CsrRef, SparseCall, Triangle};
@@ -57,36 +60,29 @@ fn generated_matrix(value: &str) -> Option<Result<(), String>> {
     }
 }
 
-static SPEC: Spec = Spec {
+static AXES: &[AxisDef] = &[
+    AxisDef {
+        name: "matrix",
+        kind: AxisKind::File(&MATRIX_AXIS),
+        default: None,
+        only_for: None,
+        doc: "a Matrix Market file (path or glob), or hpcg:NX[xNYxNZ], laplace2d:NX[xNY], \
+              random:NxPER_ROW",
+    },
+    AxisDef::dtype(&DType::FLOATS, "f64"),
+    AxisDef::choice(
+        "order",
+        Order::NAMES,
+        "natural",
+        "the rows' order: the matrix's own, or grouped by colour",
+    ),
+    AxisDef::BLOCK,
+];
+
+static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "symgs",
     title: "symmetric Gauss-Seidel, one forward and one backward sweep (seed 002)",
-    axes: &[
-        AxisDef {
-            name: "matrix",
-            kind: AxisKind::File(&MATRIX_AXIS),
-            default: None,
-            only_for: None,
-            doc: "a Matrix Market file (path or glob), or hpcg:NX[xNYxNZ], laplace2d:NX[xNY], \
-                  random:NxPER_ROW",
-        },
-        AxisDef::dtype(&DType::FLOATS, "f64"),
-        AxisDef::choice(
-            "order",
-            Order::NAMES,
-            "natural",
-            "the rows' order: the matrix's own, or grouped by colour",
-        ),
-        AxisDef::BLOCK,
-    ],
-    cpu_impls: &["sequential", "colours_threads"],
-    kernels: &[
-        "symgs_lock",
-        "symgs_levels",
-        "symgs_colours",
-        "symgs_cusparse",
-    ],
-    library_kernels: &[],
-    fixed_dtype: None,
+    axes: AXES,
     kernel_file: KernelFile {
         name: "symgs.cu",
         source: include_str!("../../kernels/symgs.cu"),
@@ -96,7 +92,8 @@ static SPEC: Spec = Spec {
     gpu_test_grid: "matrix = [\"hpcg:1\", \"hpcg:5x3x7\", \"hpcg:24\", \"laplace2d:101\", \
                     \"random:10007x9\", \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\n\
                     order = [\"natural\", \"colour\"]\nblock = [32, 256]",
-};
+    ..Spec::implementing(Symgs::CPU, Symgs::KERNELS)
+});
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct Params {
@@ -106,9 +103,6 @@ pub struct Params {
     /// CUDA variants only.
     pub block: Option<u32>,
 }
-
-/// The implementations that sweep colour by colour, and so need the rows grouped by colour.
-const BY_COLOUR: &[&str] = &["colours_threads", "symgs_colours"];
 
 /// The seed's lock scheme: lines a thread owns (its LINESPERTHREAD) and chunks a sweep is cut
 /// into (its `callsn`; the report does not give its value).
@@ -128,34 +122,60 @@ const LAUNCHES_PER_LIBRARY_CALL: usize = 4;
 impl Algorithm for Symgs {
     type Params = Params;
 
-    fn spec(&self) -> &'static Spec {
+    // The implementations that sweep colour by colour need the rows grouped by colour. Each
+    // adds to the case's data: the other sweep vector and flags, or (cuSPARSE) two triangles of
+    // each kind, or (sliced ELL) a padded copy of the matrix.
+    const CPU: &'static [CpuImpl<Params>] = &[
+        CpuImpl::new("sequential", |p| Ok(cpu(p, false))).scratch_bytes(flags_bytes),
+        CpuImpl::new("colours_threads", |p| Ok(cpu(p, true)))
+            .scratch_bytes(flags_bytes)
+            .supports(by_colour),
+    ];
+
+    const KERNELS: &'static [KernelImpl<Params>] = &[
+        KernelImpl::new("symgs_lock", |p: &Params, on| {
+            let block = p.block.context("the lock scheme needs a block size")?;
+            let sweep = LockSweep::new(on.gpu, DeviceMatrix::of(on.io)?, p.dtype, block)?;
+            Ok(Box::new(sweep))
+        })
+        .scratch_bytes(flags_bytes),
+        KernelImpl::new("symgs_levels", |p: &Params, on| {
+            let sweep = LevelSweep::new(on.gpu, DeviceMatrix::of(on.io)?, p.dtype)?;
+            Ok(Box::new(sweep))
+        })
+        .scratch_bytes(flags_bytes),
+        KernelImpl::new("symgs_colours", |p: &Params, on| {
+            let block = p.block.context("the multicolour sweep needs a block size")?;
+            let matrix = DeviceMatrix::of(on.io)?;
+            let sweep = ColourSweep::new(on.gpu, on.io, matrix, p.dtype, block)?;
+            Ok(Box::new(sweep))
+        })
+        .scratch_bytes(two_matrices_bytes)
+        .supports(by_colour),
+        KernelImpl::new("symgs_cusparse", |p: &Params, on| {
+            let sweep = CusparseSweep::new(on.gpu, DeviceMatrix::of(on.io)?, p.dtype)?;
+            Ok(Box::new(sweep))
+        })
+        .scratch_bytes(two_matrices_bytes),
+    ];
+
+    fn spec(&self) -> &Spec {
         &SPEC
     }
 
-    /// The matrix as read (float64, 32-bit indices) and as the case holds it, r, x, the
-    /// reference, and what each implementation adds: the other sweep vector and flags, cuSPARSE's
-    /// two triangles of each kind, sliced ELL's padded copy.
-    fn footprint_bytes(&self, p: &Params, implementation: &str) -> Option<u64> {
-        let (n, nnz) = MatrixSource::parse(&p.matrix).ok()?.shape().ok()?;
-        let (n, nnz) = (n as u64, nnz as u64);
-        let elem = p.dtype.size_bytes();
-        let matrix = nnz.checked_mul(4 + elem)?.checked_add(n.checked_mul(4)?)?;
-        let read = nnz.checked_mul(12)?.checked_add(n.checked_mul(4)?)?;
-        let vectors = n.checked_mul(8 * 8)?;
-        let extra = match implementation {
-            "symgs_cusparse" => matrix.checked_mul(2)?,
-            "symgs_colours" => matrix.checked_mul(2)?,
-            _ => n.checked_mul(16)?,
-        };
+    /// The matrix as read (float64, 32-bit indices) and as the case holds it, r, x and the
+    /// reference.
+    fn footprint_bytes(&self, p: &Params) -> Option<u64> {
+        let shape = Shape::of(p)?;
+        let read = shape
+            .nnz
+            .checked_mul(12)?
+            .checked_add(shape.n.checked_mul(4)?)?;
+        let vectors = shape.n.checked_mul(8 * 8)?;
         read.checked_mul(2)?
-            .checked_add(matrix)?
+            .checked_add(shape.matrix_bytes)?
             .checked_add(vectors)?
-            .checked_add(extra)?
             .checked_add(1 << 10)
-    }
-
-    fn supports(&self, p: &Params, implementation: &str) -> bool {
-        p.order == Order::Colour || !BY_COLOUR.contains(&implementation)
     }
 
     fn prepare(&self, p: &Params, seed: u64) -> Result<CaseData> {
@@ -216,8 +236,7 @@ impl Algorithm for Symgs {
                 v.into_iter().map(T::from_f64).collect()
             )))
         };
-        let mut output = OutputSpec::new("x", p.dtype, reference, tolerance);
-        output.in_place = Some("x");
+        let output = OutputSpec::new("x", p.dtype, reference, tolerance).in_place_of("x");
         let colours = colour_ptr.len() - 1;
         let elem = p.dtype.size_bytes();
         let (n64, nnz64) = (n as u64, nnz as u64);
@@ -245,52 +264,61 @@ impl Algorithm for Symgs {
             ],
         })
     }
+}
 
-    fn cpu(&self, p: &Params, implementation: &str) -> Result<CpuRun> {
-        let by_colour = match implementation {
-            "sequential" => false,
-            "colours_threads" => true,
-            other => return Err(unknown(&SPEC, "CPU implementation", other)),
-        };
-        let dtype = p.dtype;
-        Ok(Box::new(move |inputs, outputs| {
-            with_float_dtype!(dtype, |T| {
-                let view = View::<T>::of(inputs)?;
-                let r = inputs.get::<T>("r")?;
-                let x = outputs.get_mut::<T>("x")?;
-                if by_colour {
-                    sweep_by_colour(&view, inputs.get::<i32>("colour_ptr")?, r, x);
-                } else {
-                    sweep(&view, r, x);
-                }
-            });
-            Ok(())
-        }))
-    }
+/// A case's matrix, sized cheaply (see `MatrixSource::shape`) for its footprint.
+struct Shape {
+    n: u64,
+    nnz: u64,
+    /// As the case holds it: values, column indices, row pointers.
+    matrix_bytes: u64,
+}
 
-    fn cuda<'a>(
-        &self,
-        p: &Params,
-        kernel: &str,
-        gpu: Gpu<'a>,
-        io: &'a DeviceIo,
-    ) -> Result<Box<dyn Launcher + 'a>> {
-        let matrix = DeviceMatrix::of(io)?;
-        let dtype = p.dtype;
-        match kernel {
-            "symgs_lock" => {
-                let block = p.block.context("the lock scheme needs a block size")?;
-                LockSweep::new(gpu, matrix, dtype, block).map(|l| Box::new(l) as _)
-            }
-            "symgs_levels" => LevelSweep::new(gpu, matrix, dtype).map(|l| Box::new(l) as _),
-            "symgs_colours" => {
-                let block = p.block.context("the multicolour sweep needs a block size")?;
-                ColourSweep::new(gpu, io, matrix, dtype, block).map(|l| Box::new(l) as _)
-            }
-            "symgs_cusparse" => CusparseSweep::new(gpu, matrix, dtype).map(|l| Box::new(l) as _),
-            other => Err(unknown(&SPEC, "kernel", other)),
-        }
+impl Shape {
+    fn of(p: &Params) -> Option<Shape> {
+        let (n, nnz) = MatrixSource::parse(&p.matrix).ok()?.shape().ok()?;
+        let (n, nnz) = (n as u64, nnz as u64);
+        let matrix_bytes = nnz
+            .checked_mul(4 + p.dtype.size_bytes())?
+            .checked_add(n.checked_mul(4)?)?;
+        Some(Shape {
+            n,
+            nnz,
+            matrix_bytes,
+        })
     }
+}
+
+/// The other sweep vector and the flags.
+fn flags_bytes(p: &Params) -> Option<u64> {
+    Shape::of(p)?.n.checked_mul(16)
+}
+
+/// Two more copies of the matrix (cuSPARSE's triangles, sliced ELL's padded copy).
+fn two_matrices_bytes(p: &Params) -> Option<u64> {
+    Shape::of(p)?.matrix_bytes.checked_mul(2)
+}
+
+fn by_colour(p: &Params) -> bool {
+    p.order == Order::Colour
+}
+
+/// One forward and one backward sweep on the CPU, row by row or colour by colour.
+fn cpu(p: &Params, by_colour: bool) -> CpuRun {
+    let dtype = p.dtype;
+    Box::new(move |inputs, outputs| {
+        with_float_dtype!(dtype, |T| {
+            let view = View::<T>::of(inputs)?;
+            let r = inputs.get::<T>("r")?;
+            let x = outputs.get_mut::<T>("x")?;
+            if by_colour {
+                sweep_by_colour(&view, inputs.get::<i32>("colour_ptr")?, r, x);
+            } else {
+                sweep(&view, r, x);
+            }
+        });
+        Ok(())
+    })
 }
 
 // ---- The sweeps on the CPU ----
@@ -1267,10 +1295,10 @@ mod tests {
             order,
             block: None,
         };
-        assert!(!Symgs.supports(&p(Order::Natural), "symgs_colours"));
-        assert!(!Symgs.supports(&p(Order::Natural), "colours_threads"));
-        assert!(Symgs.supports(&p(Order::Colour), "symgs_colours"));
-        assert!(Symgs.supports(&p(Order::Natural), "symgs_levels"));
+        assert!(!Symgs.case(p(Order::Natural)).supports("symgs_colours"));
+        assert!(!Symgs.case(p(Order::Natural)).supports("colours_threads"));
+        assert!(Symgs.case(p(Order::Colour)).supports("symgs_colours"));
+        assert!(Symgs.case(p(Order::Natural)).supports("symgs_levels"));
         let data = Symgs.prepare(&p(Order::Colour), 1).unwrap();
         let fact = |name| data.facts.iter().find(|(f, _)| *f == name).unwrap().1;
         assert_eq!(fact("rows"), 64.0);

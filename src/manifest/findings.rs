@@ -335,7 +335,7 @@ pub(super) const CLAIM_KINDS: &[&str] = &["faster", "reaches_peak", "passes", "r
 
 /// What the study has, for checking that tables and claims name only that.
 pub(super) struct StudyShape<'a> {
-    pub spec: &'static Spec,
+    pub spec: &'a Spec,
     pub axes: &'a [(String, AxisValues)],
     pub variants: &'a [Variant],
 }

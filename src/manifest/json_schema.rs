@@ -214,15 +214,15 @@ pub(super) fn safe_name(_: &mut SchemaGenerator) -> Schema {
 
 /// A CPU variant's `impl`: one of the algorithm's CPU implementations.
 pub(super) fn cpu_impl(_: &mut SchemaGenerator) -> Schema {
-    names_of(every(|spec| spec.cpu_impls))
+    names_of(every(|spec| &spec.cpu_impls))
 }
 
 /// A CUDA variant's `kernel`: one of the algorithm's kernels.
 pub(super) fn kernel(_: &mut SchemaGenerator) -> Schema {
-    names_of(every(|spec| spec.kernels))
+    names_of(every(|spec| &spec.kernels))
 }
 
-fn every(of: fn(&algos::Spec) -> &'static [&'static str]) -> Vec<&'static str> {
+fn every(of: fn(&algos::Spec) -> &[&'static str]) -> Vec<&'static str> {
     let mut names: Vec<&'static str> = Vec::new();
     for algorithm in algos::all() {
         for name in of(algorithm.spec()) {

@@ -1,4 +1,4 @@
-//! The mock device (`KBENCH_MOCK_GPU`, src/device/mock.rs), end to end through `kbench run`, the
+//! The mock device (`KBENCH_MOCK_GPU`, src/run/executor/mock.rs), end to end through `kbench run`, the
 //! worker processes, the results file and `kbench report` / `compare`: every output format and
 //! compare's table snapshot-tested (with what differs between runs and machines redacted), and
 //! the CUDA control flow (scripted skips, a kernel fault and the replaced worker, a hang killed

@@ -134,7 +134,7 @@ pub fn batch_runs(window_s: f64, one_run_s: f64, launches_per_run: usize) -> u32
 }
 
 /// The steps of a sample, in the order `take_sample` queues them; implemented over the device,
-/// and over a recorder in the tests.
+/// over the mock device (`run::executor::mock`), and over a recorder in the tests.
 pub trait SampleOps {
     fn hold(&mut self) -> Result<()>;
     fn flush_l2(&mut self) -> Result<()>;

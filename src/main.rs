@@ -17,7 +17,6 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use kbench::compare::{self, CompareSettings, Verdict};
-use kbench::device::mock::{self, MockSpec};
 use kbench::device::{nvrtc, KernelSource};
 use kbench::manifest::{self, Manifest};
 use kbench::plan::{self, Case};
@@ -25,6 +24,7 @@ use kbench::report::export::{self, Export};
 use kbench::report::table;
 use kbench::results::{self, ResultsFile};
 use kbench::run::case::SaveOutputs;
+use kbench::run::executor::mock::{self, MockSpec};
 use kbench::run::lanes::{self, DeviceSelection};
 use kbench::run::study::{self, RunOptions, StudyEnd};
 use kbench::schema::{ClaimStatus, ShardRecord};

@@ -9,7 +9,8 @@ mod common;
 use std::path::Path;
 
 use kbench::device::KernelSource;
-use kbench::run::case::{self, CaseSettings, GpuState};
+use kbench::run::case::{self, CaseSettings};
+use kbench::run::executor::GpuState;
 use kbench::schema::CaseResult;
 
 #[test]

@@ -1,4 +1,4 @@
-//! The mock device (`KBENCH_MOCK_GPU`, src/device/mock.rs), end to end through `kbench run`, the
+//! The mock device (`KBENCH_MOCK_GPU`, src/run/executor/mock.rs), end to end through `kbench run`, the
 //! worker processes, the results file and `kbench report` / `compare`: every output format and
 //! compare's table snapshot-tested (with what differs between runs and machines redacted), and
 //! the CUDA control flow (scripted skips, a kernel fault and the replaced worker, a hang killed
@@ -596,4 +596,185 @@ fn declared_tables_and_claims_fit_80_columns_unless_wide() {
     let wide = report(d, &results, &["--tables", "--wide"]);
     assert!(widest(&wide) > 100, "{wide}");
     assert!(!wide.contains("(part "), "{wide}");
+}
+
+/// SAXPY (elementwise, so its transfers split into chunks) in every scope the CUDA executor
+/// has: the kernel alone, transfers from pageable and from pinned memory, pinned over two
+/// streams chunk by chunk, and the whole program.
+const SCOPES: &str = r#"[study]
+name = "scopes"
+algorithm = "saxpy"
+seed = 3
+[grid]
+n = [1_000, 100_000]
+a = 2.0
+block = 256
+[[variant]]
+name = "kernel"
+backend = "cuda"
+kernel = "saxpy_naive"
+[[variant]]
+name = "pageable"
+backend = "cuda"
+kernel = "saxpy_naive"
+scope = "transfers"
+[[variant]]
+name = "pinned"
+backend = "cuda"
+kernel = "saxpy_naive"
+scope = "transfers"
+host_memory = "pinned"
+[[variant]]
+name = "streams"
+backend = "cuda"
+kernel = "saxpy_naive"
+scope = "transfers"
+host_memory = "pinned"
+streams = 2
+[[variant]]
+name = "program"
+backend = "cuda"
+kernel = "saxpy_naive"
+scope = "program"
+[measure]
+warmup = 1
+min_samples = 8
+max_samples = 8
+"#;
+
+/// The mock of the snapshots with the profiler on, so that kernel-scope runs are profiled.
+const MOCK_PROFILED: &str = r#"[device]
+name = "H100 (test)"
+host_link_gbytes_per_s = 25.0
+profiler = true
+
+[timing]
+seed = 11
+launch_s = 4e-6
+gbytes_per_s = 1500.0
+jitter = 0.02
+"#;
+
+/// Each case's outcome, summary and GPU timer record, as the results file has them (the
+/// samples are the mock's, deterministic to the bit).
+fn scope_records(cases: &[Value]) -> String {
+    let records: Vec<Value> = cases
+        .iter()
+        .map(|c| {
+            let s = &c["summary"];
+            let t = &c["measurement"]["gpu_timer"];
+            serde_json::json!({
+                "case": format!("{} n={}", c["variant"].as_str().unwrap(), c["params"]["n"]),
+                "status": c["status"],
+                "scope": c["scope"],
+                "host_memory": c["host_memory"],
+                "samples": s["samples"],
+                "median_s": s["median_s"],
+                "min_s": s["min_s"],
+                "max_s": s["max_s"],
+                "gpu_timer": {
+                    "method": t["method"],
+                    "unblocked_reason": t["unblocked_reason"],
+                    "runs_per_sample": t["runs_per_sample"],
+                    "cold_l2": t["cold_l2"],
+                    "profiler_samples_s": t["profiler_samples_s"],
+                    "profiler_kernels_per_run": t["profiler_kernels_per_run"],
+                    "profiler_vs_events": t["profiler_vs_events"],
+                    "profiler_skipped": t["profiler_skipped"],
+                    "timers_disagree": t["timers_disagree"],
+                },
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&records).unwrap()
+}
+
+/// The median of `variant` at `n`, in µs.
+fn median_us(cases: &[Value], variant: &str, n: i64) -> f64 {
+    let case = cases
+        .iter()
+        .find(|c| c["variant"] == variant && c["params"]["n"] == n)
+        .unwrap_or_else(|| panic!("no case {variant} n={n}"));
+    case["summary"]["median_s"].as_f64().unwrap() * 1e6
+}
+
+#[test]
+fn the_mock_runs_every_scope_through_the_cuda_executor() {
+    let (cases, _) = cases_of(SCOPES, MOCK_PROFILED, &[], 0);
+    assert_eq!(cases.len(), 10);
+    // The time model, through each scope (the jitter is 2%): a run is 4 µs + 12 bytes an
+    // element at 1500 GB/s; transfers add x in and y in and out (12 bytes an element) at
+    // 25 GB/s; program scope adds 50 µs for allocating and freeing; two streams run 8 chunks of
+    // 256-element multiples, each its own launch (the mock does not overlap them).
+    let near = |got: f64, want: f64| (got / want - 1.0).abs() <= 0.02;
+    for (n, kernel_us, link_us) in [(1_000, 4.008, 0.48), (100_000, 4.8, 48.0)] {
+        let at = |variant| median_us(&cases, variant, n);
+        assert!(near(at("kernel"), kernel_us), "{n}: {}", at("kernel"));
+        assert!(near(at("pageable"), kernel_us + link_us), "{n}");
+        assert!(near(at("pinned"), kernel_us + link_us), "{n}");
+        assert!(near(at("program"), kernel_us + link_us + 50.0), "{n}");
+    }
+    // 1000 elements: four chunks of 256 (the last 232); 100,000: eight of 12,544 (the last
+    // 12,192).
+    assert!(near(
+        median_us(&cases, "streams", 1_000),
+        4.0 * 4.0 + 0.008 + 0.48
+    ));
+    assert!(near(
+        median_us(&cases, "streams", 100_000),
+        8.0 * 4.0 + 0.8 + 48.0
+    ));
+    insta::assert_snapshot!("scopes", scope_records(&cases));
+}
+
+/// The reduction's kernels in batch mode: a few single runs size the batch, whose samples are
+/// hot runs back to back; the profiler skips them and says why.
+const BATCH: &str = r#"[study]
+name = "batch"
+algorithm = "reduce"
+seed = 5
+[grid]
+n = [1_000, 1_000_000]
+dtype = "f32"
+block = 256
+[[variant]]
+name = "optimized"
+backend = "cuda"
+kernel = "reduce_optimized"
+[[variant]]
+name = "fast"
+backend = "cuda"
+kernel = "reduce_fast"
+[measure]
+warmup = 1
+min_samples = 6
+max_samples = 6
+mode = "batch"
+batch_min_window_s = 100e-6
+"#;
+
+#[test]
+fn the_mock_runs_batch_mode_through_the_cuda_executor() {
+    let (cases, _) = cases_of(BATCH, MOCK_PROFILED, &[], 0);
+    assert_eq!(cases.len(), 4);
+    for case in &cases {
+        let timer = &case["measurement"]["gpu_timer"];
+        assert_eq!(timer["method"], "batch_events", "{case}");
+        assert_eq!(timer["cold_l2"], false, "{case}");
+        let skipped = timer["profiler_skipped"].as_str().unwrap();
+        assert!(skipped.starts_with("batch mode"), "{skipped}");
+    }
+    // 4 µs + 4 KB at 1500 GB/s a run: about 25 runs fill the 100 µs window (the fastest of
+    // three jittered runs sizes it); a run of 1,000,000 elements (about 6.7 µs) needs about 15.
+    for case in &cases {
+        let runs = case["measurement"]["gpu_timer"]["runs_per_sample"]
+            .as_u64()
+            .unwrap();
+        let expected = match case["params"]["n"].as_i64().unwrap() {
+            1_000 => 25..=26,
+            _ => 15..=16,
+        };
+        assert!(expected.contains(&runs), "{runs}: {case}");
+    }
+    insta::assert_snapshot!("batch", scope_records(&cases));
 }

@@ -403,7 +403,7 @@ fn one_hung_gpu_of_two_leaves_the_file_without_gpu_unavailable() {
     .unwrap();
     let options = RunOptions {
         lanes: two_lanes(),
-        mock_gpu: Some(kbench::device::mock::MockSpec::load(&mock).unwrap()),
+        mock_gpu: Some(kbench::run::executor::mock::MockSpec::load(&mock).unwrap()),
         // Case 2 is `gpu` at the first grid point: its worker stalls before the case starts.
         worker_fault: Some("stall:2".into()),
         setup_limit_s: 1.0,

@@ -805,7 +805,7 @@ mod tests {
             save_outputs: None,
             results_path: &dir.join("r.json"),
         };
-        let mut gpu = crate::run::case::GpuState::Unavailable("no GPU in this test".into());
+        let mut gpu = crate::run::executor::GpuState::Unavailable("no GPU in this test".into());
         let result = crate::run::case::run_case(&manifest, case, &mut gpu, &settings, &mut |_| {});
         assert_eq!(
             result.status,

@@ -12,7 +12,6 @@ pub mod blas;
 pub mod cupti;
 pub mod cupti_profiler;
 pub mod libs;
-pub mod mock;
 pub mod nvml;
 pub mod nvrtc;
 pub mod sparse;
@@ -1119,29 +1118,39 @@ impl Drop for PinnedBuf {
     }
 }
 
-/// A case's named inputs and outputs on the device.
-pub struct DeviceIo {
-    pub inputs: Vec<(&'static str, DeviceBuf)>,
-    pub outputs: Vec<(&'static str, DeviceBuf)>,
+/// A case's named inputs and outputs on the device. `B` is the buffer: a `DeviceBuf` for every
+/// algorithm; the mock device's host-memory buffers, so that the scope logic is written once.
+pub struct DeviceIo<B = DeviceBuf> {
+    pub inputs: Vec<(&'static str, B)>,
+    pub outputs: Vec<(&'static str, B)>,
     /// (output, input): outputs computed in place over a copy of an input.
     pub in_place: Vec<(&'static str, &'static str)>,
 }
 
-impl DeviceIo {
-    pub fn input(&self, name: &str) -> Result<&DeviceBuf> {
+impl<B> DeviceIo<B> {
+    pub fn input(&self, name: &str) -> Result<&B> {
         find(&self.inputs, name).ok_or_else(|| anyhow!("the case has no input `{name}`"))
     }
 
-    pub fn output(&self, name: &str) -> Result<&DeviceBuf> {
+    pub fn output(&self, name: &str) -> Result<&B> {
         find(&self.outputs, name).ok_or_else(|| anyhow!("the case has no output `{name}`"))
     }
 
+    /// The input an output computed in place starts from, if it is one.
+    pub fn in_place_input(&self, output: &str) -> Option<&'static str> {
+        (self.in_place.iter())
+            .find(|(o, _)| *o == output)
+            .map(|&(_, input)| input)
+    }
+}
+
+impl DeviceIo {
     /// Readies the outputs for a run: poisoned, or copied from their input when computed in
     /// place.
     pub fn reset_outputs(&self) -> Result<()> {
         for (name, buf) in &self.outputs {
-            match self.in_place.iter().find(|(o, _)| o == name) {
-                Some((_, input)) => buf.copy_from_device(self.input(input)?)?,
+            match self.in_place_input(name) {
+                Some(input) => buf.copy_from_device(self.input(input)?)?,
                 None => buf.poison()?,
             }
         }
@@ -1149,6 +1158,6 @@ impl DeviceIo {
     }
 }
 
-fn find<'a>(buffers: &'a [(&'static str, DeviceBuf)], name: &str) -> Option<&'a DeviceBuf> {
+fn find<'a, B>(buffers: &'a [(&'static str, B)], name: &str) -> Option<&'a B> {
     buffers.iter().find(|(n, _)| *n == name).map(|(_, b)| b)
 }

@@ -43,8 +43,10 @@ pub const PROFILED_RUNS: usize = 5;
 
 /// What queues one run of a case's kernels on the device's stream. An algorithm's launcher
 /// resolves its kernels, launch shapes and scratch once, when created, so that `launch` only
-/// queues.
-pub trait Launcher {
+/// queues. `S` is the kind of stream a chunk goes on: the device's `Stream` for every algorithm;
+/// the mock device (`run::executor::mock`) has its own, so that its stand-in launcher goes
+/// through the same scope logic.
+pub trait Launcher<S = super::Stream> {
     /// Queues one run; must not wait for the device.
     fn launch(&mut self) -> Result<()>;
     /// How many launches one run queues, so that the timer knows whether it may hold the stream.
@@ -61,12 +63,7 @@ pub trait Launcher {
     /// variant with `streams` overlaps its copies and kernels chunk by chunk. Only elementwise
     /// work can (each output element depends on the inputs' element of the same index); chunks
     /// start at multiples of `super::CHUNK_ALIGN` elements.
-    fn launch_chunk(
-        &mut self,
-        _first: usize,
-        _count: usize,
-        _stream: &super::Stream,
-    ) -> Result<()> {
+    fn launch_chunk(&mut self, _first: usize, _count: usize, _stream: &S) -> Result<()> {
         anyhow::bail!(
             "this kernel's work cannot be split into chunks over streams (it is not elementwise)"
         )
@@ -137,7 +134,7 @@ pub fn batch_runs(window_s: f64, one_run_s: f64, launches_per_run: usize) -> u32
 }
 
 /// The steps of a sample, in the order `take_sample` queues them; implemented over the device,
-/// and over a recorder in the tests.
+/// over the mock device (`run::executor::mock`), and over a recorder in the tests.
 pub trait SampleOps {
     fn hold(&mut self) -> Result<()>;
     fn flush_l2(&mut self) -> Result<()>;

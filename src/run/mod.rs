@@ -1,7 +1,8 @@
 //! Running a study: `study` runs its cases over `lanes` (one per GPU, or one), each case in a
-//! `worker` process, where `case` measures it.
+//! `worker` process, where `case` measures it through its backend's `executor`.
 
 pub mod case;
+pub mod executor;
 pub mod lanes;
 pub mod study;
 pub mod worker;

@@ -13,12 +13,12 @@ use std::time::Instant;
 
 use anyhow::Result;
 
-use crate::device::mock::MockSpec;
 use crate::device::KernelSource;
 use crate::manifest::Manifest;
 use crate::plan::Case;
 use crate::results::ResultsFile;
 use crate::run::case::{self, SaveOutputs};
+use crate::run::executor::mock::MockSpec;
 use crate::run::lanes::{run_pool, After, Kind, LaneDevice, PoolEnd};
 use crate::run::worker::{CaseOutcome, StudyJob, Worker, SETUP_LIMIT_S};
 use crate::schema::{CaseDevice, CaseResult, CaseStatus, MeasureSettings};

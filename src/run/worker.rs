@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::device::mock::MockSpec;
 use crate::device::KernelSource;
 use crate::manifest;
 use crate::measure::Deadline;
 use crate::plan::Case;
-use crate::run::case::{self, CaseSettings, CaseStage, GpuState, SaveOutputs};
+use crate::run::case::{self, CaseSettings, CaseStage, SaveOutputs};
+use crate::run::executor::mock::MockSpec;
+use crate::run::executor::GpuState;
 use crate::schema::{CaseResult, DeviceFingerprint, MeasureSettings};
 
 /// What a worker needs to run any case of one study.

@@ -5,10 +5,17 @@
 //! its file scripts: a kernel fault breaks the context (the worker is replaced, as after a real
 //! one), a hang never returns (the worker's parent kills it at the time limit), and so on.
 //!
-//! Everything else a case goes through (the worker process, the stopping rule, verification, the
-//! results file, the reports) is the real thing: the mock replaces only what touches CUDA. Its
-//! results say so in the device record (`mock`), and its name starts with `MOCK`, so they cannot
-//! be mistaken for measurements.
+//! Everything else a case goes through is the real thing: the worker process, the CUDA
+//! executor's scope logic (`super::cuda::Scoped`: the sample plan, single or batch; transfers
+//! from pageable or pinned memory, chunked over streams; program scope; the profiled runs), the
+//! stopping rule, verification, the results file and the reports. The mock replaces only the
+//! primitives that touch CUDA (`MockRun`): its buffers are host memory, its launcher is a stand-in
+//! that writes the reference (it cannot run the algorithm's kernels), and its events read a time
+//! model that charges, in each timed window, launch_s + bytes / bandwidth + flops / rate per run
+//! (a chunk's share for a chunk), bytes / host link per copy, and 50 µs where buffers were
+//! allocated and freed; the window's total is spread by the jitter. Its results say so in the
+//! device record (`mock`), and its name starts with `MOCK`, so they cannot be mistaken for
+//! measurements.
 //!
 //! The file:
 //!
@@ -21,6 +28,7 @@
 //! peak_gbytes_per_s = 3350.0    # the theoretical bandwidth
 //! copy_gbytes_per_s = 3000.0    # the "measured" copy
 //! host_link_gbytes_per_s = 25.0 # transfers and program scopes copy over this
+//! profiler = false              # true: kernel-scope runs are profiled (a stand-in for CUPTI's)
 //!
 //! [timing]                      # every CUDA variant's time model (keys optional)
 //! seed = 1                      # the jitter's seed
@@ -39,6 +47,7 @@
 //! # skip = "a reason"           # ... or skip the case with this reason
 //! ```
 
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -47,13 +56,15 @@ use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::timer::batch_runs;
-use super::KernelFile;
-use crate::algos::{Buffers, CaseData};
+use super::cuda::{Chunk, Primitives, Scoped};
+use super::{CaseError, Executed, Executor, Job};
+use crate::algos::CaseData;
+use crate::device::timer::{take_sample, Sample, SampleOps, SamplePlan, PROFILED_RUNS};
+use crate::device::{fits_memory, DeviceIo, KernelFile, Launcher};
 use crate::manifest::ManifestError;
-use crate::measure::{self, Deadline, Measured, Taken};
-use crate::schema::{DeviceFingerprint, GpuTimer, MeasureSettings, TimerMethod};
-use crate::vocab::{HostData, ParamValue, Params, Scope, TimingMode};
+use crate::measure::Deadline;
+use crate::schema::DeviceFingerprint;
+use crate::vocab::{describe_params, DType, HostData, ParamValue, Params};
 
 /// The environment variable naming the mock device's file.
 pub const MOCK_ENV: &str = "KBENCH_MOCK_GPU";
@@ -78,6 +89,9 @@ pub struct DeviceSpec {
     pub peak_gbytes_per_s: f64,
     pub copy_gbytes_per_s: f64,
     pub host_link_gbytes_per_s: f64,
+    /// Whether kernel-scope runs are profiled after their samples, as with CUPTI's profiler.
+    #[serde(default)]
+    pub profiler: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,6 +155,7 @@ struct RawDevice {
     peak_gbytes_per_s: Option<Spanned<f64>>,
     copy_gbytes_per_s: Option<Spanned<f64>>,
     host_link_gbytes_per_s: Option<Spanned<f64>>,
+    profiler: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -231,6 +246,7 @@ impl MockSpec {
                 false,
                 25.0,
             )?,
+            profiler: d.profiler.unwrap_or(false),
         };
         let model = |raw: &RawModel, base: &TimeModel| -> Result<TimeModel, ManifestError> {
             let jitter = positive(&raw.jitter, "jitter", true, base.jitter)?;
@@ -370,29 +386,19 @@ fn as_f64(value: &ParamValue) -> f64 {
     }
 }
 
-/// What a CUDA case needs to know to run on the mock.
-pub struct MockCase<'a> {
-    pub variant: &'a str,
-    pub params: &'a Params,
-    pub scope: Scope,
-    pub kernel_file: &'a KernelFile,
-    pub data: &'a CaseData,
-    pub settings: &'a MeasureSettings,
-    pub deadline: Deadline,
-}
-
 /// The mock device, open in a worker.
 pub struct MockDevice {
     spec: MockSpec,
     pub fingerprint: DeviceFingerprint,
     /// A scripted kernel fault struck: as a real context, this one stays unusable.
-    broken: bool,
+    broken: Cell<bool>,
 }
 
 impl MockDevice {
     pub fn open(spec: MockSpec) -> MockDevice {
         let d = &spec.device;
         let bus_width_bits = 5120;
+        let no_cupti = || Some("the mock device has no CUPTI".to_string());
         let fingerprint = DeviceFingerprint {
             name: d.name.clone(),
             host: crate::env::hostname(),
@@ -412,8 +418,8 @@ impl MockDevice {
             host_to_device_gbytes_per_s: d.host_link_gbytes_per_s,
             device_to_host_gbytes_per_s: d.host_link_gbytes_per_s,
             event_overhead_s: 0.0,
-            cupti_unavailable: Some("the mock device has no CUPTI".into()),
-            cupti_profiler_unavailable: Some("the mock device has no CUPTI".into()),
+            cupti_unavailable: no_cupti(),
+            cupti_profiler_unavailable: if d.profiler { None } else { no_cupti() },
             nvml_unavailable: Some("the mock device has no NVML".into()),
             mock: Some(format!(
                 "synthetic timings and reference outputs from the mock device file {}: nothing here was measured",
@@ -423,132 +429,435 @@ impl MockDevice {
         MockDevice {
             spec,
             fingerprint,
-            broken: false,
+            broken: Cell::new(false),
         }
     }
 
     pub fn is_broken(&self) -> bool {
-        self.broken
-    }
-
-    pub fn free_memory_bytes(&self) -> u64 {
-        self.spec.device.memory_bytes
+        self.broken.get()
     }
 
     /// A scripted skip's reason, if one strikes the case.
-    pub fn skip(&self, variant: &str, params: &Params) -> Option<String> {
+    fn skip(&self, variant: &str, params: &Params) -> Option<String> {
         match self.spec.event(variant, params) {
             Some(Action::Skip(reason)) => Some(reason.clone()),
             _ => None,
         }
     }
 
-    /// Runs a case: its scripted fault, or samples from the time model and the reference as its
-    /// outputs. The time limit starts before this is called, as before a real case's compile.
-    pub fn run(&mut self, case: &MockCase) -> Result<(Measured, Buffers, GpuTimer)> {
-        if self.broken {
-            bail!("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (the mock context faulted earlier)");
-        }
-        let fault = match self.spec.event(case.variant, case.params) {
+    /// The scripted fault that strikes the case, if one does.
+    fn fault(&self, variant: &str, params: &Params) -> Option<Fault> {
+        match self.spec.event(variant, params) {
             Some(Action::Fault(fault)) => Some(*fault),
             _ => None,
-        };
-        match fault {
-            Some(Fault::CompileError) => bail!(
+        }
+    }
+
+    /// Loading the case's kernels: fails after a kernel fault, or where a compile error is
+    /// scripted, with the message a real device would give.
+    fn load_module(&self, kernel_file: &KernelFile, fault: Option<Fault>) -> Result<()> {
+        if self.is_broken() {
+            bail!("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (the mock context faulted earlier)");
+        }
+        if fault == Some(Fault::CompileError) {
+            bail!(
                 "NVRTC failed to compile kernels/{} (mock) for sm_{}:\n{}(1): error: a compile error scripted by the mock device {}",
-                case.kernel_file.name,
+                kernel_file.name,
                 self.spec.device.compute_capability.replace('.', ""),
-                case.kernel_file.name,
+                kernel_file.name,
                 self.spec.path.display()
-            ),
-            Some(Fault::OutOfMemory) => {
-                bail!("CUDA_ERROR_OUT_OF_MEMORY: out of memory (scripted by the mock device)")
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Runs CUDA variants on the mock device, through the CUDA executor's scope logic.
+pub struct MockExecutor<'a> {
+    mock: &'a MockDevice,
+}
+
+impl<'a> MockExecutor<'a> {
+    pub fn new(mock: &'a MockDevice) -> MockExecutor<'a> {
+        MockExecutor { mock }
+    }
+}
+
+impl Executor for MockExecutor<'_> {
+    fn fits(&self, job: &Job, footprint_bytes: u64) -> Result<(), CaseError> {
+        if let Some(reason) = self.mock.skip(&job.variant.name, job.params) {
+            return Err(CaseError::Skip(reason));
+        }
+        let free = self.mock.spec.device.memory_bytes;
+        fits_memory(footprint_bytes, free, &self.mock.fingerprint.name).map_err(CaseError::Skip)
+    }
+
+    fn measure(
+        &mut self,
+        job: &Job,
+        data: &CaseData,
+        deadline: Deadline,
+    ) -> Result<Executed, CaseError> {
+        let fault = self.mock.fault(&job.variant.name, job.params);
+        self.mock.load_module(job.kernel_file, fault)?;
+        let spec = &self.mock.spec;
+        let run = MockRun {
+            device: self.mock,
+            model: spec.variants.get(&job.variant.name).unwrap_or(&spec.timing),
+            data,
+            fault,
+            key: format!("{}|{}", job.variant.name, describe_params(job.params)),
+            windows: Cell::new(0),
+            charged: Cell::new(Charges::default()),
+        };
+        Ok(Scoped::new(&run, job, data, deadline).run()?)
+    }
+}
+
+/// A mock buffer "on the device": host memory.
+pub type MockBuf = RefCell<HostData>;
+
+/// A mock stream: the mock runs a chunk's copies and kernel when they are queued, so a stream is
+/// only a name for where they went.
+pub struct MockStream;
+
+/// What the time model has charged since the current timed window started.
+#[derive(Debug, Clone, Copy, Default)]
+struct Charges {
+    /// The kernels' runs: launch_s + bytes / bandwidth + flops / rate each.
+    kernel_s: f64,
+    /// Bytes copied over the host link.
+    link_bytes: u64,
+    /// Whether buffers were allocated (and so freed) inside the window.
+    allocated: bool,
+}
+
+/// Allocation and freeing a case's buffers inside a timed window (program scope).
+const ALLOC_AND_FREE_S: f64 = 50e-6;
+
+/// One case on the mock device: its time model, its scripted fault, and the time charged in the
+/// current window. The scope logic drives it as it drives a real device.
+struct MockRun<'a> {
+    device: &'a MockDevice,
+    model: &'a TimeModel,
+    data: &'a CaseData,
+    fault: Option<Fault>,
+    /// The jitter's key: the variant and the case's parameters.
+    key: String,
+    /// Windows timed so far: the jitter's sample number.
+    windows: Cell<u64>,
+    charged: Cell<Charges>,
+}
+
+impl MockRun<'_> {
+    fn charge(&self, add: impl FnOnce(&mut Charges)) {
+        let mut charged = self.charged.get();
+        add(&mut charged);
+        self.charged.set(charged);
+    }
+
+    fn start_window(&self) {
+        self.charged.set(Charges::default());
+    }
+
+    /// The window's time: what was charged in it, spread by the deterministic jitter.
+    fn end_window(&self) -> f64 {
+        let k = self.windows.get() + 1;
+        self.windows.set(k);
+        let c = self.charged.get();
+        let link_s = c.link_bytes as f64 / (self.device.spec.device.host_link_gbytes_per_s * 1e9);
+        let alloc_s = if c.allocated { ALLOC_AND_FREE_S } else { 0.0 };
+        let total_s = c.kernel_s + link_s + alloc_s;
+        let u = unit(self.model.seed, &self.key, k);
+        total_s * (1.0 + self.model.jitter * (2.0 * u - 1.0))
+    }
+
+    /// One run's time for `share` of the case's work.
+    fn run_s(&self, share: f64) -> f64 {
+        let flops_s = match self.model.gflops_per_s {
+            0.0 => 0.0,
+            rate => self.data.flops as f64 * share / (rate * 1e9),
+        };
+        self.model.launch_s
+            + self.data.bytes_moved as f64 * share / (self.model.gbytes_per_s * 1e9)
+            + flops_s
+    }
+
+    /// The stand-in for the algorithm's kernels over elements `chunk` (all of them if `None`):
+    /// the scripted fault, the time, and the reference as the answer.
+    fn kernel(&self, io: &DeviceIo<MockBuf>, chunk: Option<Chunk>) -> Result<()> {
+        match self.fault {
+            Some(Fault::KernelFault) => {
+                self.device.broken.set(true);
+                bail!("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (a kernel fault scripted by the mock device)")
+            }
+            Some(Fault::Hang) => {
+                eprintln!("kbench worker: the mock device hangs this case, as its file scripts");
+                loop {
+                    std::thread::sleep(Duration::from_secs(3600));
+                }
             }
             _ => {}
         }
-        let model = self
-            .spec
-            .variants
-            .get(case.variant)
-            .unwrap_or(&self.spec.timing);
-        let data = case.data;
-        let io_bytes: u64 = (data.inputs.0.iter())
-            .map(|(_, h)| h.len() as u64 * h.dtype().size_bytes())
-            .chain((data.outputs.iter()).map(|o| o.capacity as u64 * o.dtype.size_bytes()))
-            .sum();
-        let link_s = io_bytes as f64 / (self.spec.device.host_link_gbytes_per_s * 1e9);
-        let flops_s = match model.gflops_per_s {
-            0.0 => 0.0,
-            rate => data.flops as f64 / (rate * 1e9),
-        };
-        let run_s = model.launch_s + data.bytes_moved as f64 / (model.gbytes_per_s * 1e9) + flops_s;
-        let run_s = match case.scope {
-            Scope::Kernel => run_s,
-            Scope::Transfers => run_s + link_s,
-            // Allocation and freeing too.
-            Scope::Program => run_s + link_s + 50e-6,
-        };
-        let key = format!(
-            "{}|{}",
-            case.variant,
-            crate::vocab::describe_params(case.params)
-        );
-        let mut k = 0u64;
-        let jitter = model.jitter;
-        let seed = model.seed;
-        let broken = &mut self.broken;
-        let measured = measure::measure(case.settings, case.deadline, || {
-            k += 1;
-            match fault {
-                Some(Fault::KernelFault) => {
-                    *broken = true;
-                    bail!("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered (a kernel fault scripted by the mock device)")
-                }
-                Some(Fault::Hang) => {
-                    eprintln!(
-                        "kbench worker: the mock device hangs this case, as its file scripts"
-                    );
-                    loop {
-                        std::thread::sleep(Duration::from_secs(3600));
-                    }
-                }
-                _ => {}
-            }
-            let u = unit(seed, &key, k);
-            Ok(Taken::clean(run_s * (1.0 + jitter * (2.0 * u - 1.0))))
-        })?;
-        let mut outputs = data.output_buffers();
-        for (spec, (_, host)) in data.outputs.iter().zip(&mut outputs.0) {
+        let elements = (self.data.inputs.0.first())
+            .map_or(0, |(_, h)| h.len())
+            .max(1);
+        let share = chunk.map_or(1.0, |(_, count)| count as f64 / elements as f64);
+        let run_s = self.run_s(share);
+        self.charge(|c| c.kernel_s += run_s);
+        self.answer(io, chunk)
+    }
+
+    /// Writes each output's reference (at its checked indices) into its buffer, within `chunk`;
+    /// one element wrong where a wrong answer is scripted.
+    fn answer(&self, io: &DeviceIo<MockBuf>, chunk: Option<Chunk>) -> Result<()> {
+        let within =
+            |i: usize| chunk.is_none_or(|(first, count)| (first..first + count).contains(&i));
+        for spec in &self.data.outputs {
+            let mut buf = io.output(spec.name)?.borrow_mut();
             let indices: Box<dyn Iterator<Item = usize>> = match &spec.checked {
                 Some(indices) => Box::new(indices.iter().copied()),
                 None => Box::new(0..spec.reference.len()),
             };
             for (i, &x) in indices.zip(&spec.reference) {
-                set(host, i, x)?;
+                if within(i) {
+                    set(&mut buf, i, x)?;
+                }
             }
         }
-        if fault == Some(Fault::WrongAnswer) {
-            let spec = data
-                .outputs
-                .iter()
-                .position(|o| !o.reference.is_empty())
+        if self.fault == Some(Fault::WrongAnswer) {
+            let spec = (self.data.outputs.iter())
+                .find(|o| !o.reference.is_empty())
                 .ok_or_else(|| anyhow!("the mock cannot answer wrongly: the case has no output"))?;
-            let i = data.outputs[spec].checked.as_ref().map_or(0, |c| c[0]);
-            let x = data.outputs[spec].reference[0];
-            set(&mut outputs.0[spec].1, i, x + x.abs().max(1.0))?;
+            let i = spec.checked.as_ref().map_or(0, |c| c[0]);
+            let x = spec.reference[0];
+            if within(i) {
+                set(
+                    &mut io.output(spec.name)?.borrow_mut(),
+                    i,
+                    x + x.abs().max(1.0),
+                )?;
+            }
         }
-        let (method, runs_per_sample) = match case.settings.mode {
-            TimingMode::Single => (TimerMethod::BlockedEvents, 1),
-            TimingMode::Batch => (
-                TimerMethod::BatchEvents,
-                batch_runs(case.settings.batch_min_window_s, run_s, 1),
-            ),
-        };
-        let cold_l2 = case.settings.cache == crate::vocab::CacheMode::Cold
-            && case.settings.mode == TimingMode::Single;
-        let timer = GpuTimer::new(method, runs_per_sample, cold_l2);
-        Ok((measured, outputs, timer))
+        Ok(())
     }
+
+    /// Copies `range` of `src` into `dst` over the host link, charging its bytes.
+    fn copy(&self, dst: &mut HostData, src: &HostData, range: Chunk) -> Result<()> {
+        let bytes = copy_range(dst, src, range)?;
+        self.charge(|c| c.link_bytes += bytes);
+        Ok(())
+    }
+}
+
+impl Primitives for MockRun<'_> {
+    type Buf = MockBuf;
+    type Pinned = RefCell<HostData>;
+    type Stream = MockStream;
+
+    fn alloc(&self, dtype: DType, len: usize) -> Result<MockBuf> {
+        if self.fault == Some(Fault::OutOfMemory) {
+            bail!("CUDA_ERROR_OUT_OF_MEMORY: out of memory (scripted by the mock device)");
+        }
+        self.charge(|c| c.allocated = true);
+        Ok(RefCell::new(HostData::zeros(dtype, len)))
+    }
+    fn copy_in(&self, dst: &MockBuf, host: &HostData) -> Result<()> {
+        self.copy(&mut dst.borrow_mut(), host, (0, host.len()))
+    }
+    fn copy_out(&self, src: &MockBuf, host: &mut HostData) -> Result<()> {
+        let len = host.len();
+        self.copy(host, &src.borrow(), (0, len))
+    }
+    fn reset_outputs(&self, io: &DeviceIo<MockBuf>) -> Result<()> {
+        for (name, buf) in &io.outputs {
+            let mut buf = buf.borrow_mut();
+            match io.in_place_input(name) {
+                Some(input) => {
+                    let input = io.input(input)?.borrow();
+                    copy_range(&mut buf, &input, (0, input.len()))?;
+                }
+                None => buf.poison(),
+            }
+        }
+        Ok(())
+    }
+    fn pin(&self, host: &HostData) -> Result<RefCell<HostData>> {
+        Ok(RefCell::new(host.clone()))
+    }
+    fn unpin(&self, pinned: &RefCell<HostData>, host: &mut HostData) -> Result<()> {
+        let pinned = pinned.borrow();
+        copy_range(host, &pinned, (0, pinned.len())).map(|_| ())
+    }
+    fn copy_in_pinned(
+        &self,
+        dst: &MockBuf,
+        src: &RefCell<HostData>,
+        on: Option<(Chunk, &MockStream)>,
+    ) -> Result<()> {
+        let src = src.borrow();
+        let range = on.map_or((0, src.len()), |(chunk, _)| chunk);
+        self.copy(&mut dst.borrow_mut(), &src, range)
+    }
+    fn copy_out_pinned(
+        &self,
+        src: &MockBuf,
+        dst: &RefCell<HostData>,
+        on: Option<(Chunk, &MockStream)>,
+    ) -> Result<()> {
+        let mut dst = dst.borrow_mut();
+        let range = on.map_or((0, dst.len()), |(chunk, _)| chunk);
+        self.copy(&mut dst, &src.borrow(), range)
+    }
+    fn new_streams(&self, count: usize) -> Result<Vec<MockStream>> {
+        Ok((0..count).map(|_| MockStream).collect())
+    }
+    fn fork(&self, _stream: &MockStream) -> Result<()> {
+        Ok(())
+    }
+    fn join(&self, _stream: &MockStream) -> Result<()> {
+        Ok(())
+    }
+    fn launcher<'s>(
+        &'s self,
+        io: &'s DeviceIo<MockBuf>,
+    ) -> Result<Box<dyn Launcher<MockStream> + 's>> {
+        Ok(Box::new(StandIn { run: self, io }))
+    }
+    fn hold_refused(&self) -> Option<&str> {
+        None
+    }
+    fn sample_kernel(
+        &self,
+        io: &DeviceIo<MockBuf>,
+        launcher: &mut dyn Launcher<MockStream>,
+        plan: &SamplePlan,
+    ) -> Result<Sample> {
+        let mut sampler = Sampler {
+            run: self,
+            io,
+            launcher,
+            elapsed_s: 0.0,
+        };
+        Ok(untraced(take_sample(&mut sampler, plan)?))
+    }
+    fn sample_region(
+        &self,
+        _flush_l2: bool,
+        region: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Sample> {
+        self.start_window();
+        region()?;
+        Ok(untraced(self.end_window()))
+    }
+    fn has_profiler(&self) -> bool {
+        self.device.spec.device.profiler
+    }
+    fn profiler_is_blind(&self) -> bool {
+        false
+    }
+    /// Each profiled run alone in a window, as the range profiler times it.
+    fn profile_kernel(
+        &self,
+        io: &DeviceIo<MockBuf>,
+        launcher: &mut dyn Launcher<MockStream>,
+        _cold_l2: bool,
+    ) -> Result<Vec<(f64, usize)>> {
+        (0..PROFILED_RUNS)
+            .map(|_| {
+                self.reset_outputs(io)?;
+                self.start_window();
+                launcher.launch()?;
+                Ok((self.end_window(), launcher.launches_per_run()))
+            })
+            .collect()
+    }
+    fn is_broken(&self) -> bool {
+        self.device.is_broken()
+    }
+}
+
+/// A sample as the mock takes it: no second timer, no clocks.
+fn untraced(seconds_per_run: f64) -> Sample {
+    Sample {
+        seconds_per_run,
+        cupti_seconds_per_run: None,
+        clocks: None,
+    }
+}
+
+/// The mock's launcher: it cannot run the algorithm's kernels, so a run charges the time model
+/// and writes the reference (see `MockRun::kernel`).
+struct StandIn<'s, 'a> {
+    run: &'s MockRun<'a>,
+    io: &'s DeviceIo<MockBuf>,
+}
+
+impl Launcher<MockStream> for StandIn<'_, '_> {
+    fn launch(&mut self) -> Result<()> {
+        self.run.kernel(self.io, None)
+    }
+    /// Any case whose arrays split into chunks (`cuda::chunks` checks) runs chunk by chunk here.
+    fn launch_chunk(&mut self, first: usize, count: usize, _stream: &MockStream) -> Result<()> {
+        self.run.kernel(self.io, Some((first, count)))
+    }
+}
+
+/// A kernel-scope sample's steps on the mock (`device::timer::take_sample` orders them): the
+/// hold and the flush cost nothing, the events open and close a window of the time model.
+struct Sampler<'s, 'a> {
+    run: &'s MockRun<'a>,
+    io: &'s DeviceIo<MockBuf>,
+    launcher: &'s mut dyn Launcher<MockStream>,
+    elapsed_s: f64,
+}
+
+impl SampleOps for Sampler<'_, '_> {
+    fn hold(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn flush_l2(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn reset_outputs(&mut self) -> Result<()> {
+        self.run.reset_outputs(self.io)
+    }
+    fn record_start(&mut self) -> Result<()> {
+        self.run.start_window();
+        Ok(())
+    }
+    fn run(&mut self) -> Result<()> {
+        self.launcher.launch()
+    }
+    fn record_stop(&mut self) -> Result<()> {
+        self.elapsed_s = self.run.end_window();
+        Ok(())
+    }
+    fn release(&mut self) -> Result<bool> {
+        Ok(true)
+    }
+    fn elapsed_s(&mut self) -> Result<f64> {
+        Ok(self.elapsed_s)
+    }
+}
+
+/// Copies elements `first .. first + count` of `src` into the same elements of `dst` (same
+/// dtype); returns the bytes copied.
+fn copy_range(dst: &mut HostData, src: &HostData, (first, count): Chunk) -> Result<u64> {
+    let fits = |len: usize| first.checked_add(count).is_some_and(|end| end <= len);
+    if dst.dtype() != src.dtype() || !fits(dst.len()) || !fits(src.len()) {
+        bail!(
+            "cannot copy elements {first} + {count} of {} {} into {} {}",
+            src.len(),
+            src.dtype(),
+            dst.len(),
+            dst.dtype()
+        );
+    }
+    let size = src.dtype().size_bytes() as usize;
+    let bytes = first * size..(first + count) * size;
+    dst.as_bytes_mut()[bytes.clone()].copy_from_slice(&src.as_bytes()[bytes.clone()]);
+    Ok(bytes.len() as u64)
 }
 
 /// A uniform number in [0, 1) from the seed, the case and the sample: the same on every machine

@@ -1,0 +1,826 @@
+//! The CUDA executor and the scope logic every GPU case goes through, on a real device or the mock:
+//! what one sample queues in each scope (kernel; transfers from pageable or pinned memory, over
+//! one stream or chunk by chunk over several; the whole program), how kernel-scope samples are
+//! planned (single or batch, see `device::timer`), the profiled runs after the samples, and the
+//! GPU timer's record (clocks, the other timers' verdict).
+//!
+//! The logic is written once (`Scoped`), over `Primitives`: the few things it asks of a device.
+//! `Cuda` implements them over `device::Device` and the algorithm's launcher; the mock device
+//! implements them over host memory and a time model (`super::mock`).
+
+use anyhow::{bail, Result};
+
+use super::{CaseError, Executed, Executor, Job};
+use crate::algos::{BoundCase, Buffers, CaseData};
+use crate::device::cupti_profiler::MAX_PROFILED_LAUNCHES;
+use crate::device::nvml::ClockReading;
+use crate::device::timer::{batch_runs, Sample, SamplePlan, PROFILED_RUNS};
+use crate::device::{Device, DeviceBuf, DeviceIo, Gpu, Launcher, PinnedBuf, Stream, CHUNK_ALIGN};
+use crate::measure::{self, Deadline, Measured, Taken};
+use crate::schema::{ClockRecord, GpuTimer, MeasureSettings, TimerMethod};
+use crate::stats;
+use crate::vocab::{CacheMode, DType, HostData, HostMemory, Scope, TimingMode};
+
+/// A range of elements, (first, count): a chunk of a case's arrays.
+pub type Chunk = (usize, usize);
+
+/// What the scope logic asks of a device: buffers and copies, streams, the case's launcher, a
+/// kernel sample as a `SamplePlan` says, a timed region, and profiled runs. All of it queues on
+/// the device's one stream unless a `Stream` is given.
+pub trait Primitives {
+    /// A buffer on the device.
+    type Buf;
+    /// Page-locked host memory holding a copy of a host array.
+    type Pinned;
+    /// A stream beside the device's own.
+    type Stream;
+
+    /// A zeroed buffer of `len` elements.
+    fn alloc(&self, dtype: DType, len: usize) -> Result<Self::Buf>;
+    /// Copies `host` (pageable) into the buffer's first elements.
+    fn copy_in(&self, dst: &Self::Buf, host: &HostData) -> Result<()>;
+    /// Copies the buffer's first `host.len()` elements into `host` (waits for the copy).
+    fn copy_out(&self, src: &Self::Buf, host: &mut HostData) -> Result<()>;
+    /// Poisons the outputs, or copies in their input where computed in place.
+    fn reset_outputs(&self, io: &DeviceIo<Self::Buf>) -> Result<()>;
+
+    /// Page-locked memory holding a copy of `host`.
+    fn pin(&self, host: &HostData) -> Result<Self::Pinned>;
+    /// Copies page-locked memory back into `host` (after the device's stream has drained).
+    fn unpin(&self, pinned: &Self::Pinned, host: &mut HostData) -> Result<()>;
+    /// Queues a copy of `src` into `dst`: the whole, or one chunk on a stream.
+    fn copy_in_pinned(
+        &self,
+        dst: &Self::Buf,
+        src: &Self::Pinned,
+        on: Option<(Chunk, &Self::Stream)>,
+    ) -> Result<()>;
+    /// Queues a copy of `src` into `dst`: the whole, or one chunk on a stream.
+    fn copy_out_pinned(
+        &self,
+        src: &Self::Buf,
+        dst: &Self::Pinned,
+        on: Option<(Chunk, &Self::Stream)>,
+    ) -> Result<()>;
+
+    /// `count` streams beside the device's own.
+    fn new_streams(&self, count: usize) -> Result<Vec<Self::Stream>>;
+    /// Makes `stream` start after what the device's stream has queued so far.
+    fn fork(&self, stream: &Self::Stream) -> Result<()>;
+    /// Makes the device's stream wait for what `stream` has queued so far.
+    fn join(&self, stream: &Self::Stream) -> Result<()>;
+
+    /// The case's launcher over `io` (the algorithm's own, resolved once).
+    fn launcher<'s>(
+        &'s self,
+        io: &'s DeviceIo<Self::Buf>,
+    ) -> Result<Box<dyn Launcher<Self::Stream> + 's>>;
+    /// Why the stream cannot be held on this device, if it cannot.
+    fn hold_refused(&self) -> Option<&str>;
+    /// One kernel-scope sample of `launcher`'s runs over `io`, as `plan` says.
+    fn sample_kernel(
+        &self,
+        io: &DeviceIo<Self::Buf>,
+        launcher: &mut dyn Launcher<Self::Stream>,
+        plan: &SamplePlan,
+    ) -> Result<Sample>;
+    /// One sample of what `region` queues, between events (the L2 flushed first if asked).
+    fn sample_region(
+        &self,
+        flush_l2: bool,
+        region: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Sample>;
+
+    /// Whether the device can profile runs (CUPTI's range profiler, or the mock's stand-in).
+    fn has_profiler(&self) -> bool;
+    /// Whether an earlier profiled run in this process saw no kernel.
+    fn profiler_is_blind(&self) -> bool;
+    /// `PROFILED_RUNS` profiled runs: each run's kernel time and how many kernels it ran.
+    fn profile_kernel(
+        &self,
+        io: &DeviceIo<Self::Buf>,
+        launcher: &mut dyn Launcher<Self::Stream>,
+        cold_l2: bool,
+    ) -> Result<Vec<(f64, usize)>>;
+    /// Whether the context is unusable for good (a kernel fault).
+    fn is_broken(&self) -> bool;
+}
+
+/// Runs CUDA variants on the worker's GPU.
+pub struct CudaExecutor<'a> {
+    device: &'a mut Device,
+}
+
+impl<'a> CudaExecutor<'a> {
+    pub fn new(device: &'a mut Device) -> CudaExecutor<'a> {
+        CudaExecutor { device }
+    }
+}
+
+impl Executor for CudaExecutor<'_> {
+    fn fits(&self, _job: &Job, footprint_bytes: u64) -> Result<(), CaseError> {
+        self.device
+            .check_memory(footprint_bytes)
+            .map_err(CaseError::Skip)
+    }
+
+    fn measure(
+        &mut self,
+        job: &Job,
+        data: &CaseData,
+        deadline: Deadline,
+    ) -> Result<Executed, CaseError> {
+        // Compiled on the case's first use, inside its time limit.
+        let module = self.device.module(job.kernel_file)?;
+        let device: &Device = self.device;
+        let cuda = Cuda {
+            device,
+            gpu: device.gpu(&module),
+            bound: job.bound,
+            kernel: &job.variant.implementation,
+        };
+        Ok(Scoped::new(&cuda, job, data, deadline).run()?)
+    }
+}
+
+/// The real device, with the case's algorithm and kernel for its launcher.
+struct Cuda<'a> {
+    device: &'a Device,
+    gpu: Gpu<'a>,
+    bound: &'a dyn BoundCase,
+    kernel: &'a str,
+}
+
+impl Primitives for Cuda<'_> {
+    type Buf = DeviceBuf;
+    type Pinned = PinnedBuf;
+    type Stream = Stream;
+
+    fn alloc(&self, dtype: DType, len: usize) -> Result<DeviceBuf> {
+        self.device.alloc(dtype, len)
+    }
+    fn copy_in(&self, dst: &DeviceBuf, host: &HostData) -> Result<()> {
+        dst.copy_from_host(host)
+    }
+    fn copy_out(&self, src: &DeviceBuf, host: &mut HostData) -> Result<()> {
+        src.copy_to_host(host)
+    }
+    fn reset_outputs(&self, io: &DeviceIo) -> Result<()> {
+        io.reset_outputs()
+    }
+    fn pin(&self, host: &HostData) -> Result<PinnedBuf> {
+        PinnedBuf::copy_of(self.device, host)
+    }
+    fn unpin(&self, pinned: &PinnedBuf, host: &mut HostData) -> Result<()> {
+        pinned.copy_to(host)
+    }
+    fn copy_in_pinned(
+        &self,
+        dst: &DeviceBuf,
+        src: &PinnedBuf,
+        on: Option<(Chunk, &Stream)>,
+    ) -> Result<()> {
+        match on {
+            None => dst.copy_from_pinned(src),
+            Some((chunk, stream)) => dst.copy_chunk_from_pinned(src, chunk, stream),
+        }
+    }
+    fn copy_out_pinned(
+        &self,
+        src: &DeviceBuf,
+        dst: &PinnedBuf,
+        on: Option<(Chunk, &Stream)>,
+    ) -> Result<()> {
+        match on {
+            None => src.copy_to_pinned(dst),
+            Some((chunk, stream)) => src.copy_chunk_to_pinned(dst, chunk, stream),
+        }
+    }
+    fn new_streams(&self, count: usize) -> Result<Vec<Stream>> {
+        self.device.new_streams(count)
+    }
+    fn fork(&self, stream: &Stream) -> Result<()> {
+        stream.follow(self.device)
+    }
+    fn join(&self, stream: &Stream) -> Result<()> {
+        self.device.join(stream)
+    }
+    fn launcher<'s>(&'s self, io: &'s DeviceIo) -> Result<Box<dyn Launcher + 's>> {
+        self.bound.cuda(self.kernel, self.gpu, io)
+    }
+    fn hold_refused(&self) -> Option<&str> {
+        self.device.hold_refused()
+    }
+    fn sample_kernel(
+        &self,
+        io: &DeviceIo,
+        launcher: &mut dyn Launcher,
+        plan: &SamplePlan,
+    ) -> Result<Sample> {
+        self.device.sample_kernel(io, launcher, plan)
+    }
+    fn sample_region(
+        &self,
+        flush_l2: bool,
+        region: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Sample> {
+        self.device.sample_region(flush_l2, &mut |_| region())
+    }
+    fn has_profiler(&self) -> bool {
+        self.device.has_profiler()
+    }
+    fn profiler_is_blind(&self) -> bool {
+        self.device.profiler_is_blind()
+    }
+    fn profile_kernel(
+        &self,
+        io: &DeviceIo,
+        launcher: &mut dyn Launcher,
+        cold_l2: bool,
+    ) -> Result<Vec<(f64, usize)>> {
+        self.device.profile_kernel(io, launcher, cold_l2)
+    }
+    fn is_broken(&self) -> bool {
+        self.device.is_broken()
+    }
+}
+
+/// Timing one GPU case on `device`, in its variant's scope.
+pub struct Scoped<'a, P: Primitives> {
+    device: &'a P,
+    scope: Scope,
+    /// Where transfers copy from and to.
+    host_memory: HostMemory,
+    /// Streams the transfers' copies and kernels are split over, chunk by chunk (pinned only).
+    streams: usize,
+    data: &'a CaseData,
+    settings: &'a MeasureSettings,
+    deadline: Deadline,
+}
+
+/// What the samples of a scope leave behind besides the measurement.
+struct Record<'r> {
+    outputs: &'r mut Buffers,
+    clocks: &'r mut Vec<ClockReading>,
+    timer: &'r mut GpuTimer,
+}
+
+impl<'a, P: Primitives> Scoped<'a, P> {
+    pub fn new(device: &'a P, job: &Job<'a>, data: &'a CaseData, deadline: Deadline) -> Self {
+        Scoped {
+            device,
+            scope: job.variant.scope,
+            host_memory: job.variant.host_memory,
+            streams: job.variant.streams as usize,
+            data,
+            settings: job.settings,
+            deadline,
+        }
+    }
+
+    /// Times the case in its scope; returns the measurement with the GPU timer's record, and the
+    /// outputs of the last sample.
+    pub fn run(&self) -> Result<Executed> {
+        let cold_l2 = self.settings.cache == CacheMode::Cold;
+        let mut timer = GpuTimer::new(TimerMethod::Events, 1, cold_l2);
+        let mut clocks = Vec::new();
+        let mut outputs = self.data.output_buffers();
+        let mut record = Record {
+            outputs: &mut outputs,
+            clocks: &mut clocks,
+            timer: &mut timer,
+        };
+        let measured = match (self.scope, self.host_memory) {
+            (Scope::Kernel, _) => self.kernel_scope(&mut record)?,
+            (Scope::Transfers, HostMemory::Pageable) => self.pageable_transfers(&mut record)?,
+            (Scope::Transfers, HostMemory::Pinned) => self.pinned_transfers(&mut record)?,
+            (Scope::Program, _) => self.program_scope(&mut record)?,
+        };
+        timer.clocks = clock_record(&clocks);
+        let Measured {
+            mut measurement,
+            second_timer_s,
+        } = measured;
+        finish_timer_record(
+            &mut timer,
+            &measurement.samples_s,
+            second_timer_s,
+            self.settings,
+        );
+        measurement.gpu_timer = Some(timer);
+        Ok(Executed {
+            measurement,
+            outputs,
+        })
+    }
+
+    /// The case's runs alone, on inputs copied once, as the sample plan says; then profiled.
+    fn kernel_scope(&self, record: &mut Record) -> Result<Measured> {
+        let device = self.device;
+        let io = self.allocate()?;
+        for (name, host) in &self.data.inputs.0 {
+            device.copy_in(io.input(name)?, host)?;
+        }
+        let mut launcher = device.launcher(&io)?;
+        let plan = self.plan(&io, &mut *launcher, record.timer)?;
+        let clocks = &mut *record.clocks;
+        let measured = measure::measure(self.settings, self.deadline, || {
+            let sample = device.sample_kernel(&io, &mut *launcher, &plan)?;
+            clocks.extend(sample.clocks);
+            Ok(taken(&sample))
+        })?;
+        self.download(&io, record.outputs)?;
+        self.profile(&io, &mut *launcher, &measured, record.timer)?;
+        Ok(measured)
+    }
+
+    /// The device buffers and the launcher persist; each sample copies the inputs over from the
+    /// case's own (pageable) host buffers, runs, and copies the outputs back.
+    fn pageable_transfers(&self, record: &mut Record) -> Result<Measured> {
+        let device = self.device;
+        let io = self.allocate()?;
+        let targets = self.targets(&io)?;
+        let mut launcher = device.launcher(&io)?;
+        let cold_l2 = record.timer.cold_l2;
+        let Record {
+            outputs, clocks, ..
+        } = record;
+        measure::measure(self.settings, self.deadline, || {
+            device.reset_outputs(&io)?;
+            let sample = device.sample_region(cold_l2, &mut || {
+                for (host, target) in &targets {
+                    device.copy_in(target, host)?;
+                }
+                launcher.launch()?;
+                self.download(&io, outputs)
+            })?;
+            clocks.extend(sample.clocks);
+            Ok(taken(&sample))
+        })
+    }
+
+    /// As `pageable_transfers`, from and to page-locked copies of the host buffers; with
+    /// `streams`, chunk by chunk over that many streams.
+    fn pinned_transfers(&self, record: &mut Record) -> Result<Measured> {
+        let device = self.device;
+        let io = self.allocate()?;
+        let targets = self.targets(&io)?;
+        let mut launcher = device.launcher(&io)?;
+        let pinned_in = (targets.iter())
+            .map(|(host, _)| device.pin(host))
+            .collect::<Result<Vec<_>>>()?;
+        let pinned_out = (record.outputs.0.iter())
+            .map(|(name, host)| Ok((io.output(name)?, device.pin(host)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let copies = Copies {
+            targets: &targets,
+            pinned_in: &pinned_in,
+            pinned_out: &pinned_out,
+        };
+        let (streams, chunks) = match self.streams {
+            1 => (Vec::new(), Vec::new()),
+            count => (device.new_streams(count)?, chunks(self.data, count)?),
+        };
+        let cold_l2 = record.timer.cold_l2;
+        let clocks = &mut *record.clocks;
+        let measured = measure::measure(self.settings, self.deadline, || {
+            device.reset_outputs(&io)?;
+            let sample = device.sample_region(cold_l2, &mut || {
+                if streams.is_empty() {
+                    copies.whole(device, &mut *launcher)
+                } else {
+                    copies.chunked(device, &mut *launcher, &streams, &chunks)
+                }
+            })?;
+            clocks.extend(sample.clocks);
+            Ok(taken(&sample))
+        })?;
+        for ((_, host), (_, pinned)) in record.outputs.0.iter_mut().zip(&pinned_out) {
+            device.unpin(pinned, host)?;
+        }
+        Ok(measured)
+    }
+
+    /// Allocation, copies, the launcher's own setup, kernels, copy back and free, all inside the
+    /// window: the seed's whole program.
+    fn program_scope(&self, record: &mut Record) -> Result<Measured> {
+        let device = self.device;
+        let cold_l2 = record.timer.cold_l2;
+        let Record {
+            outputs, clocks, ..
+        } = record;
+        measure::measure(self.settings, self.deadline, || {
+            let sample = device.sample_region(cold_l2, &mut || {
+                let io = self.allocate()?;
+                for (host, target) in self.targets(&io)? {
+                    device.copy_in(target, host)?;
+                }
+                let mut launcher = device.launcher(&io)?;
+                launcher.launch()?;
+                self.download(&io, outputs)?;
+                // Freed inside the timed region, as the seed's whole program did.
+                drop(launcher);
+                drop(io);
+                Ok(())
+            })?;
+            clocks.extend(sample.clocks);
+            Ok(taken(&sample))
+        })
+    }
+
+    /// Zeroed device buffers for the inputs, and for the outputs at their capacity.
+    fn allocate(&self) -> Result<DeviceIo<P::Buf>> {
+        let inputs = (self.data.inputs.0.iter())
+            .map(|(name, host)| Ok((*name, self.device.alloc(host.dtype(), host.len())?)))
+            .collect::<Result<_>>()?;
+        let outputs = (self.data.outputs.iter())
+            .map(|o| Ok((o.name, self.device.alloc(o.dtype, o.capacity)?)))
+            .collect::<Result<_>>()?;
+        let in_place = (self.data.outputs.iter())
+            .filter_map(|o| Some((o.name, o.in_place?)))
+            .collect();
+        Ok(DeviceIo {
+            inputs,
+            outputs,
+            in_place,
+        })
+    }
+
+    /// Where each host input is copied when transfers are timed: its own buffer, or straight
+    /// into the output computed in place over it (copying it into its own buffer too would
+    /// move its bytes twice).
+    fn targets<'io>(
+        &'io self,
+        io: &'io DeviceIo<P::Buf>,
+    ) -> Result<Vec<(&'io HostData, &'io P::Buf)>> {
+        (self.data.inputs.0.iter())
+            .map(|(name, host)| {
+                let target = match io.in_place.iter().find(|(_, input)| input == name) {
+                    Some((output, _)) => io.output(output)?,
+                    None => io.input(name)?,
+                };
+                Ok((host, target))
+            })
+            .collect()
+    }
+
+    /// Copies every output buffer back into `outputs`.
+    fn download(&self, io: &DeviceIo<P::Buf>, outputs: &mut Buffers) -> Result<()> {
+        for (name, host) in &mut outputs.0 {
+            self.device.copy_out(io.output(name)?, host)?;
+        }
+        Ok(())
+    }
+
+    /// How kernel-scope samples are taken: single (held, flushed if cold) or a batch of runs
+    /// sized from a few single runs.
+    fn plan(
+        &self,
+        io: &DeviceIo<P::Buf>,
+        launcher: &mut dyn Launcher<P::Stream>,
+        timer: &mut GpuTimer,
+    ) -> Result<SamplePlan> {
+        let launches = launcher.launches_per_run();
+        let refused = launcher.waits_for_device().or(self.device.hold_refused());
+        let (plan, unheld) = match self.settings.mode {
+            TimingMode::Single => SamplePlan::single(timer.cold_l2, launches, refused),
+            TimingMode::Batch => {
+                let (one, _) = SamplePlan::single(false, launches, refused);
+                let mut fastest = f64::INFINITY;
+                for _ in 0..3 {
+                    let sample = self.device.sample_kernel(io, launcher, &one)?;
+                    fastest = fastest.min(sample.seconds_per_run);
+                }
+                let runs = batch_runs(self.settings.batch_min_window_s, fastest, launches);
+                timer.cold_l2 = false;
+                SamplePlan::batch(runs, launches, refused)
+            }
+        };
+        timer.method = match (self.settings.mode, plan.hold) {
+            (TimingMode::Batch, _) => TimerMethod::BatchEvents,
+            (TimingMode::Single, true) => TimerMethod::BlockedEvents,
+            (TimingMode::Single, false) => TimerMethod::Events,
+        };
+        timer.unblocked_reason = unheld;
+        timer.runs_per_sample = plan.runs;
+        Ok(plan)
+    }
+
+    /// Adds a few profiled runs to the record, where the device has a profiler and the case's
+    /// runs can be profiled; else says why not. A profiler that fails costs only its own record
+    /// (the samples stand), unless the GPU faulted: then the case fails, as it would have on its
+    /// next run.
+    fn profile(
+        &self,
+        io: &DeviceIo<P::Buf>,
+        launcher: &mut dyn Launcher<P::Stream>,
+        measured: &Measured,
+        timer: &mut GpuTimer,
+    ) -> Result<()> {
+        if !self.device.has_profiler() {
+            return Ok(());
+        }
+        timer.profiler_skipped = match profiler_skip_reason(
+            self.settings.mode,
+            launcher.waits_for_device(),
+            launcher.launches_per_run(),
+            &measured.measurement.samples_s,
+            self.deadline.remaining().as_secs_f64(),
+        ) {
+            Some(why) => Some(why),
+            None if self.device.profiler_is_blind() => Some(
+                "an earlier case's profiled run saw no kernel (after a CUDA graph launch CUPTI's range profiler sees none in this worker)".to_string(),
+            ),
+            None => match self.device.profile_kernel(io, launcher, timer.cold_l2) {
+                Ok(runs) if runs.iter().any(|&(_, kernels)| kernels == 0) => Some(
+                    "the profiler saw no kernel in a run (it sees none in a CUDA graph launch)"
+                        .to_string(),
+                ),
+                Ok(runs) => {
+                    timer.profiler_samples_s = runs.iter().map(|&(s, _)| s).collect();
+                    timer.profiler_kernels_per_run = runs.iter().map(|&(_, k)| k as u32).max();
+                    None
+                }
+                Err(e) if self.device.is_broken() => return Err(e),
+                Err(e) => Some(format!("the profiled runs failed: {e:#}")),
+            },
+        };
+        Ok(())
+    }
+}
+
+/// A pinned transfers sample's copies: each input's page-locked copy into its target, and each
+/// output into its page-locked copy.
+struct Copies<'c, P: Primitives> {
+    targets: &'c [(&'c HostData, &'c P::Buf)],
+    pinned_in: &'c [P::Pinned],
+    pinned_out: &'c [(&'c P::Buf, P::Pinned)],
+}
+
+impl<P: Primitives> Copies<'_, P> {
+    /// Copies in, one run, copies out, on the device's stream.
+    fn whole(&self, device: &P, launcher: &mut dyn Launcher<P::Stream>) -> Result<()> {
+        for ((_, target), pinned) in self.targets.iter().zip(self.pinned_in) {
+            device.copy_in_pinned(target, pinned, None)?;
+        }
+        launcher.launch()?;
+        for (output, pinned) in self.pinned_out {
+            device.copy_out_pinned(output, pinned, None)?;
+        }
+        Ok(())
+    }
+
+    /// Chunk c's copies in, its kernel and its copies out go in order on stream c % streams, so
+    /// one chunk's kernel and copy out overlap the next chunks' copies in (the link copies both
+    /// ways at once).
+    fn chunked(
+        &self,
+        device: &P,
+        launcher: &mut dyn Launcher<P::Stream>,
+        streams: &[P::Stream],
+        chunks: &[Chunk],
+    ) -> Result<()> {
+        for stream in streams {
+            device.fork(stream)?;
+        }
+        for (&chunk, stream) in chunks.iter().zip(streams.iter().cycle()) {
+            for ((_, target), pinned) in self.targets.iter().zip(self.pinned_in) {
+                device.copy_in_pinned(target, pinned, Some((chunk, stream)))?;
+            }
+            launcher.launch_chunk(chunk.0, chunk.1, stream)?;
+            for (output, pinned) in self.pinned_out {
+                device.copy_out_pinned(output, pinned, Some((chunk, stream)))?;
+            }
+        }
+        for stream in streams {
+            device.join(stream)?;
+        }
+        Ok(())
+    }
+}
+
+/// A profiled run's cost beyond its kernels, for deciding whether the profiled runs fit in the
+/// case's time limit: the profiler's set-up, decoding and a few synchronizations. A generous
+/// allowance, not a measurement.
+const PROFILED_RUN_OVERHEAD_S: f64 = 0.05;
+
+/// How many chunks each stream takes when transfers overlap kernels: enough that the first
+/// chunk's copy in and the last one's copy out, which nothing overlaps, are a small part.
+const CHUNKS_PER_STREAM: usize = 4;
+
+/// The element ranges (first, count) that `streams` streams split a case's transfers into:
+/// `streams * CHUNKS_PER_STREAM` near-equal chunks starting at multiples of `CHUNK_ALIGN`.
+/// Only a case whose inputs and outputs all have the same length can be split (element i of
+/// each belongs together).
+pub fn chunks(data: &CaseData, streams: usize) -> Result<Vec<Chunk>> {
+    let lengths: Vec<usize> = (data.inputs.0.iter().map(|(_, h)| h.len()))
+        .chain(data.outputs.iter().map(|o| o.capacity))
+        .collect();
+    let n = lengths.first().copied().unwrap_or(0);
+    if lengths.iter().any(|&len| len != n) {
+        bail!(
+            "`streams` splits a case's arrays into chunks of the same elements, but its arrays \
+             have different lengths ({lengths:?})"
+        );
+    }
+    Ok(chunk_ranges(n, streams * CHUNKS_PER_STREAM, CHUNK_ALIGN))
+}
+
+/// `n` elements in at most `pieces` ranges of near-equal size, each starting at a multiple of
+/// `align` (the last takes the rest); none empty, except the one range of an empty array.
+fn chunk_ranges(n: usize, pieces: usize, align: usize) -> Vec<Chunk> {
+    let size = n.div_ceil(pieces.max(1)).div_ceil(align).max(1) * align;
+    let mut ranges: Vec<Chunk> = (0..n)
+        .step_by(size)
+        .map(|first| (first, size.min(n - first)))
+        .collect();
+    if ranges.is_empty() {
+        ranges.push((0, 0));
+    }
+    ranges
+}
+
+/// Why a kernel-scope case's runs are not profiled, if they are not: the mode, the run's shape,
+/// or the time left before the case's limit (the samples must not be lost to a profiler).
+fn profiler_skip_reason(
+    mode: TimingMode,
+    waits_for_device: Option<&str>,
+    launches_per_run: usize,
+    samples_s: &[f64],
+    left_s: f64,
+) -> Option<String> {
+    if samples_s.is_empty() {
+        return Some("no sample was taken".to_string());
+    }
+    // A profiled run: its kernels replayed alone, a flush and a few synchronizations.
+    let run_s_estimate = 3.0 * stats::summarize(samples_s).median_s + PROFILED_RUN_OVERHEAD_S;
+    if run_s_estimate * PROFILED_RUNS as f64 > left_s {
+        Some(format!(
+            "{PROFILED_RUNS} profiled runs of about {run_s_estimate:.3} s would not fit in the {left_s:.1} s left of the case's time limit"
+        ))
+    } else if mode == TimingMode::Batch {
+        Some("batch mode: its samples are hot runs back to back, a profiled kernel runs alone and cold".to_string())
+    } else if let Some(why) = waits_for_device {
+        Some(why.to_string())
+    } else if launches_per_run > MAX_PROFILED_LAUNCHES {
+        Some(format!(
+            "a run queues {launches_per_run} launches, more than the {MAX_PROFILED_LAUNCHES} a profiled run may"
+        ))
+    } else {
+        None
+    }
+}
+
+fn taken(sample: &Sample) -> Taken {
+    Taken {
+        seconds: sample.seconds_per_run,
+        throttled: sample.clocks.is_some_and(|c| c.throttled()),
+        second_timer_s: sample.cupti_seconds_per_run,
+    }
+}
+
+/// The SM clock's range over the samples and every throttle reason seen; none without readings.
+fn clock_record(clocks: &[ClockReading]) -> Option<ClockRecord> {
+    if clocks.is_empty() {
+        return None;
+    }
+    let mut reasons: Vec<String> = clocks.iter().flat_map(|c| c.reason_names()).collect();
+    reasons.sort();
+    reasons.dedup();
+    Some(ClockRecord {
+        sm_clock_min_mhz: clocks.iter().map(|c| c.sm_clock_mhz).min().unwrap_or(0),
+        sm_clock_max_mhz: clocks.iter().map(|c| c.sm_clock_mhz).max().unwrap_or(0),
+        throttle_reasons: reasons,
+    })
+}
+
+/// Adds CUPTI's samples and the verdict of the other timers on the events to the record. The
+/// profiler times a run of one kernel as the events do (launch processing included), so it
+/// judges those; CUPTI's activity span (which starts at the first block) judges the rest.
+fn finish_timer_record(
+    timer: &mut GpuTimer,
+    samples_s: &[f64],
+    cupti_s: Vec<f64>,
+    settings: &MeasureSettings,
+) {
+    timer.timers_disagree = false;
+    if !samples_s.is_empty() {
+        let events = stats::summarize(samples_s).median_s;
+        let allowed = (settings.timer_tolerance * events).max(settings.timer_tolerance_s);
+        let mut judge = None;
+        if !cupti_s.is_empty() {
+            let cupti = stats::summarize(&cupti_s).median_s;
+            timer.cupti_vs_events = Some(cupti / events - 1.0);
+            timer.cupti_minus_events_s = Some(cupti - events);
+            judge = Some(cupti);
+        }
+        if !timer.profiler_samples_s.is_empty() {
+            let profiler = stats::summarize(&timer.profiler_samples_s).median_s;
+            timer.profiler_vs_events = Some(profiler / events - 1.0);
+            if timer.profiler_kernels_per_run == Some(1) {
+                judge = Some(profiler);
+            }
+        }
+        timer.timers_disagree = judge.is_some_and(|other| (other - events).abs() > allowed);
+    }
+    timer.cupti_samples_s = cupti_s;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_the_array_once_in_order_from_aligned_starts() {
+        for (n, pieces) in [
+            (0, 8),
+            (1, 8),
+            (255, 4),
+            (256, 4),
+            (1_000_003, 16),
+            (4096, 16),
+            (7, 1),
+        ] {
+            let ranges = chunk_ranges(n, pieces, 256);
+            assert!(ranges.len() <= pieces.max(1), "{n} {pieces}: {ranges:?}");
+            let mut next = 0;
+            for &(first, count) in &ranges {
+                assert_eq!(first, next, "{n} {pieces}: {ranges:?}");
+                assert_eq!(first % 256, 0);
+                assert!(count > 0 || n == 0);
+                next = first + count;
+            }
+            assert_eq!(next, n, "{n} {pieces}: {ranges:?}");
+        }
+        assert_eq!(chunk_ranges(1_000_003, 16, 256).len(), 16);
+    }
+
+    #[test]
+    fn runs_are_profiled_only_in_single_mode_within_the_launch_cap_and_the_time_left() {
+        let single = TimingMode::Single;
+        let ms = [1e-3; 5];
+        assert_eq!(profiler_skip_reason(single, None, 1, &ms, 60.0), None);
+        assert_eq!(
+            profiler_skip_reason(single, None, MAX_PROFILED_LAUNCHES, &ms, 60.0),
+            None
+        );
+        let why = |mode, waits, launches, samples: &[f64], left_s| {
+            profiler_skip_reason(mode, waits, launches, samples, left_s).unwrap()
+        };
+        assert!(why(TimingMode::Batch, None, 1, &ms, 60.0).contains("batch mode"));
+        assert_eq!(
+            why(single, Some("reads a flag"), 1, &ms, 60.0),
+            "reads a flag"
+        );
+        assert!(why(single, None, 65, &ms, 60.0).contains("65 launches"));
+        assert!(why(single, None, 1, &[], 60.0).contains("no sample"));
+        // 2 s runs: five profiled ones (about 6 s each) do not fit in 20 s, do in 40 s.
+        assert!(why(single, None, 1, &[2.0; 5], 20.0).contains("time limit"));
+        assert_eq!(profiler_skip_reason(single, None, 1, &[2.0; 5], 40.0), None);
+    }
+
+    #[test]
+    fn timers_that_disagree_past_the_tolerance_are_flagged() {
+        let settings = MeasureSettings::default();
+        let mut timer = GpuTimer::new(TimerMethod::BlockedEvents, 1, true);
+        // 1 µs apart on a 10 µs kernel: within the 1.5 µs allowed for the launch.
+        finish_timer_record(&mut timer, &[10e-6; 5], vec![9.0e-6; 5], &settings);
+        assert!(!timer.timers_disagree);
+        assert!((timer.cupti_vs_events.unwrap() + 0.1).abs() < 1e-9);
+        // 2 µs apart: flagged.
+        finish_timer_record(&mut timer, &[10e-6; 5], vec![8.0e-6; 5], &settings);
+        assert!(timer.timers_disagree);
+        // On a 1 ms kernel 2% is the larger allowance: 15 µs passes, 25 µs does not.
+        finish_timer_record(&mut timer, &[1e-3; 5], vec![0.985e-3; 5], &settings);
+        assert!(!timer.timers_disagree);
+        finish_timer_record(&mut timer, &[1e-3; 5], vec![0.975e-3; 5], &settings);
+        assert!(timer.timers_disagree);
+        // No CUPTI: nothing to compare, nothing flagged.
+        let mut timer = GpuTimer {
+            timers_disagree: false,
+            cupti_vs_events: None,
+            ..timer
+        };
+        finish_timer_record(&mut timer, &[10e-6; 5], Vec::new(), &settings);
+        assert_eq!(
+            (timer.cupti_vs_events, timer.timers_disagree),
+            (None, false)
+        );
+        // The profiler judges a run of one kernel: 1.2 µs below the events' 5 µs by CUPTI's
+        // activity span passes, but the profiler 2 µs below is flagged...
+        timer.profiler_samples_s = vec![3.0e-6; 5];
+        timer.profiler_kernels_per_run = Some(1);
+        finish_timer_record(&mut timer, &[5e-6; 5], vec![3.8e-6; 5], &settings);
+        assert!(timer.timers_disagree);
+        assert!((timer.profiler_vs_events.unwrap() + 0.4).abs() < 1e-9);
+        // ... and the profiler 0.1 µs below passes though CUPTI's span is 2 µs below.
+        timer.profiler_samples_s = vec![4.9e-6; 5];
+        finish_timer_record(&mut timer, &[5e-6; 5], vec![3.0e-6; 5], &settings);
+        assert!(!timer.timers_disagree);
+        // Runs of several kernels (their gaps are in the events, not in the profiler's sum):
+        // CUPTI's span judges.
+        timer.profiler_kernels_per_run = Some(3);
+        finish_timer_record(&mut timer, &[5e-6; 5], vec![3.0e-6; 5], &settings);
+        assert!(timer.timers_disagree);
+    }
+}

@@ -44,9 +44,10 @@ fn every_cpu_implementation_of_every_algorithm_matches_its_reference() {
             results_path: &results_path,
         };
         let mut gpu = GpuState::NotOpened(KernelSource::default());
+        let study = case::WorkerStudy::of(&manifest);
         let results: Vec<CaseResult> = cases
             .iter()
-            .map(|c| case::run_case(&manifest, c, &mut gpu, &settings, &mut |_| {}))
+            .map(|c| case::run_case(&study, c, &mut gpu, &settings, &mut |_| {}))
             .collect();
         common::assert_all_passed(&results);
         for result in &results {
@@ -80,7 +81,8 @@ fn the_harness_fails_what_is_wrong() {
         results_path: &path,
     };
     let mut gpu = GpuState::NotOpened(KernelSource::default());
-    let result = case::run_case(&manifest, case, &mut gpu, &settings, &mut |_| {});
+    let study = case::WorkerStudy::of(&manifest);
+    let result = case::run_case(&study, case, &mut gpu, &settings, &mut |_| {});
     assert_eq!(result.status, kbench::schema::CaseStatus::AccuracyFailed);
     assert!(result.reason.unwrap().contains("`sum`"));
 }

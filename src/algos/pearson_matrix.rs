@@ -806,7 +806,8 @@ mod tests {
             results_path: &dir.join("r.json"),
         };
         let mut gpu = crate::run::executor::GpuState::Unavailable("no GPU in this test".into());
-        let result = crate::run::case::run_case(&manifest, case, &mut gpu, &settings, &mut |_| {});
+        let study = crate::run::case::WorkerStudy::of(&manifest);
+        let result = crate::run::case::run_case(&study, case, &mut gpu, &settings, &mut |_| {});
         assert_eq!(
             result.status,
             crate::schema::CaseStatus::Passed,

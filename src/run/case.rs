@@ -9,7 +9,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::algos::{Buffers, CaseData};
+use crate::algos::{AlgorithmRef, Buffers, CaseData};
 use crate::manifest::Manifest;
 use crate::measure::Deadline;
 use crate::plan::Case;
@@ -19,7 +19,7 @@ use crate::schema::{
 };
 use crate::stats;
 use crate::verify;
-use crate::vocab::{describe_params, Backend, HostData, Scope};
+use crate::vocab::{describe_params, Backend, HostData, Scope, ToleranceOverrides};
 
 /// When `--save-outputs` writes a case's inputs and outputs as `.npy` files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
@@ -44,9 +44,46 @@ pub enum CaseStage {
     Measured,
 }
 
+/// What a worker needs of a study to run its cases: the parts of the manifest a case reads, as
+/// data. The worker gets this rather than the manifest's text, which it would parse and validate
+/// again (and, for a study with a file axis, read every matrix file of again) in every worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerStudy {
+    /// The algorithm's registered name.
+    pub algorithm: String,
+    /// The seed every case's inputs are drawn from.
+    pub seed: u64,
+    pub variants: Vec<Variant>,
+    pub accuracy: ToleranceOverrides,
+}
+
+impl WorkerStudy {
+    pub fn of(manifest: &Manifest) -> WorkerStudy {
+        WorkerStudy {
+            algorithm: manifest.algorithm.spec().name.to_string(),
+            seed: manifest.study.seed,
+            variants: manifest.variants.clone(),
+            accuracy: manifest.accuracy,
+        }
+    }
+
+    fn algorithm(&self) -> Result<AlgorithmRef> {
+        crate::algos::find(&self.algorithm).ok_or_else(|| {
+            anyhow!(
+                "kbench bug: no algorithm `{}` in this build",
+                self.algorithm
+            )
+        })
+    }
+}
+
 /// A case's record before it has run.
 pub fn new_result(manifest: &Manifest, case: &Case) -> CaseResult {
-    let variant = &manifest.variants[case.variant];
+    result_of(&manifest.variants, case)
+}
+
+fn result_of(variants: &[Variant], case: &Case) -> CaseResult {
+    let variant = &variants[case.variant];
     CaseResult {
         index: case.index,
         variant: variant.name.clone(),
@@ -74,15 +111,15 @@ pub fn new_result(manifest: &Manifest, case: &Case) -> CaseResult {
 
 /// Runs one case in this process. `on_stage` hears of each stage the case reaches.
 pub fn run_case(
-    manifest: &Manifest,
+    study: &WorkerStudy,
     case: &Case,
     gpu: &mut GpuState,
     settings: &CaseSettings,
     on_stage: &mut dyn FnMut(CaseStage),
 ) -> CaseResult {
-    let mut result = new_result(manifest, case);
+    let mut result = result_of(&study.variants, case);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        measure_case(manifest, case, gpu, settings, on_stage, &mut result)
+        measure_case(study, case, gpu, settings, on_stage, &mut result)
     }));
     let (status, reason) = match outcome {
         Ok(Ok(())) => return result,
@@ -107,28 +144,29 @@ pub fn run_case(
 
 /// bind -> fits -> prepare -> measure -> judge -> save, filling in `result`.
 fn measure_case(
-    manifest: &Manifest,
+    study: &WorkerStudy,
     case: &Case,
     gpu: &mut GpuState,
     settings: &CaseSettings,
     on_stage: &mut dyn FnMut(CaseStage),
     result: &mut CaseResult,
 ) -> Result<(), CaseError> {
-    let variant = &manifest.variants[case.variant];
-    let bound = manifest.algorithm.bind(&case.params)?;
+    let variant = &study.variants[case.variant];
+    let algorithm = study.algorithm()?;
+    let bound = algorithm.bind(&case.params)?;
     let mut executor = executor::executor_for(variant.backend, gpu)?;
     let job = Job {
         variant,
         params: &case.params,
         bound: &*bound,
-        kernel_file: &manifest.algorithm.spec().kernel_file,
+        kernel_file: &algorithm.spec().kernel_file,
         settings: settings.measure,
     };
 
     on_stage(CaseStage::Measuring);
     let deadline = Deadline::after(settings.measure.timeout_s);
     fits(&*executor, &job)?;
-    let data = prepare(&job, manifest, result)?;
+    let data = prepare(&job, study, result)?;
     let Executed {
         measurement,
         mut outputs,
@@ -177,12 +215,12 @@ fn fits(executor: &dyn Executor, job: &Job) -> Result<(), CaseError> {
 
 /// The case's data, each output's tolerance settled (the algorithm's, then the manifest's), and
 /// the work it stands for recorded.
-fn prepare(job: &Job, manifest: &Manifest, result: &mut CaseResult) -> Result<CaseData> {
-    let mut data = job.bound.prepare(manifest.study.seed)?;
+fn prepare(job: &Job, study: &WorkerStudy, result: &mut CaseResult) -> Result<CaseData> {
+    let mut data = job.bound.prepare(study.seed)?;
     for output in &mut data.outputs {
         output.tolerance = (job.bound)
             .tolerance(&job.variant.implementation, output)
-            .with_overrides(output.dtype, &manifest.accuracy);
+            .with_overrides(output.dtype, &study.accuracy);
     }
     result.bytes_moved = data.bytes_moved;
     result.flops = data.flops;

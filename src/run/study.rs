@@ -17,7 +17,7 @@ use crate::device::KernelSource;
 use crate::manifest::Manifest;
 use crate::plan::Case;
 use crate::results::ResultsFile;
-use crate::run::case::{self, SaveOutputs};
+use crate::run::case::{self, SaveOutputs, WorkerStudy};
 use crate::run::executor::mock::MockSpec;
 use crate::run::lanes::{run_pool, After, Kind, LaneDevice, PoolEnd};
 use crate::run::worker::{CaseOutcome, StudyJob, Worker, SETUP_LIMIT_S};
@@ -129,8 +129,7 @@ pub fn run_study(
     progress: &indicatif::ProgressBar,
 ) -> Result<StudyEnd> {
     let job = StudyJob {
-        manifest_path: manifest.path.clone(),
-        manifest_toml: manifest.source.clone(),
+        study: WorkerStudy::of(manifest),
         settings: options.measure_settings(&manifest.measure),
         save_outputs: options.save_outputs,
         results_path: results.path.clone(),

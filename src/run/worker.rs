@@ -3,7 +3,7 @@
 //! limit, and a kernel fault, which leaves the CUDA context unusable for the rest of its process,
 //! costs only its own case: the next case starts a new worker with a fresh context.
 //!
-//! The protocol is JSON, one document per line. The parent writes the study (`StudyJob`) and
+//! The protocol is JSON, one document per line. The parent writes the study (`StudyJob`, what its cases read of the manifest) and
 //! then one `Case` per line to the worker's stdin; for each case the worker answers with the
 //! stages it reaches (`Measuring`: its time limit starts; `Measured`) and then `Finished` with the
 //! result, on the stdout it was started with, which it keeps for these answers alone. Its stderr
@@ -25,10 +25,9 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::device::KernelSource;
-use crate::manifest;
 use crate::measure::Deadline;
 use crate::plan::Case;
-use crate::run::case::{self, CaseSettings, CaseStage, SaveOutputs};
+use crate::run::case::{self, CaseSettings, CaseStage, SaveOutputs, WorkerStudy};
 use crate::run::executor::mock::MockSpec;
 use crate::run::executor::GpuState;
 use crate::schema::{CaseResult, DeviceFingerprint, MeasureSettings};
@@ -36,9 +35,8 @@ use crate::schema::{CaseResult, DeviceFingerprint, MeasureSettings};
 /// What a worker needs to run any case of one study.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StudyJob {
-    pub manifest_path: PathBuf,
-    /// The manifest's text; the worker parses it again.
-    pub manifest_toml: String,
+    /// What the cases read of the manifest.
+    pub study: WorkerStudy,
     /// The measure settings with the command line's overrides applied.
     pub settings: MeasureSettings,
     pub save_outputs: Option<SaveOutputs>,
@@ -386,7 +384,6 @@ pub fn worker_main() -> Result<()> {
         Some(line) => serde_json::from_str(&line?).context("the study sent to the worker")?,
         None => return Ok(()),
     };
-    let manifest = manifest::parse(&job.manifest_path, &job.manifest_toml)?;
     let mut gpu = GpuState::new(
         KernelSource {
             dir: job.kernels_dir.clone(),
@@ -413,7 +410,7 @@ pub fn worker_main() -> Result<()> {
             save_outputs: job.save_outputs,
             results_path: &job.results_path,
         };
-        let result = case::run_case(&manifest, &case, &mut gpu, &settings, &mut on_stage);
+        let result = case::run_case(&job.study, &case, &mut gpu, &settings, &mut on_stage);
         sent?;
         let gpu_report = gpu.report(result.status);
         let gpu_broken = gpu_report.broken;
@@ -542,7 +539,7 @@ mod tests {
     fn a_result_crosses_from_the_worker_bit_for_bit() {
         let text = "[study]\nname = \"t\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\nn = [3]\n\
                     [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n";
-        let manifest = manifest::parse(Path::new("t.toml"), text).unwrap();
+        let manifest = crate::manifest::parse(Path::new("t.toml"), text).unwrap();
         let case = &crate::plan::expand(&manifest).unwrap()[0];
         let mut result = case::new_result(&manifest, case);
         let samples_s = vec![1.0593499054713601e-9, 0.1 + 0.2, 7.0e-7 / 3.0];

@@ -1,10 +1,14 @@
 //! kbench: GPU kernel experiments declared in TOML manifests.
 //!
+//! The command line on top: `cli` (its clap grammar), `commands` (what each command does,
+//! returning an `exit::Exit`); `kbench run`'s work is `run::session`, a library call that tests
+//! make without a terminal.
+//!
 //! The pipeline, one module per stage, each depending only on those before it:
-//! `manifest` (parse, validate) -> `plan` (grid x variants into cases) -> `execute` (each study's
-//! cases in a `worker` process, where `case` runs one: `measure`, `verify`, `stats`) ->
-//! `results` (the results file) -> `compare` (the regression gate) and `claims` (a report's
-//! conclusions, judged) -> `report` (tables, markdown, CSV, plots).
+//! `manifest` (parse, validate) -> `plan` (grid x variants into cases) -> `run` (a session runs
+//! each study's cases in `worker` processes, where `case` runs one: `measure`, `verify`,
+//! `stats`) -> `results` (the results file) -> `compare` (the regression gate) and `claims` (a
+//! report's conclusions, judged) -> `report` (tables, markdown, CSV, plots).
 //!
 //! Below the stages: `vocab` (shared types), `schema` (the results format), `numerics`,
 //! `device` (kbench's safe layer over CUDA, and the GPU timer), `algos` (the algorithms and the
@@ -13,9 +17,12 @@
 
 pub mod algos;
 pub mod claims;
+pub mod cli;
+pub mod commands;
 pub mod compare;
 pub mod device;
 pub mod env;
+pub mod exit;
 pub mod grid;
 pub mod json_schema;
 pub mod manifest;

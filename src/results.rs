@@ -23,8 +23,8 @@ use serde::Serialize;
 
 use crate::manifest::Manifest;
 use crate::schema::{
-    CaseResult, DeviceFingerprint, ManifestRecord, MeasureSettings, ResultsDoc, ShardRecord,
-    SCHEMA_VERSION,
+    CaseResult, DeviceFingerprint, ManifestRecord, MeasureOverrides, MeasureSettings, ResultsDoc,
+    ShardRecord, SCHEMA_VERSION,
 };
 use crate::vocab::HostData;
 
@@ -88,8 +88,39 @@ fn lock_journal(results: &Path) -> Result<Journal> {
 
 impl ResultsFile {
     /// Reserves a new results file for `manifest` under `out_dir` and writes the empty record, so
-    /// an unwritable output folder is reported before anything is measured.
+    /// an unwritable output folder is reported before anything is measured. `measure` is what
+    /// the cases will be measured with; no command-line override is recorded (see
+    /// `create_overridden`).
     pub fn create(
+        out_dir: &Path,
+        manifest: &Manifest,
+        planned_cases: usize,
+        measure: MeasureSettings,
+        shard: Option<ShardRecord>,
+    ) -> Result<ResultsFile> {
+        let mut file = ResultsFile::reserve_new(out_dir, manifest, planned_cases, measure, shard)?;
+        file.write_or_give_up()?;
+        Ok(file)
+    }
+
+    /// As `create`, for a run with the command line's `overrides`: the cases are measured with
+    /// the manifest's settings with them applied, and the file records both.
+    pub fn create_overridden(
+        out_dir: &Path,
+        manifest: &Manifest,
+        planned_cases: usize,
+        overrides: &MeasureOverrides,
+        shard: Option<ShardRecord>,
+    ) -> Result<ResultsFile> {
+        let measure = overrides.apply(&manifest.measure);
+        let mut file = ResultsFile::reserve_new(out_dir, manifest, planned_cases, measure, shard)?;
+        file.doc.manifest.overrides = overrides.clone();
+        file.write_or_give_up()?;
+        Ok(file)
+    }
+
+    /// The new file's name reserved and its journal locked; nothing written yet.
+    fn reserve_new(
         out_dir: &Path,
         manifest: &Manifest,
         planned_cases: usize,
@@ -109,7 +140,7 @@ impl ResultsFile {
                 return Err(e);
             }
         };
-        let file = ResultsFile {
+        Ok(ResultsFile {
             path,
             doc: ResultsDoc {
                 schema_version: SCHEMA_VERSION,
@@ -119,6 +150,7 @@ impl ResultsFile {
                     toml: manifest.source.clone(),
                     variants: manifest.variants.clone(),
                     measure,
+                    overrides: MeasureOverrides::default(),
                     baseline: manifest.report.baseline.clone(),
                     compare: manifest.compare,
                 },
@@ -135,13 +167,18 @@ impl ResultsFile {
             },
             journal,
             journal_synced: Instant::now(),
-        };
-        if let Err(e) = file.write() {
-            let _ = fs::remove_file(&file.path);
-            let _ = fs::remove_file(journal_path(&file.path));
-            return Err(e);
+        })
+    }
+
+    /// Writes a new file's first record; one that cannot be written is removed, with its
+    /// journal, so a failed start leaves nothing behind.
+    fn write_or_give_up(&mut self) -> Result<()> {
+        let written = self.write();
+        if written.is_err() {
+            let _ = fs::remove_file(&self.path);
+            let _ = fs::remove_file(journal_path(&self.path));
         }
-        Ok(file)
+        written
     }
 
     /// An unfinished results file, to be completed by `kbench run --resume`: locked, and read

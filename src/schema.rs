@@ -139,7 +139,12 @@ pub struct ManifestRecord {
     /// The manifest's text, exactly as read.
     pub toml: String,
     pub variants: Vec<Variant>,
+    // What the cases were measured with: the manifest's `[measure]` with `overrides` applied.
     pub measure: MeasureSettings,
+    /// The command line's overrides of `[measure]`, as given (absent: none, or a file written
+    /// before they were recorded).
+    #[serde(default, skip_serializing_if = "MeasureOverrides::is_empty")]
+    pub overrides: MeasureOverrides,
     pub baseline: Option<String>,
     #[serde(default)]
     pub compare: CompareDefaults,
@@ -208,6 +213,148 @@ impl Default for MeasureSettings {
             timer_tolerance: 0.02,
             timer_tolerance_s: 1.5e-6,
         }
+    }
+}
+
+// One struct from clap to the results file, applied in one place (`apply`) and checked against
+// a resumed file's settings in one place (`conflicts`): a new override is one field here and
+// one line in `entries`.
+/// The command line's overrides of the manifests' `[measure]` (`kbench run --warmup 1 ...`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema, clap::Args)]
+pub struct MeasureOverrides {
+    /// Override the manifests' warm-up runs per case.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<u32>,
+    /// Override the manifests' minimum samples per case.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_samples: Option<u32>,
+    /// Override the manifests' maximum samples per case.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_samples: Option<u32>,
+    /// Override the manifests' time budget per case, in seconds.
+    #[arg(long, value_parser = parse_positive_seconds)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_time_s: Option<f64>,
+    /// Per-case time limit in seconds (default: the manifests', else 120): a case still running
+    /// then is recorded as timed out, with the samples it took.
+    #[arg(long, value_parser = parse_positive_seconds)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<f64>,
+}
+
+/// One override: its flag, the `[measure]` key it replaces, and its value (as f64, which holds
+/// every count and duration exactly), if given.
+struct OverrideEntry {
+    flag: &'static str,
+    key: &'static str,
+    value: Option<f64>,
+}
+
+impl MeasureOverrides {
+    /// No override given.
+    pub fn is_empty(&self) -> bool {
+        *self == MeasureOverrides::default()
+    }
+
+    /// The overrides that would turn any manifest's settings into `settings`: every one given.
+    pub fn all_of(settings: &MeasureSettings) -> MeasureOverrides {
+        MeasureOverrides {
+            warmup: Some(settings.warmup),
+            min_samples: Some(settings.min_samples),
+            max_samples: Some(settings.max_samples),
+            max_time_s: Some(settings.max_time_s),
+            timeout_s: Some(settings.timeout_s),
+        }
+    }
+
+    /// Each override with its flag and key, in the order `--help` lists them.
+    fn entries(&self) -> [OverrideEntry; 5] {
+        let entry = |flag, key, value| OverrideEntry { flag, key, value };
+        [
+            entry("--warmup", "warmup", self.warmup.map(f64::from)),
+            entry(
+                "--min-samples",
+                "min_samples",
+                self.min_samples.map(f64::from),
+            ),
+            entry(
+                "--max-samples",
+                "max_samples",
+                self.max_samples.map(f64::from),
+            ),
+            entry("--max-time-s", "max_time_s", self.max_time_s),
+            entry("--timeout-s", "timeout_s", self.timeout_s),
+        ]
+    }
+
+    /// Refuses overrides that contradict each other, before anything is loaded.
+    pub fn check(&self) -> Result<(), String> {
+        match (self.min_samples, self.max_samples) {
+            (Some(min), Some(max)) if min > max => Err(format!(
+                "--min-samples {min} is more than --max-samples {max}"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// A study's settings: the manifest's, with these overrides. A lone `--min-samples` above
+    /// the manifest's `max_samples` raises it (see `sample_count_note`).
+    pub fn apply(&self, manifest: &MeasureSettings) -> MeasureSettings {
+        let mut s = manifest.clone();
+        s.warmup = self.warmup.unwrap_or(s.warmup);
+        s.min_samples = self.min_samples.unwrap_or(s.min_samples);
+        s.max_samples = self.max_samples.unwrap_or(s.max_samples).max(s.min_samples);
+        s.max_time_s = self.max_time_s.unwrap_or(s.max_time_s);
+        s.timeout_s = self.timeout_s.unwrap_or(s.timeout_s);
+        s
+    }
+
+    /// The overrides given here that differ from the settings a run `measured` with, one line
+    /// each (`--resume` refuses them, so one file never holds two settings). An override equal
+    /// to the recorded value is no conflict, whether the original run gave it or its manifest.
+    pub fn conflicts(&self, measured: &MeasureSettings) -> Vec<String> {
+        let recorded = MeasureOverrides::all_of(measured);
+        (self.entries().into_iter())
+            .zip(recorded.entries())
+            .filter_map(|(given, was)| match (given.value, was.value) {
+                (Some(g), Some(w)) if g != w => Some(format!(
+                    "  {} {g}, but the run measured with {} = {w}",
+                    given.flag, was.key
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What a lone `--min-samples` or `--max-samples` did to a manifest's other bound, if
+    /// anything: said, not silent. `measure` is `apply(declared)`.
+    pub fn sample_count_note(
+        &self,
+        declared: &MeasureSettings,
+        measure: &MeasureSettings,
+    ) -> Option<String> {
+        match (self.min_samples, self.max_samples) {
+            (Some(min), None) if min > declared.max_samples => Some(format!(
+                "--min-samples {min} raises its max_samples {} to {}",
+                declared.max_samples, measure.max_samples
+            )),
+            (None, Some(max)) if max < declared.min_samples => Some(format!(
+                "--max-samples {max} is below its min_samples {}, which it keeps: {} samples at most",
+                declared.min_samples, measure.max_samples
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// As in the manifests: a finite number of seconds above zero.
+fn parse_positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(s),
+        _ => Err("expected a positive number of seconds".into()),
     }
 }
 
@@ -675,4 +822,72 @@ pub fn json_schema() -> serde_json::Value {
 /// JSON has no NaN: serde_json writes it as null, and this reads null back as NaN.
 fn null_as_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_apply_over_the_manifest_and_a_lone_min_raises_the_max() {
+        let manifest = MeasureSettings::default();
+        let none = MeasureOverrides::default();
+        assert!(none.is_empty());
+        assert_eq!(none.apply(&manifest), manifest);
+        let overrides = MeasureOverrides {
+            warmup: Some(0),
+            min_samples: Some(500),
+            timeout_s: Some(5.0),
+            ..MeasureOverrides::default()
+        };
+        let s = overrides.apply(&manifest);
+        assert_eq!((s.warmup, s.min_samples, s.max_samples), (0, 500, 500));
+        assert_eq!((s.max_time_s, s.timeout_s), (manifest.max_time_s, 5.0));
+        assert_eq!(
+            overrides.sample_count_note(&manifest, &s).as_deref(),
+            Some("--min-samples 500 raises its max_samples 200 to 500")
+        );
+        assert_eq!(MeasureOverrides::all_of(&s).apply(&manifest), s);
+    }
+
+    #[test]
+    fn conflicts_name_each_override_that_differs_from_what_the_run_measured_with() {
+        let measured = MeasureSettings::default();
+        let same = MeasureOverrides {
+            min_samples: Some(measured.min_samples),
+            ..MeasureOverrides::default()
+        };
+        assert!(same.conflicts(&measured).is_empty());
+        let other = MeasureOverrides {
+            min_samples: Some(5),
+            max_time_s: Some(0.5),
+            ..MeasureOverrides::default()
+        };
+        assert_eq!(
+            other.conflicts(&measured),
+            [
+                "  --min-samples 5, but the run measured with min_samples = 10",
+                "  --max-time-s 0.5, but the run measured with max_time_s = 2",
+            ]
+        );
+    }
+
+    #[test]
+    fn min_above_max_is_refused_and_old_files_read_without_overrides() {
+        let crossed = MeasureOverrides {
+            min_samples: Some(50),
+            max_samples: Some(10),
+            ..MeasureOverrides::default()
+        };
+        assert_eq!(
+            crossed.check().unwrap_err(),
+            "--min-samples 50 is more than --max-samples 10"
+        );
+        let old: MeasureOverrides = serde_json::from_str("{}").unwrap();
+        assert!(old.is_empty());
+        assert_eq!(
+            serde_json::to_string(&crossed).unwrap(),
+            r#"{"min_samples":50,"max_samples":10}"#
+        );
+    }
 }

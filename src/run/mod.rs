@@ -1,8 +1,10 @@
-//! Running a study: `study` runs its cases over `lanes` (one per GPU, or one), each case in a
+//! Running studies: a `session` (`kbench run`'s work: a request in, an outcome out) runs each
+//! study with `study`, which runs its cases over `lanes` (one per GPU, or one), each case in a
 //! `worker` process, where `case` measures it through its backend's `executor`.
 
 pub mod case;
 pub mod executor;
 pub mod lanes;
+pub mod session;
 pub mod study;
 pub mod worker;

@@ -21,7 +21,7 @@ use crate::run::case::{self, SaveOutputs, WorkerStudy};
 use crate::run::executor::mock::MockSpec;
 use crate::run::lanes::{run_pool, After, Kind, LaneDevice, PoolEnd};
 use crate::run::worker::{CaseOutcome, StudyJob, Worker, SETUP_LIMIT_S};
-use crate::schema::{CaseDevice, CaseResult, CaseStatus, MeasureSettings};
+use crate::schema::{CaseDevice, CaseResult, CaseStatus, MeasureOverrides, MeasureSettings};
 use crate::vocab::{describe_params, Backend};
 
 /// Command-line settings that apply to every study of a run.
@@ -33,18 +33,12 @@ pub struct RunOptions {
     pub save_outputs: Option<SaveOutputs>,
     /// Set by Ctrl-C or SIGTERM: the case in progress is abandoned and no other starts.
     pub interrupted: Arc<AtomicBool>,
-    pub timeout_s: Option<f64>,
-    pub warmup: Option<u32>,
-    pub min_samples: Option<u32>,
-    pub max_samples: Option<u32>,
-    pub max_time_s: Option<f64>,
+    /// The command line's overrides of each manifest's `[measure]`.
+    pub overrides: MeasureOverrides,
     /// How long a worker may take to get a case going before it counts as hung.
     pub setup_limit_s: f64,
     /// A fault for the tests to inject into the workers (`kbench run` reads KBENCH_WORKER_FAULT).
     pub worker_fault: Option<String>,
-    /// Print one plain line on stderr per finished case: the progress of a run whose stderr is a
-    /// log (CI), where a progress bar cannot be drawn.
-    pub case_lines: bool,
     /// One lane per GPU the cases run on (`run --devices`); one lane by default.
     pub lanes: Vec<LaneDevice>,
     /// Run the CUDA cases on this mock device instead of a GPU (`kbench run` reads the file
@@ -60,14 +54,9 @@ impl RunOptions {
             kernels: KernelSource::default(),
             save_outputs: None,
             interrupted: Arc::new(AtomicBool::new(false)),
-            timeout_s: None,
-            warmup: None,
-            min_samples: None,
-            max_samples: None,
-            max_time_s: None,
+            overrides: MeasureOverrides::default(),
             setup_limit_s: SETUP_LIMIT_S,
             worker_fault: None,
-            case_lines: false,
             lanes: vec![LaneDevice::default_lane(
                 std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
             )],
@@ -75,14 +64,29 @@ impl RunOptions {
         }
     }
 
+    /// A study's settings: its manifest's, with the command line's overrides.
     pub fn measure_settings(&self, manifest: &MeasureSettings) -> MeasureSettings {
-        let mut s = manifest.clone();
-        s.warmup = self.warmup.unwrap_or(s.warmup);
-        s.min_samples = self.min_samples.unwrap_or(s.min_samples);
-        s.max_samples = self.max_samples.unwrap_or(s.max_samples).max(s.min_samples);
-        s.max_time_s = self.max_time_s.unwrap_or(s.max_time_s);
-        s.timeout_s = self.timeout_s.unwrap_or(s.timeout_s);
-        s
+        self.overrides.apply(manifest)
+    }
+}
+
+/// Where `run_study` reports each finished case as it lands in the results file: a progress
+/// bar, a line in a log, or a test's record. Called on the thread that called `run_study`.
+pub trait Progress {
+    /// The `done`th of the study's `total` cases to finish (cases on several GPUs finish out of
+    /// plan order).
+    fn case_finished(&self, done: usize, total: usize, study: &str, result: &CaseResult);
+}
+
+/// A bar counts the cases and names the one that finished last.
+impl Progress for indicatif::ProgressBar {
+    fn case_finished(&self, _done: usize, _total: usize, _study: &str, result: &CaseResult) {
+        self.set_message(format!(
+            "{} {}",
+            result.variant,
+            describe_params(&result.params)
+        ));
+        self.inc(1);
     }
 }
 
@@ -126,7 +130,7 @@ pub fn run_study(
     cases: &[Case],
     options: &RunOptions,
     results: &mut ResultsFile,
-    progress: &indicatif::ProgressBar,
+    progress: &(impl Progress + ?Sized),
 ) -> Result<StudyEnd> {
     let job = StudyJob {
         study: WorkerStudy::of(manifest),
@@ -185,21 +189,8 @@ pub fn run_study(
     let done = std::cell::Cell::new(0);
     let finish = |result: CaseResult, results: &mut ResultsFile| -> Result<()> {
         done.set(done.get() + 1);
-        if options.case_lines {
-            eprintln!(
-                "{}",
-                case_line(done.get(), total, &manifest.study.name, &result)
-            );
-        }
-        // Several lanes run at once, so the bar names the case that finished last.
-        progress.set_message(format!(
-            "{} {}",
-            result.variant,
-            describe_params(&result.params)
-        ));
-        results.push(result)?;
-        progress.inc(1);
-        Ok(())
+        progress.case_finished(done.get(), total, &manifest.study.name, &result);
+        results.push(result)
     };
     // Set when opening a GPU hung: that lane takes no more CUDA cases, and the CUDA cases no lane
     // can take are skipped with this reason, not hung on in turn.

@@ -1,0 +1,65 @@
+//! `kbench check` (every manifest loaded and planned, nothing run) and `kbench list` (the
+//! algorithms kbench knows: axes, CPU implementations, kernels).
+
+use std::sync::atomic::AtomicBool;
+
+use super::{bad_input, count};
+use crate::exit::Exit;
+use crate::run::session::{load_and_plan, NotPlanned};
+
+/// `kbench check`: each manifest's case and variant counts, or its errors; exit 2 if any fails.
+pub fn check(args: &[String]) -> Exit {
+    let paths = match crate::expand_manifest_args(args) {
+        Ok(paths) => paths,
+        Err(e) => return bad_input(anyhow::anyhow!("{e}")),
+    };
+    // Every manifest is reported, the good ones too, whatever the others hold. No Ctrl-C
+    // handler here: the default one ends `check` at once, planning included.
+    let mut failed = false;
+    for path in paths {
+        match load_and_plan(&path, &AtomicBool::new(false)) {
+            Ok((m, cases)) => println!(
+                "ok: {}: study `{}`, {}, {}",
+                m.path.display(),
+                m.study.name,
+                count(cases.len(), "case", "cases"),
+                count(m.variants.len(), "variant", "variants")
+            ),
+            Err(NotPlanned::Error(e)) => {
+                eprintln!("{e}\n");
+                failed = true;
+            }
+            Err(NotPlanned::Interrupted) => unreachable!("check sets no interrupt flag"),
+        }
+    }
+    if failed {
+        Exit::BadInput
+    } else {
+        Exit::Ok
+    }
+}
+
+/// `kbench list`: every algorithm with its axes, CPU implementations and kernels.
+pub fn list() -> Exit {
+    for algorithm in crate::algos::all() {
+        let spec = algorithm.spec();
+        println!("{} ({})", spec.name, spec.title);
+        println!("  axes:");
+        for axis in spec.axes {
+            let default = axis.default.map_or("required".to_string(), |d| {
+                format!("default {}", d.to_param())
+            });
+            let only = axis
+                .only_for
+                .map_or(String::new(), |b| format!(", {b} only"));
+            println!("    {:<8} {} ({default}{only})", axis.name, axis.doc);
+        }
+        println!("  cpu impls:    {}", spec.cpu_impls.join(", "));
+        println!(
+            "  cuda kernels: {} (kernels/{})",
+            spec.kernels.join(", "),
+            spec.kernel_file.name
+        );
+    }
+    Exit::Ok
+}

@@ -1,0 +1,118 @@
+//! `kbench compare`: a new run of a study against one or more baseline runs (listed, or saved
+//! under a name with `run --save-baseline`), a verdict per case (`crate::compare`), drawn as a
+//! table (`report::compare_table`) or printed as JSON.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use super::{bad_input, table_width};
+use crate::cli::CompareArgs;
+use crate::compare::{self, CompareSettings};
+use crate::exit::Exit;
+use crate::report::compare_table;
+use crate::results;
+
+/// Compares a new run with its baseline runs; `Regressed` if a case got slower or newly fails.
+pub fn compare(args: CompareArgs) -> Exit {
+    let Some((new_path, listed_bases)) = args.files.split_last() else {
+        unreachable!("clap requires at least one file")
+    };
+    match (&args.baseline, listed_bases) {
+        (None, []) => {
+            return bad_input(anyhow::anyhow!(
+                "give the baseline results file(s) and then the new one, or --baseline NAME and the new file"
+            ))
+        }
+        (Some(_), [_, ..]) => {
+            return bad_input(anyhow::anyhow!(
+                "with --baseline, give only the new results file"
+            ))
+        }
+        _ => {}
+    }
+    let new = match results::load_results(new_path) {
+        Ok(doc) => doc,
+        Err(e) => return bad_input(e),
+    };
+    let base_paths = match &args.baseline {
+        None => listed_bases.to_vec(),
+        Some(name) => {
+            match baseline_runs(&results::baseline_dir(&args.out_dir, &new.study.name, name)) {
+                Ok(runs) => runs,
+                Err(e) => return bad_input(e),
+            }
+        }
+    };
+    let mut bases = Vec::new();
+    for path in &base_paths {
+        match results::load_results(path).and_then(|b| {
+            compare::check_comparable(&b, &new, args.allow_different_device).map(|()| b)
+        }) {
+            Ok(b) => bases.push(b),
+            Err(e) => return bad_input(e),
+        }
+    }
+    let defaults = new.manifest.compare;
+    let settings = CompareSettings {
+        min_effect: args.min_effect.unwrap_or(defaults.min_effect),
+        fdr: args.fdr.unwrap_or(defaults.fdr),
+        allow_different_device: args.allow_different_device,
+    };
+    if !(settings.min_effect > 0.0
+        && settings.min_effect < 1.0
+        && settings.fdr > 0.0
+        && settings.fdr < 1.0)
+    {
+        return bad_input(anyhow::anyhow!(
+            "--min-effect and --fdr must be between 0 and 1"
+        ));
+    }
+    let result = compare::compare(&bases, &new, &settings);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&result).expect("comparison serializes")
+        );
+    } else {
+        match base_paths.as_slice() {
+            [one] => println!(
+                "comparing {}\nwith the baseline {}",
+                new_path.display(),
+                one.display()
+            ),
+            several => {
+                println!(
+                    "comparing {}\nwith {} baseline runs:",
+                    new_path.display(),
+                    several.len()
+                );
+                several.iter().for_each(|p| println!("  {}", p.display()));
+            }
+        }
+        if bases.len() == 1 {
+            println!("note: one baseline run shows no run-to-run variation, so verdicts rest on");
+            println!("its samples alone; save 3 or more baseline runs");
+        }
+        println!("{}", compare_table::render(&result, table_width(args.wide)));
+    }
+    if result.regressed() {
+        Exit::Regressed
+    } else {
+        Exit::Ok
+    }
+}
+
+/// The results files saved under one baseline name, oldest first.
+fn baseline_runs(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("no baseline at {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    runs.sort();
+    if runs.is_empty() {
+        anyhow::bail!("the baseline folder {} holds no results", dir.display());
+    }
+    Ok(runs)
+}

@@ -1,0 +1,245 @@
+//! `kbench run`: the command line and the environment made into a session request, and the
+//! terminal as the session's sink (a progress bar on a terminal, else a line per case; tables
+//! or JSON on stdout). The run itself is `run::session`.
+
+use std::cell::RefCell;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::{bad_input, check_kernels_dir, count, table_width};
+use crate::cli::RunArgs;
+use crate::device::KernelSource;
+use crate::exit::Exit;
+use crate::report::{export, table};
+use crate::run::executor::mock::{self, MockSpec};
+use crate::run::lanes;
+use crate::run::session::{self, Request, Sink, Source, StudyStart};
+use crate::run::study::{case_line, Progress, RunOptions};
+use crate::schema::CaseResult;
+
+/// Runs the studies the command line names, on the terminal.
+pub fn run(args: RunArgs) -> Exit {
+    let options = match run_options(&args) {
+        Ok(options) => options,
+        Err(exit) => return exit,
+    };
+    let request = Request {
+        source: match args.resume {
+            Some(path) => Source::Resume(path),
+            None => Source::Manifests(args.manifests),
+        },
+        options,
+        out_dir: args.out_dir,
+        shard: args.shard,
+        exports: args.export,
+        save_baseline: args.save_baseline,
+        check_claims: args.check_claims,
+    };
+    let terminal = Terminal::new(args.json, table_width(args.wide));
+    session::run(&request, &terminal).exit()
+}
+
+/// The options every study runs with, from the command line and the environment, checked
+/// before anything is loaded (a refusal is said here).
+fn run_options(args: &RunArgs) -> Result<RunOptions, Exit> {
+    args.overrides
+        .check()
+        .map_err(|e| bad_input(anyhow::anyhow!(e)))?;
+    check_kernels_dir(args.kernels_dir.as_deref()).map_err(bad_input)?;
+    let worker_exe = worker_exe().map_err(bad_input)?;
+    let lanes = match &args.devices {
+        None => None,
+        Some(selection) => Some(
+            lanes::resolve(
+                selection,
+                std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+                crate::device::count(),
+            )
+            .map_err(|e| bad_input(anyhow::anyhow!(e)))?,
+        ),
+    };
+    let mut options = RunOptions {
+        kernels: KernelSource {
+            dir: args.kernels_dir.clone(),
+        },
+        mock_gpu: mock_gpu()?,
+        save_outputs: args.save_outputs,
+        interrupted: interrupt_flag(),
+        overrides: args.overrides.clone(),
+        worker_fault: std::env::var("KBENCH_WORKER_FAULT").ok(),
+        ..RunOptions::new(worker_exe)
+    };
+    // Without --devices, the one lane RunOptions::new gives.
+    if let Some(lanes) = lanes {
+        options.lanes = lanes;
+    }
+    Ok(options)
+}
+
+/// The executable the workers run: /proc/self/exe still starts this kbench if its file is
+/// replaced (a rebuild) mid-run.
+fn worker_exe() -> anyhow::Result<PathBuf> {
+    let proc_self = PathBuf::from("/proc/self/exe");
+    if proc_self.exists() {
+        return Ok(proc_self);
+    }
+    std::env::current_exe().map_err(|e| anyhow::anyhow!("cannot find the kbench executable: {e}"))
+}
+
+/// The mock device KBENCH_MOCK_GPU names (for tests and machines without a GPU), checked before
+/// anything runs.
+fn mock_gpu() -> Result<Option<MockSpec>, Exit> {
+    match std::env::var_os(mock::MOCK_ENV) {
+        Some(path) if !path.is_empty() => match MockSpec::load(Path::new(&path)) {
+            Ok(spec) => Ok(Some(spec)),
+            Err(e) => {
+                // Formatted with the file and line, as a manifest's error.
+                eprintln!("{e}");
+                Err(Exit::BadInput)
+            }
+        },
+        _ => Ok(None),
+    }
+}
+
+/// Set on the first Ctrl-C or SIGTERM, so the case in progress is abandoned (its worker killed)
+/// and the results file keeps every finished case; a second one exits at once (the file is always
+/// complete JSON, since each write is a rename).
+fn interrupt_flag() -> Arc<AtomicBool> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let handler_flag = flag.clone();
+    let installed = ctrlc::set_handler(move || {
+        if handler_flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupt: abandoning the current case, then stopping (again to quit now)");
+    });
+    if let Err(e) = installed {
+        eprintln!("warning: cannot catch Ctrl-C: {e}");
+    }
+    flag
+}
+
+/// The session's output on a terminal: results on stdout (tables, or one JSON document per
+/// study with `--json`); progress and diagnostics on stderr, whatever stdout is: a bar on a
+/// terminal, else (a CI log) a line per finished case.
+struct Terminal {
+    json: bool,
+    /// The tables' width (None: every column).
+    width: Option<usize>,
+    /// stderr is a terminal: draw a bar.
+    interactive: bool,
+    /// The running study's bar.
+    bar: RefCell<Option<ProgressBar>>,
+}
+
+impl Terminal {
+    fn new(json: bool, width: Option<usize>) -> Terminal {
+        Terminal {
+            json,
+            width,
+            interactive: std::io::stderr().is_terminal(),
+            bar: RefCell::new(None),
+        }
+    }
+}
+
+impl Progress for Terminal {
+    fn case_finished(&self, done: usize, total: usize, study: &str, result: &CaseResult) {
+        if !self.interactive {
+            eprintln!("{}", case_line(done, total, study, result));
+        }
+        if let Some(bar) = self.bar.borrow().as_ref() {
+            bar.case_finished(done, total, study, result);
+        }
+    }
+}
+
+impl Sink for Terminal {
+    fn study_started(&self, start: &StudyStart) {
+        if !self.json {
+            println!(
+                "study `{}` ({}): {} to run{} -> {}",
+                start.manifest.study.name,
+                start.manifest.path.display(),
+                count(start.cases, "case", "cases"),
+                on_what(start),
+                start.results_path.display()
+            );
+        }
+        let bar = ProgressBar::new(start.cases as u64);
+        if self.interactive {
+            bar.set_style(
+                ProgressStyle::with_template("{bar:30} {pos}/{len} cases, {elapsed} {msg}")
+                    .expect("valid template"),
+            );
+        } else {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        *self.bar.borrow_mut() = Some(bar);
+    }
+
+    fn cases_done(&self) {
+        if let Some(bar) = self.bar.borrow_mut().take() {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn study_finished(&self, report: &export::Report, results_path: &Path) {
+        if self.json {
+            println!(
+                "{}",
+                serde_json::to_string(report.doc).expect("results serialize")
+            );
+            return;
+        }
+        let on_terminal = export::Report {
+            width: self.width,
+            ..*report
+        };
+        print!(
+            "{}",
+            export::tables(&on_terminal, table::TableStyle::Terminal)
+        );
+        println!("results: {}\n", results_path.display());
+    }
+
+    fn baseline_saved(&self, name: &str, path: &Path) {
+        if !self.json {
+            println!("added to baseline `{name}`: {}", path.display());
+        }
+    }
+
+    fn diagnostic(&self, text: &str) {
+        eprintln!("{text}");
+    }
+}
+
+/// ` (shard 2/4) on GPUs 0, 1`: what part of the plan runs where, for the run's first line.
+fn on_what(start: &StudyStart) -> String {
+    let mut out = String::new();
+    if let Some(s) = start.shard {
+        out.push_str(&format!(" (shard {}/{})", s.index, s.count));
+    }
+    if !start.gpus.is_empty() {
+        let numbers: Vec<String> = start.gpus.iter().map(|g| g.to_string()).collect();
+        out.push_str(&format!(" on GPUs {}", numbers.join(", ")));
+    }
+    out
+}
+
+/// `kbench worker` (hidden): the other end of a run, running the cases `run_study` sends it on
+/// stdin (see `run::worker`).
+pub fn worker() -> Exit {
+    match crate::run::worker::worker_main() {
+        Ok(()) => Exit::Ok,
+        Err(e) => {
+            eprintln!("kbench worker: {e:#}");
+            Exit::BadInput
+        }
+    }
+}

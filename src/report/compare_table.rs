@@ -1,0 +1,127 @@
+//! The table `kbench compare` prints: a verdict per compared case (baseline and new medians, the
+//! change with its 95% CI, the adjusted p-value), new failures, the counts, and one line each
+//! for the cases not compared (by reason), the cases that moved GPU and the cases in only one
+//! of the runs.
+
+use crate::compare::{CaseComparison, Comparison, Verdict};
+use crate::report::table::{draw_columns, format_seconds, Column, TableStyle};
+
+/// The verdicts of the compared cases (and new failures) as a table that fits `max_width_chars`,
+/// then one line for the cases not compared, counted by reason.
+pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
+    let shown: Vec<&CaseComparison> = result
+        .cases
+        .iter()
+        .filter(|c| c.verdict != Verdict::NotCompared)
+        .collect();
+    let column = |header: &str, cell: &dyn Fn(&CaseComparison) -> String| {
+        Column::new(header, shown.iter().map(|c| cell(c)).collect())
+    };
+    let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
+    let columns = vec![
+        column("variant", &|c| c.variant.clone()),
+        column("case", &|c| c.params.clone()),
+        column("baseline", &|c| {
+            c.base_median_s.map_or("-".into(), format_seconds)
+        })
+        .numeric()
+        .droppable(3),
+        column("new", &|c| {
+            c.new_median_s.map_or("-".into(), format_seconds)
+        })
+        .numeric()
+        .droppable(4),
+        column("change", &|c| c.ratio.map_or("-".into(), pct)).numeric(),
+        column("95% CI of change", &|c| {
+            c.ratio_ci95
+                .map_or("-".into(), |(lo, hi)| format!("{} .. {}", pct(lo), pct(hi)))
+        })
+        .numeric()
+        .droppable(2),
+        column("p (BH)", &|c| {
+            c.p_adjusted.map_or("-".into(), |p| format!("{p:.3}"))
+        })
+        .numeric()
+        .droppable(1),
+        column("verdict", &|c| match c.verdict {
+            Verdict::Slower => "SLOWER".into(),
+            Verdict::NewFailure => "NEW FAILURE".into(),
+            v => format!("{v:?}").to_lowercase(),
+        }),
+    ];
+    let mut out = String::new();
+    if shown.is_empty() {
+        out.push_str("no case was compared\n");
+    } else {
+        let drawn = draw_columns(columns, TableStyle::Terminal, max_width_chars);
+        out.push_str(&drawn.table);
+        out.push('\n');
+        out.push_str(&drawn.left_out_note());
+    }
+    for c in shown.iter().filter(|c| c.verdict == Verdict::NewFailure) {
+        out.push_str(&format!(
+            "new failure: {} {}: {}\n",
+            c.variant,
+            c.params,
+            c.note.as_deref().unwrap_or("no reason recorded")
+        ));
+    }
+    out.push_str(&format!(
+        "\n{} slower, {} faster, {} same, {} inconclusive, {} new failures, {} not compared\n(min effect {:.1}%, false-discovery rate {:.0}%)\n",
+        result.count(Verdict::Slower),
+        result.count(Verdict::Faster),
+        result.count(Verdict::Same),
+        result.count(Verdict::Inconclusive),
+        result.count(Verdict::NewFailure),
+        result.count(Verdict::NotCompared),
+        result.min_effect * 100.0,
+        result.fdr * 100.0,
+    ));
+    // The cases not compared, grouped by reason, largest group first.
+    let mut reasons: Vec<(usize, &str)> = Vec::new();
+    for c in result
+        .cases
+        .iter()
+        .filter(|c| c.verdict == Verdict::NotCompared)
+    {
+        let reason = c.note.as_deref().unwrap_or("no reason recorded");
+        match reasons.iter_mut().find(|(_, r)| *r == reason) {
+            Some((count, _)) => *count += 1,
+            None => reasons.push((1, reason)),
+        }
+    }
+    reasons.sort_by_key(|r| std::cmp::Reverse(r.0));
+    if !reasons.is_empty() {
+        let parts: Vec<String> = reasons
+            .iter()
+            .map(|(count, reason)| format!("{count} {reason}"))
+            .collect();
+        out.push_str(&format!("not compared: {}\n", parts.join("; ")));
+    }
+    // Same-model GPUs differ by a few percent: a case that moved is judged with that allowed.
+    for c in &result.cases {
+        if let Some(moved) = &c.moved {
+            out.push_str(&format!(
+                "moved GPU: {} {}: from {} to {}{}\n",
+                c.variant,
+                c.params,
+                moved.from.join(", "),
+                moved.to,
+                moved.copy_peak_ratio.map_or(
+                    " (copy peaks not recorded: not called slower or faster)".to_string(),
+                    |r| format!(
+                        " (copy peak {:+.1}%, allowed for in its verdict)",
+                        (r - 1.0) * 100.0
+                    )
+                )
+            ));
+        }
+    }
+    for key in &result.only_in_baseline {
+        out.push_str(&format!("only in the baseline: {key}\n"));
+    }
+    for key in &result.only_in_new {
+        out.push_str(&format!("only in the new run: {key}\n"));
+    }
+    out
+}

@@ -141,49 +141,11 @@ pub fn run_study(
         fault: options.worker_fault.clone(),
         mock_gpu: options.mock_gpu.clone(),
     };
-    let timeout_s = job.settings.timeout_s;
-    let runners: Vec<_> = options
-        .lanes
-        .iter()
-        .map(|lane| {
-            let job = &job;
-            let mut worker: Option<Worker> = None;
-            move |case: &&Case, halt: &AtomicBool| -> (Result<CaseOutcome>, f64) {
-                let started = Instant::now();
-                // Taken out while the case runs: should anything panic meanwhile, the worker is
-                // dropped (ended) with the stack, and the lane's next case gets a new one.
-                let mut running = match worker.take() {
-                    Some(running) => running,
-                    None => {
-                        match Worker::spawn(&options.worker_exe, job, lane.visible.as_deref()) {
-                            Ok(spawned) => spawned,
-                            Err(e) => return (Err(e), started.elapsed().as_secs_f64()),
-                        }
-                    }
-                };
-                let outcome = running.run_case(case, timeout_s, options.setup_limit_s, halt);
-                // A kernel fault leaves the CUDA context unusable for good, and CUDA offers no way
-                // back within the process; a worker killed or dead is gone: the lane's next case
-                // gets a new worker.
-                match &outcome {
-                    CaseOutcome::Finished(report) if !report.gpu_broken => worker = Some(running),
-                    CaseOutcome::Interrupted => worker = Some(running),
-                    _ => {}
-                }
-                (Ok(outcome), started.elapsed().as_secs_f64())
-            }
-        })
+    let runners: Vec<_> = (options.lanes.iter())
+        .map(|lane| lane_runner(options, &job, lane))
         .collect();
-    let jobs: Vec<(&Case, Kind)> = cases
-        .iter()
-        .map(|case| {
-            let kind = match manifest.variants[case.variant].backend {
-                Backend::Cuda => Kind::Shared,
-                // CPU cases time the host's CPU: nothing else runs beside one.
-                Backend::Cpu => Kind::Exclusive,
-            };
-            (case, kind)
-        })
+    let jobs: Vec<(&Case, Kind)> = (cases.iter())
+        .map(|case| (case, pool_kind(manifest, case)))
         .collect();
     let total = cases.len();
     let done = std::cell::Cell::new(0);
@@ -240,17 +202,7 @@ pub fn run_study(
                 }
                 CaseOutcome::SetupHung(reason) => {
                     if variant.backend == Backend::Cuda {
-                        let skip = if options.lanes.len() == 1 {
-                            format!(
-                                "opening the GPU hung in case #{} (killed after {} s), so the CUDA cases after it are skipped",
-                                case.index, options.setup_limit_s
-                            )
-                        } else {
-                            format!(
-                                "opening GPU {} hung in case #{} (killed after {} s), so it took no more cases; the CUDA cases no other GPU took are skipped",
-                                options.lanes[lane].index, case.index, options.setup_limit_s
-                            )
-                        };
+                        let skip = setup_hung_skip(options, lane, case);
                         hung_lanes.set(hung_lanes.get() + 1);
                         if hung_lanes.get() == options.lanes.len() {
                             results.set_gpu_unavailable(&skip)?;
@@ -284,4 +236,61 @@ pub fn run_study(
         PoolEnd::Finished => StudyEnd::Finished,
         PoolEnd::Stopped => StudyEnd::Interrupted,
     })
+}
+
+/// A lane's runner for `run_pool`: runs each case it is given in the lane's worker, starting a
+/// worker when it has none.
+fn lane_runner<'a>(
+    options: &'a RunOptions,
+    job: &'a StudyJob,
+    lane: &'a LaneDevice,
+) -> impl FnMut(&&Case, &AtomicBool) -> (Result<CaseOutcome>, f64) + 'a {
+    let mut worker: Option<Worker> = None;
+    move |case: &&Case, halt: &AtomicBool| {
+        let started = Instant::now();
+        // Taken out while the case runs: should anything panic meanwhile, the worker is
+        // dropped (ended) with the stack, and the lane's next case gets a new one.
+        let mut running = match worker.take() {
+            Some(running) => running,
+            None => match Worker::spawn(&options.worker_exe, job, lane.visible.as_deref()) {
+                Ok(spawned) => spawned,
+                Err(e) => return (Err(e), started.elapsed().as_secs_f64()),
+            },
+        };
+        let timeout_s = job.settings.timeout_s;
+        let outcome = running.run_case(case, timeout_s, options.setup_limit_s, halt);
+        // A kernel fault leaves the CUDA context unusable for good, and CUDA offers no way
+        // back within the process; a worker killed or dead is gone: the lane's next case
+        // gets a new worker.
+        match &outcome {
+            CaseOutcome::Finished(report) if !report.gpu_broken => worker = Some(running),
+            CaseOutcome::Interrupted => worker = Some(running),
+            _ => {}
+        }
+        (Ok(outcome), started.elapsed().as_secs_f64())
+    }
+}
+
+/// How the lanes share a case: CUDA cases run beside each other, one per GPU; a CPU case times
+/// the host's CPU, so nothing else runs beside one.
+fn pool_kind(manifest: &Manifest, case: &Case) -> Kind {
+    match manifest.variants[case.variant].backend {
+        Backend::Cuda => Kind::Shared,
+        Backend::Cpu => Kind::Exclusive,
+    }
+}
+
+/// Why the CUDA cases after one whose GPU hung while opening are skipped.
+fn setup_hung_skip(options: &RunOptions, lane: usize, case: &Case) -> String {
+    if options.lanes.len() == 1 {
+        format!(
+            "opening the GPU hung in case #{} (killed after {} s), so the CUDA cases after it are skipped",
+            case.index, options.setup_limit_s
+        )
+    } else {
+        format!(
+            "opening GPU {} hung in case #{} (killed after {} s), so it took no more cases; the CUDA cases no other GPU took are skipped",
+            options.lanes[lane].index, case.index, options.setup_limit_s
+        )
+    }
 }

@@ -10,7 +10,7 @@
 
 use crate::compare::bootstrap_ratio_ci95;
 use crate::manifest::{selected, Check, ClaimSpec, Manifest, Quantity};
-use crate::schema::{CaseResult, CaseStatus, ClaimCase, ClaimStatus, ClaimVerdict, ResultsDoc};
+use crate::record::{CaseResult, CaseStatus, ClaimCase, ClaimStatus, ClaimVerdict, ResultsDoc};
 use crate::vocab::{describe_params, Params};
 
 /// Judges every claim of `manifest` on `doc`'s cases.
@@ -373,7 +373,7 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> f64 {
     }
 }
 
-/// A quantity's value for one case (`speedup` needs a baseline: see `report::tables`).
+/// A quantity's value for one case (`speedup` needs a baseline: see `report::declared_tables`).
 pub fn value(case: &CaseResult, quantity: Quantity) -> Option<f64> {
     let summary = case.summary.as_ref();
     match quantity {

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::manifest;
+use crate::record::{MeasureOverrides, ShardRecord};
 use crate::report::export::{self, Export};
 use crate::run::case::SaveOutputs;
 use crate::run::lanes::{self, DeviceSelection};
-use crate::schema::{MeasureOverrides, ShardRecord};
 use crate::shard;
 
 #[derive(Parser)]

@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
-use crate::schema::{CaseResult, CaseStatus, DeviceKey, ResultsDoc};
+use crate::record::{CaseResult, CaseStatus, DeviceKey, ResultsDoc};
 use crate::vocab::describe_params;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! The environment fingerprint stored with every result: host, CPU, kbench build, and the GPU
 //! once the CUDA backend has opened one.
 
-use crate::schema::Environment;
+use crate::record::Environment;
 
 /// This machine and this kbench build; the device is filled in once a GPU opens.
 pub fn detect() -> Environment {

@@ -1,7 +1,7 @@
 //! JSON Schemas of kbench's two file formats, generated from their serde types (schemars) so they
 //! cannot drift from what kbench reads: `draft04` turns schemars' draft-07 output into the draft
 //! 04 that Taplo (Even Better TOML) and Tombi understand. The manifest's schema is built in
-//! `manifest::json_schema`, the results' in `schema::json_schema`.
+//! `manifest::json_schema`, the results' in `record::json_schema`.
 
 use serde_json::{Map, Value};
 

@@ -11,7 +11,7 @@ use kbench::cli::{Cli, Command};
 use kbench::commands::{check, compare, docs, kernels, merge, report, run, slurm};
 
 fn main() -> ExitCode {
-    // CUDA's ordinals as `nvidia-smi` numbers the GPUs (see schema::CaseDevice), for
+    // CUDA's ordinals as `nvidia-smi` numbers the GPUs (see record::CaseDevice), for
     // `device::count` here and the workers, which inherit it; set while no other thread runs.
     if std::env::var_os(kbench::device::DEVICE_ORDER_ENV).is_none() {
         std::env::set_var(kbench::device::DEVICE_ORDER_ENV, "PCI_BUS_ID");

@@ -24,7 +24,7 @@ pub use json_schema::manifest_schema;
 
 use crate::algos::{self, AlgorithmRef, AxisKind, Spec};
 use crate::grid::{AxisValues, WhereExpr};
-use crate::schema::{CompareDefaults, MeasureSettings, Study, Variant};
+use crate::record::{CompareDefaults, MeasureSettings, Study, Variant};
 use crate::vocab::{
     Backend, CacheMode, DType, HostMemory, ParamValue, Scope, TimingMode, ToleranceOverrides,
 };

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use crate::schema::{MeasureSettings, Measurement, StopReason};
+use crate::record::{MeasureSettings, Measurement, StopReason};
 use crate::stats;
 
 /// One timed run, whether the GPU throttled during it, and what a second timer said of it.

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::algos::AxisKind;
 use crate::grid::{grid_points, AxisValues};
 use crate::manifest::{Manifest, ManifestError};
-use crate::schema::Variant;
+use crate::record::Variant;
 use crate::vocab::{describe_params, ParamValue, Params};
 
 /// The most bytes a case may need and still be planned: 2^57, the largest virtual address space
@@ -208,7 +208,7 @@ fn too_big(
 }
 
 /// `case 3 (seq n=100)`: a recorded case, as the refusals name it.
-pub fn describe_recorded(case: &crate::schema::CaseResult) -> String {
+pub fn describe_recorded(case: &crate::record::CaseResult) -> String {
     format!(
         "case {} ({} {})",
         case.index,
@@ -222,7 +222,7 @@ pub fn describe_recorded(case: &crate::schema::CaseResult) -> String {
 pub fn check_recorded(
     manifest: &Manifest,
     plan: &[Case],
-    case: &crate::schema::CaseResult,
+    case: &crate::record::CaseResult,
     path: &std::path::Path,
 ) -> anyhow::Result<()> {
     let planned = plan.get(case.index);

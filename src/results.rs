@@ -22,7 +22,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::manifest::Manifest;
-use crate::schema::{
+use crate::record::{
     CaseResult, DeviceFingerprint, ManifestRecord, MeasureOverrides, MeasureSettings, ResultsDoc,
     ShardRecord, SCHEMA_VERSION,
 };
@@ -270,7 +270,7 @@ impl ResultsFile {
     }
 
     /// Records the claims' verdicts and writes the file.
-    pub fn set_claims(&mut self, claims: Vec<crate::schema::ClaimVerdict>) -> Result<()> {
+    pub fn set_claims(&mut self, claims: Vec<crate::record::ClaimVerdict>) -> Result<()> {
         self.doc.claims = claims;
         self.compact()
     }

@@ -14,7 +14,7 @@ use anyhow::{bail, Result};
 
 use crate::manifest::{self, Manifest};
 use crate::plan::{self, Case};
-use crate::schema::{DeviceKey, MergedShard, ResultsDoc, ShardRecord};
+use crate::record::{DeviceKey, MergedShard, ResultsDoc, ShardRecord};
 use crate::vocab::{describe_params, Params};
 
 /// The case's stable id: the same on every host, whatever the case's place in the plan.
@@ -133,7 +133,7 @@ pub fn merge(inputs: &[(PathBuf, ResultsDoc)]) -> Result<Merged> {
     let plan = plan::expand(&manifest)?;
     let mut held: HashMap<usize, &Path> = HashMap::new();
     let mut cases = Vec::new();
-    let mut devices: Vec<crate::schema::DeviceFingerprint> = Vec::new();
+    let mut devices: Vec<crate::record::DeviceFingerprint> = Vec::new();
     let mut merged_from = Vec::new();
     for (path, doc) in inputs {
         for case in &doc.cases {

@@ -7,7 +7,7 @@
 use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, StudentsT};
 use statrs::statistics::{Data, OrderStatistics, Statistics};
 
-use crate::schema::{Outliers, Summary};
+use crate::record::{Outliers, Summary};
 
 /// Summarizes at least one sample.
 pub fn summarize(samples_s: &[f64]) -> Summary {

@@ -3,7 +3,7 @@
 //! An element passes when `|got - expected| <= abs + rel * |expected|`. NaN never passes, and
 //! integers are held to an exact match.
 
-use crate::schema::{AccuracyReport, WrongElement};
+use crate::record::{AccuracyReport, WrongElement};
 use crate::vocab::Tolerance;
 
 const FIRST_WRONG_KEPT: usize = 10;

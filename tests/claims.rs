@@ -5,10 +5,10 @@ use std::path::Path;
 
 use kbench::claims::judge_all;
 use kbench::manifest::Manifest;
-use kbench::report::table::TableStyle;
-use kbench::report::tables;
+use kbench::record::{CaseResult, CaseStatus, ClaimStatus, ClaimVerdict, ResultsDoc};
+use kbench::report::case_table::TableStyle;
+use kbench::report::declared_tables;
 use kbench::results::ResultsFile;
-use kbench::schema::{CaseResult, CaseStatus, ClaimStatus, ClaimVerdict, ResultsDoc};
 
 const MANIFEST: &str = r#"
 [study]
@@ -148,14 +148,14 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
                 result.bytes_moved = 4 * n;
                 result.summary = Some(kbench::stats::summarize(&s));
                 result.gbytes_per_s = Some(4.0 * n as f64 / median_s / 1e9);
-                result.measurement = Some(kbench::schema::Measurement {
+                result.measurement = Some(kbench::record::Measurement {
                     samples_s: s,
                     warmup_runs: 1,
-                    stop_reason: kbench::schema::StopReason::MaxSamples,
+                    stop_reason: kbench::record::StopReason::MaxSamples,
                     throttled_discarded: 0,
                     gpu_timer: None,
                 });
-                result.outputs = vec![kbench::schema::OutputCheck {
+                result.outputs = vec![kbench::record::OutputCheck {
                     name: "sum".into(),
                     length: 1,
                     accuracy: kbench::verify::compare(
@@ -169,7 +169,7 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
         file.push(result).unwrap();
     }
     let mut doc = file.doc;
-    doc.environment.device = Some(kbench::schema::DeviceFingerprint {
+    doc.environment.device = Some(kbench::record::DeviceFingerprint {
         name: "Synthetic GPU".into(),
         host: String::new(),
         pci_bus_id: String::new(),
@@ -311,9 +311,9 @@ fn accuracy_figures_of_cases_that_failed_their_check_are_shown_and_judged() {
     let mut share_table = manifest.tables[0].clone();
     share_table.value = kbench::manifest::Quantity::ShareWithinTolerance;
     share_table.references.clear();
-    let text = tables::render(&share_table, &doc, TableStyle::Markdown, None);
+    let text = declared_tables::render(&share_table, &doc, TableStyle::Markdown, None);
     assert!(text.contains("90.0%") && text.contains("50.0%"), "{text}");
-    let times = tables::render(&manifest.tables[0], &doc, TableStyle::Markdown, None);
+    let times = declared_tables::render(&manifest.tables[0], &doc, TableStyle::Markdown, None);
     assert!(times.contains("ACCURACY_FAILED"), "{times}");
 }
 
@@ -393,14 +393,14 @@ fn declared_tables_and_claims_render_as_expected() {
     let mut out = String::new();
     for style in [TableStyle::Terminal, TableStyle::Markdown] {
         for table in &manifest.tables {
-            out.push_str(&tables::render(table, &doc, style, None));
+            out.push_str(&declared_tables::render(table, &doc, style, None));
             out.push('\n');
         }
-        out.push_str(&tables::render_claims(&doc.claims, style, None));
+        out.push_str(&declared_tables::render_claims(&doc.claims, style, None));
         out.push('\n');
     }
     for table in &manifest.tables {
-        out.push_str(&tables::render_csv(table, &doc).unwrap());
+        out.push_str(&declared_tables::render_csv(table, &doc).unwrap());
     }
     insta::assert_snapshot!(out);
 }

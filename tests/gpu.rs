@@ -7,7 +7,7 @@ mod common;
 
 use common::{assert_all_passed, run_study, QUICK};
 use kbench::device::KernelSource;
-use kbench::schema::{CaseResult, CaseStatus, TimerMethod};
+use kbench::record::{CaseResult, CaseStatus, TimerMethod};
 use kbench::vocab::ParamValue;
 
 fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
@@ -16,15 +16,15 @@ fn run_manifest(text: &str, kernels: KernelSource) -> Vec<CaseResult> {
         .unwrap()
         .spec()
         .axis_names();
-    let style = kbench::report::table::TableStyle::Terminal;
+    let style = kbench::report::case_table::TableStyle::Terminal;
     println!(
         "{}",
-        kbench::report::table::render(&results.doc, &axes, style)
+        kbench::report::case_table::render(&results.doc, &axes, style)
     );
     results.doc.cases
 }
 
-fn gpu_timer(case: &CaseResult) -> &kbench::schema::GpuTimer {
+fn gpu_timer(case: &CaseResult) -> &kbench::record::GpuTimer {
     let measurement = case.measurement.as_ref().expect("a measured case");
     measurement
         .gpu_timer

@@ -6,8 +6,8 @@
 mod common;
 
 use kbench::device::KernelSource;
+use kbench::record::CaseStatus;
 use kbench::results::ResultsFile;
-use kbench::schema::CaseStatus;
 
 /// Runs reduce_fast (and a CPU variant) at n = `bad_n` and n = 1000 with reduce.cu's kernel
 /// changed to run `misbehaviour` when n is `bad_n`.

@@ -9,9 +9,9 @@ mod common;
 use std::path::Path;
 
 use kbench::device::KernelSource;
+use kbench::record::CaseResult;
 use kbench::run::case::{self, CaseSettings};
 use kbench::run::executor::GpuState;
-use kbench::schema::CaseResult;
 
 #[test]
 fn every_cpu_implementation_of_every_algorithm_matches_its_reference() {
@@ -83,6 +83,6 @@ fn the_harness_fails_what_is_wrong() {
     let mut gpu = GpuState::NotOpened(KernelSource::default());
     let study = case::WorkerStudy::of(&manifest);
     let result = case::run_case(&study, case, &mut gpu, &settings, &mut |_| {});
-    assert_eq!(result.status, kbench::schema::CaseStatus::AccuracyFailed);
+    assert_eq!(result.status, kbench::record::CaseStatus::AccuracyFailed);
     assert!(result.reason.unwrap().contains("`sum`"));
 }

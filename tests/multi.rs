@@ -425,7 +425,7 @@ fn one_hung_gpu_of_two_leaves_the_file_without_gpu_unavailable() {
 
 /// A GPU's fingerprint as a results file records it.
 fn gpu(bus: &str, peak: f64) -> Value {
-    serde_json::to_value(kbench::schema::DeviceFingerprint {
+    serde_json::to_value(kbench::record::DeviceFingerprint {
         name: "NVIDIA H200".into(),
         host: String::new(),
         pci_bus_id: bus.into(),

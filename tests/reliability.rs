@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kbench::report::table;
+use kbench::record::CaseStatus;
+use kbench::report::case_table;
 use kbench::run::study::RunOptions;
-use kbench::schema::CaseStatus;
 use serde_json::Value;
 
 fn read_json(path: &Path) -> Value {
@@ -304,10 +304,10 @@ fn a_run_that_never_returns_is_killed_and_the_study_goes_on() {
     // Killed 10 s after its 0.5 s limit, not left to hang.
     assert!(took < Duration::from_secs(40), "{took:?}");
     // The table counts the timed-out case as failed.
-    let table = table::render(
+    let table = case_table::render(
         &serde_json::from_value(doc).unwrap(),
         &["n"],
-        table::TableStyle::Terminal,
+        case_table::TableStyle::Terminal,
     );
     assert!(
         table.contains("3 cases: 2 passed, 1 failed, 0 skipped"),

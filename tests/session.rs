@@ -8,10 +8,10 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use kbench::exit::Exit;
+use kbench::record::{CaseResult, MeasureOverrides};
 use kbench::report::export;
 use kbench::run::session::{self, Request, Sink, Source, Stop, StudyStart};
 use kbench::run::study::{Progress, RunOptions};
-use kbench::schema::{CaseResult, MeasureOverrides};
 
 /// Every event a session sends, one line each.
 #[derive(Default)]

@@ -810,7 +810,7 @@ mod tests {
         let result = crate::run::case::run_case(&study, case, &mut gpu, &settings, &mut |_| {});
         assert_eq!(
             result.status,
-            crate::schema::CaseStatus::Passed,
+            crate::record::CaseStatus::Passed,
             "{:?}",
             result.reason
         );

@@ -14,7 +14,7 @@ use crate::exit::Exit;
 pub fn schema(of: SchemaOf) -> Exit {
     let schema = match of {
         SchemaOf::Manifest => crate::manifest::manifest_schema(),
-        SchemaOf::Results => crate::schema::json_schema(),
+        SchemaOf::Results => crate::record::json_schema(),
     };
     println!(
         "{}",

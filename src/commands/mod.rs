@@ -15,7 +15,7 @@ pub mod slurm;
 use std::path::Path;
 
 use crate::exit::Exit;
-use crate::report::table;
+use crate::report::case_table;
 
 /// Says `error` and exits as bad input.
 pub fn bad_input(error: anyhow::Error) -> Exit {
@@ -30,7 +30,7 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
 
 /// The width a terminal table must fit: none with `--wide`.
 pub fn table_width(wide: bool) -> Option<usize> {
-    (!wide).then(table::terminal_width)
+    (!wide).then(case_table::terminal_width)
 }
 
 /// A `--kernels-dir` must be a folder that is there, GPU or not: a typo is not a run without

@@ -8,9 +8,9 @@ use super::{bad_input, table_width};
 use crate::cli::ReportArgs;
 use crate::exit::Exit;
 use crate::manifest;
+use crate::record::ClaimStatus;
 use crate::report::export::{self, Export};
 use crate::results;
-use crate::schema::ClaimStatus;
 
 /// Re-renders a finished run: the chosen format on stdout, exports, HTML and plots as asked;
 /// `ClaimsRefuted` with `--check-claims` when a claim is refuted.

@@ -14,12 +14,12 @@ use super::{bad_input, check_kernels_dir, count, table_width};
 use crate::cli::RunArgs;
 use crate::device::KernelSource;
 use crate::exit::Exit;
-use crate::report::{export, table};
+use crate::record::CaseResult;
+use crate::report::{case_table, export};
 use crate::run::executor::mock::{self, MockSpec};
 use crate::run::lanes;
 use crate::run::session::{self, Request, Sink, Source, StudyStart};
 use crate::run::study::{case_line, Progress, RunOptions};
-use crate::schema::CaseResult;
 
 /// Runs the studies the command line names, on the terminal.
 pub fn run(args: RunArgs) -> Exit {
@@ -203,7 +203,7 @@ impl Sink for Terminal {
         };
         print!(
             "{}",
-            export::tables(&on_terminal, table::TableStyle::Terminal)
+            export::tables(&on_terminal, case_table::TableStyle::Terminal)
         );
         println!("results: {}\n", results_path.display());
     }

@@ -31,7 +31,7 @@ use cudarc::driver::{
 pub use nvrtc::{KernelFile, KernelSource};
 pub use timer::Launcher;
 
-use crate::schema::DeviceFingerprint;
+use crate::record::DeviceFingerprint;
 use crate::vocab::{DType, HostData, POISON_I32};
 
 /// Whether the driver library can be loaded; `Err` holds the reason to show for skipped cases.

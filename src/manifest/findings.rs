@@ -1,7 +1,7 @@
 //! A manifest's `[[table]]` and `[[claim]]` sections: the published tables a study reproduces
 //! (kbench's figures beside the report's) and the report's conclusions as checkable claims.
 //! Parsed and validated here, against the study's variants and axes; judged in `claims` and
-//! drawn in `report::tables`.
+//! drawn in `report::declared_tables`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,7 +15,7 @@ use super::json_schema;
 use super::{ManifestError, Validator};
 use crate::algos::Spec;
 use crate::grid::{param_from_toml, AxisValues};
-use crate::schema::Variant;
+use crate::record::Variant;
 use crate::vocab::{Backend, ParamValue, Params};
 
 /// What a table's rows or columns run over.

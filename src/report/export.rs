@@ -1,25 +1,25 @@
 //! The output layer `run` and `report` share: every format a results file can be written in,
 //! one entry each in `FORMATS` (a name, a line of help, a function from the results to text), so
 //! a new format is one file and one line here. The terminal table, markdown and CSV come from
-//! `table` and `tables`, unchanged; JSON is the results document itself.
+//! `case_table` and `declared_tables`, unchanged; JSON is the results document itself.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
 pub use super::format::{Format, Report};
-use super::{bmf, gab, html, table, tables};
+use super::{bmf, case_table, declared_tables, gab, html};
 
 pub const FORMATS: &[Format] = &[
     Format {
         name: "table",
         help: "every case, then the declared tables and claims, for a terminal",
-        render: |r| Ok(tables(r, table::TableStyle::Terminal)),
+        render: |r| Ok(tables(r, case_table::TableStyle::Terminal)),
     },
     Format {
         name: "markdown",
         help: "the same tables as markdown",
-        render: |r| Ok(tables(r, table::TableStyle::Markdown)),
+        render: |r| Ok(tables(r, case_table::TableStyle::Markdown)),
     },
     Format {
         name: "csv",
@@ -46,33 +46,33 @@ pub fn names() -> Vec<&'static str> {
 
 /// Every case's table (fitted to `r.width`) unless `r.declared_only`, then the declared tables
 /// and the claims: the table and markdown formats, and what `run` prints.
-pub fn tables(r: &Report, style: table::TableStyle) -> String {
+pub fn tables(r: &Report, style: case_table::TableStyle) -> String {
     let mut out = String::new();
     let width = match style {
-        table::TableStyle::Terminal => r.width,
-        table::TableStyle::Markdown => None,
+        case_table::TableStyle::Terminal => r.width,
+        case_table::TableStyle::Markdown => None,
     };
     if !r.declared_only {
         let axes = r.manifest.algorithm.spec().axis_names();
-        out.push_str(&table::render_fitted(r.doc, &axes, style, width));
+        out.push_str(&case_table::render_fitted(r.doc, &axes, style, width));
         out.push('\n');
     }
     for t in &r.manifest.tables {
-        out.push_str(&tables::render(t, r.doc, style, width));
+        out.push_str(&declared_tables::render(t, r.doc, style, width));
         out.push('\n');
     }
-    out.push_str(&tables::render_claims(&r.doc.claims, style, width));
+    out.push_str(&declared_tables::render_claims(&r.doc.claims, style, width));
     out
 }
 
 fn csv(r: &Report) -> Result<String> {
     if !r.declared_only {
         let axes = r.manifest.algorithm.spec().axis_names();
-        return table::render_csv(r.doc, &axes);
+        return case_table::render_csv(r.doc, &axes);
     }
     let mut out = String::new();
     for t in &r.manifest.tables {
-        out.push_str(&tables::render_csv(t, r.doc)?);
+        out.push_str(&declared_tables::render_csv(t, r.doc)?);
     }
     Ok(out)
 }

@@ -4,7 +4,7 @@
 //! format files, which `export` lists.
 
 use crate::manifest::Manifest;
-use crate::schema::{CaseResult, ResultsDoc};
+use crate::record::{CaseResult, ResultsDoc};
 use crate::stats;
 
 /// What a format draws from: a finished (or interrupted) run and the manifest that says which
@@ -50,7 +50,7 @@ pub struct Timing {
 }
 
 pub fn timing(case: &CaseResult) -> Option<Timing> {
-    if case.status != crate::schema::CaseStatus::Passed {
+    if case.status != crate::record::CaseStatus::Passed {
         return None;
     }
     let summary = case.summary.as_ref()?;

@@ -1,7 +1,7 @@
 //! The HTML report: one self-contained file (no scripts, no external URLs: readable offline and
 //! attachable to a CI run) with the study, the environment, every case, the manifest's tables,
 //! the claims' verdicts, the plots as inline SVG, and each output's accuracy. The tables are the
-//! markdown that `table` and `tables` draw, turned into HTML tables, so their columns are decided
+//! markdown that `case_table` and `declared_tables` draw, turned into HTML tables, so their columns are decided
 //! in one place.
 
 use std::fmt::Write as _;
@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use anyhow::Result;
 
 use super::format::{Format, Report};
-use super::{plots, table, tables};
-use crate::schema::ResultsDoc;
+use super::{case_table, declared_tables, plots};
+use crate::record::ResultsDoc;
 use crate::vocab::describe_params;
 
 pub const FORMAT: Format = Format {
@@ -66,27 +66,27 @@ fn render(report: &Report) -> Result<String> {
     )?;
 
     page.push_str("<h2>Cases</h2>\n");
-    page.push_str(&markdown_to_html(&table::render(
+    page.push_str(&markdown_to_html(&case_table::render(
         doc,
         &axes,
-        table::TableStyle::Markdown,
+        case_table::TableStyle::Markdown,
     )));
     if !report.manifest.tables.is_empty() {
         page.push_str("<h2>Tables</h2>\n");
         for t in &report.manifest.tables {
-            page.push_str(&markdown_to_html(&tables::render(
+            page.push_str(&markdown_to_html(&declared_tables::render(
                 t,
                 doc,
-                table::TableStyle::Markdown,
+                case_table::TableStyle::Markdown,
                 None,
             )));
         }
     }
     if !doc.claims.is_empty() {
         page.push_str("<h2>Claims</h2>\n");
-        page.push_str(&markdown_to_html(&tables::render_claims(
+        page.push_str(&markdown_to_html(&declared_tables::render_claims(
             &doc.claims,
-            table::TableStyle::Markdown,
+            case_table::TableStyle::Markdown,
             None,
         )));
     }
@@ -255,7 +255,7 @@ fn environment(doc: &ResultsDoc) -> String {
     out
 }
 
-/// Markdown as `table` and `tables` draw it: runs of `| a | b |` lines become a table (the
+/// Markdown as `case_table` and `declared_tables` draw it: runs of `| a | b |` lines become a table (the
 /// first its header, the `|---|` line dropped), other lines notes.
 fn markdown_to_html(markdown: &str) -> String {
     let mut out = String::new();

@@ -5,12 +5,12 @@
 //! (`ptxas`).
 
 pub mod bmf;
+pub mod case_table;
 pub mod compare_table;
+pub mod declared_tables;
 pub mod export;
 pub mod format;
 pub mod gab;
 pub mod html;
 pub mod plots;
 pub mod ptxas;
-pub mod table;
-pub mod tables;

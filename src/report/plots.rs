@@ -12,8 +12,8 @@ use anyhow::{anyhow, bail, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::table::speedup;
-use crate::schema::{CaseResult, ResultsDoc};
+use super::case_table::speedup;
+use crate::record::{CaseResult, ResultsDoc};
 use crate::vocab::{Backend, ParamValue};
 
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");

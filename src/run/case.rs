@@ -13,10 +13,10 @@ use crate::algos::{AlgorithmRef, Buffers, CaseData};
 use crate::manifest::Manifest;
 use crate::measure::Deadline;
 use crate::plan::Case;
-use crate::run::executor::{self, CaseError, Executed, Executor, GpuState, Job};
-use crate::schema::{
+use crate::record::{
     CaseResult, CaseStatus, MeasureSettings, Measurement, OutputCheck, StopReason, Variant,
 };
+use crate::run::executor::{self, CaseError, Executed, Executor, GpuState, Job};
 use crate::stats;
 use crate::verify;
 use crate::vocab::{describe_params, Backend, HostData, Scope, ToleranceOverrides};

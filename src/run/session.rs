@@ -19,10 +19,10 @@ use crate::claims;
 use crate::exit::Exit;
 use crate::manifest::{self, Manifest};
 use crate::plan::{self, Case};
+use crate::record::{ClaimStatus, MeasureOverrides, ShardRecord};
 use crate::report::export::{self, Export};
 use crate::results::{self, ResultsFile};
 use crate::run::study::{self, Progress, RunOptions, StudyEnd};
-use crate::schema::{ClaimStatus, MeasureOverrides, ShardRecord};
 use crate::shard;
 use crate::vocab::Backend;
 

@@ -16,12 +16,12 @@ use anyhow::Result;
 use crate::device::KernelSource;
 use crate::manifest::Manifest;
 use crate::plan::Case;
+use crate::record::{CaseDevice, CaseResult, CaseStatus, MeasureOverrides, MeasureSettings};
 use crate::results::ResultsFile;
 use crate::run::case::{self, SaveOutputs, WorkerStudy};
 use crate::run::executor::mock::MockSpec;
 use crate::run::lanes::{run_pool, After, Kind, LaneDevice, PoolEnd};
-use crate::run::worker::{CaseOutcome, StudyJob, Worker, SETUP_LIMIT_S};
-use crate::schema::{CaseDevice, CaseResult, CaseStatus, MeasureOverrides, MeasureSettings};
+use crate::run::worker::{StudyJob, Worker, WorkerOutcome, SETUP_LIMIT_S};
 use crate::vocab::{describe_params, Backend};
 
 /// Command-line settings that apply to every study of a run.
@@ -174,10 +174,10 @@ pub fn run_study(
             let (outcome, wall_s) = match ran {
                 Ok(ran) => ran,
                 // A bug of kbench's own, in this process: the case fails with it, the run goes on.
-                Err(panic) => (Ok(CaseOutcome::Died(format!("kbench panicked while running the case (a bug in kbench: please report it): {panic}"))), 0.0),
+                Err(panic) => (Ok(WorkerOutcome::Died(format!("kbench panicked while running the case (a bug in kbench: please report it): {panic}"))), 0.0),
             };
             match outcome? {
-                CaseOutcome::Finished(report) => {
+                WorkerOutcome::Finished(report) => {
                     if let Some(device) = &report.device {
                         results.set_device(device)?;
                     }
@@ -195,12 +195,12 @@ pub fn run_study(
                         });
                     }
                 }
-                CaseOutcome::Interrupted => return Ok(After::Continue),
-                CaseOutcome::TimedOut(reason) => {
+                WorkerOutcome::Interrupted => return Ok(After::Continue),
+                WorkerOutcome::TimedOut(reason) => {
                     result.status = CaseStatus::TimedOut;
                     result.reason = Some(reason);
                 }
-                CaseOutcome::SetupHung(reason) => {
+                WorkerOutcome::SetupHung(reason) => {
                     if variant.backend == Backend::Cuda {
                         let skip = setup_hung_skip(options, lane, case);
                         hung_lanes.set(hung_lanes.get() + 1);
@@ -212,7 +212,7 @@ pub fn run_study(
                     }
                     result.reason = Some(reason);
                 }
-                CaseOutcome::Died(reason) => {
+                WorkerOutcome::Died(reason) => {
                     result.reason = Some(reason);
                 }
             }
@@ -244,7 +244,7 @@ fn lane_runner<'a>(
     options: &'a RunOptions,
     job: &'a StudyJob,
     lane: &'a LaneDevice,
-) -> impl FnMut(&&Case, &AtomicBool) -> (Result<CaseOutcome>, f64) + 'a {
+) -> impl FnMut(&&Case, &AtomicBool) -> (Result<WorkerOutcome>, f64) + 'a {
     let mut worker: Option<Worker> = None;
     move |case: &&Case, halt: &AtomicBool| {
         let started = Instant::now();
@@ -263,8 +263,8 @@ fn lane_runner<'a>(
         // back within the process; a worker killed or dead is gone: the lane's next case
         // gets a new worker.
         match &outcome {
-            CaseOutcome::Finished(report) if !report.gpu_broken => worker = Some(running),
-            CaseOutcome::Interrupted => worker = Some(running),
+            WorkerOutcome::Finished(report) if !report.gpu_broken => worker = Some(running),
+            WorkerOutcome::Interrupted => worker = Some(running),
             _ => {}
         }
         (Ok(outcome), started.elapsed().as_secs_f64())

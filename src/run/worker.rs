@@ -27,10 +27,10 @@ use serde::{Deserialize, Serialize};
 use crate::device::KernelSource;
 use crate::measure::Deadline;
 use crate::plan::Case;
+use crate::record::{CaseResult, DeviceFingerprint, MeasureSettings};
 use crate::run::case::{self, CaseSettings, CaseStage, SaveOutputs, WorkerStudy};
 use crate::run::executor::mock::MockSpec;
 use crate::run::executor::GpuState;
-use crate::schema::{CaseResult, DeviceFingerprint, MeasureSettings};
 
 /// What a worker needs to run any case of one study.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,7 +52,7 @@ pub struct StudyJob {
 
 /// A finished case, with what the worker learned about the GPU on the way.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CaseReport {
+pub struct WorkerReport {
     pub result: CaseResult,
     pub device: Option<DeviceFingerprint>,
     /// Why CUDA cases cannot run here (no driver, no NVRTC, no device).
@@ -64,12 +64,12 @@ pub struct CaseReport {
 #[derive(Debug, Serialize, Deserialize)]
 enum WorkerMessage {
     Reached(CaseStage),
-    Finished(Box<CaseReport>),
+    Finished(Box<WorkerReport>),
 }
 
 /// How one case ended, seen from the parent.
-pub enum CaseOutcome {
-    Finished(Box<CaseReport>),
+pub enum WorkerOutcome {
+    Finished(Box<WorkerReport>),
     /// Ctrl-C or SIGTERM: the worker was killed and the case abandoned.
     Interrupted,
     /// Still running well past its time limit: the worker was killed. The reason says so.
@@ -184,13 +184,15 @@ impl Worker {
         timeout_s: f64,
         setup_limit_s: f64,
         interrupted: &AtomicBool,
-    ) -> CaseOutcome {
+    ) -> WorkerOutcome {
         self.stderr_tail
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
         if let Err(e) = self.send(case) {
-            return CaseOutcome::Died(self.death_reason(&format!("could not take the case ({e})")));
+            return WorkerOutcome::Died(
+                self.death_reason(&format!("could not take the case ({e})")),
+            );
         }
         let mut stage = None;
         let mut kill_at = Some(Deadline::after(setup_limit_s));
@@ -200,7 +202,7 @@ impl Worker {
         loop {
             if interrupted.load(Ordering::Relaxed) {
                 self.kill();
-                return CaseOutcome::Interrupted;
+                return WorkerOutcome::Interrupted;
             }
             let wait = match kill_at {
                 _ if last_call => LAST_CALL,
@@ -219,24 +221,24 @@ impl Worker {
                     };
                     stage = Some(reached);
                 }
-                Ok(Ok(WorkerMessage::Finished(report))) => return CaseOutcome::Finished(report),
+                Ok(Ok(WorkerMessage::Finished(report))) => return WorkerOutcome::Finished(report),
                 Ok(Err(line)) => {
                     self.kill();
                     let line: String = line.chars().take(200).collect();
-                    return CaseOutcome::Died(format!(
+                    return WorkerOutcome::Died(format!(
                         "kbench bug: the worker process wrote something that is not a message, and was killed: {line}"
                     ));
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    return CaseOutcome::Died(self.death_reason("died while running the case"))
+                    return WorkerOutcome::Died(self.death_reason("died while running the case"))
                 }
                 Err(RecvTimeoutError::Timeout) if last_call => {
                     self.kill();
                     return match stage {
-                        None => CaseOutcome::SetupHung(format!(
+                        None => WorkerOutcome::SetupHung(format!(
                             "the worker process did not get the case going within {setup_limit_s} s (opening the GPU hung?) and was killed"
                         )),
-                        Some(_) => CaseOutcome::TimedOut(format!(
+                        Some(_) => WorkerOutcome::TimedOut(format!(
                             "still running {:.0} s past the case's time limit of {timeout_s} s (a run, or the data's preparation, did not return): its worker process was killed, and the samples it had taken with it",
                             kill_grace_s(timeout_s)
                         )),
@@ -416,7 +418,7 @@ pub fn worker_main() -> Result<()> {
         let gpu_broken = gpu_report.broken;
         send_message(
             &mut answers,
-            &WorkerMessage::Finished(Box::new(CaseReport {
+            &WorkerMessage::Finished(Box::new(WorkerReport {
                 result,
                 device: gpu_report.device,
                 gpu_unavailable: gpu_report.unavailable,
@@ -544,7 +546,7 @@ mod tests {
         let mut result = case::new_result(&manifest, case);
         let samples_s = vec![1.0593499054713601e-9, 0.1 + 0.2, 7.0e-7 / 3.0];
         result.summary = Some(crate::stats::summarize(&samples_s));
-        result.outputs = vec![crate::schema::OutputCheck {
+        result.outputs = vec![crate::record::OutputCheck {
             name: "sum".into(),
             length: 2,
             accuracy: crate::verify::compare(
@@ -553,7 +555,7 @@ mod tests {
                 crate::vocab::Tolerance::EXACT,
             ),
         }];
-        let message = WorkerMessage::Finished(Box::new(CaseReport {
+        let message = WorkerMessage::Finished(Box::new(WorkerReport {
             result,
             device: None,
             gpu_unavailable: None,

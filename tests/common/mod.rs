@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use kbench::device::KernelSource;
+use kbench::record::{CaseResult, CaseStatus};
 use kbench::results::ResultsFile;
 use kbench::run::study::{self, RunOptions, StudyEnd};
-use kbench::schema::{CaseResult, CaseStatus};
 
 /// `kbench` as cargo built it, run from the repository root (where the shipped manifests' paths
 /// start), for the tests of its command line.

@@ -17,7 +17,7 @@ use crate::device::nvml::ClockReading;
 use crate::device::timer::{batch_runs, Sample, SamplePlan, PROFILED_RUNS};
 use crate::device::{Device, DeviceBuf, DeviceIo, Gpu, Launcher, PinnedBuf, Stream, CHUNK_ALIGN};
 use crate::measure::{self, Deadline, Measured, Taken};
-use crate::schema::{ClockRecord, GpuTimer, MeasureSettings, TimerMethod};
+use crate::record::{ClockRecord, GpuTimer, MeasureSettings, TimerMethod};
 use crate::stats;
 use crate::vocab::{CacheMode, DType, HostData, HostMemory, Scope, TimingMode};
 

@@ -63,7 +63,7 @@ use crate::device::timer::{take_sample, Sample, SampleOps, SamplePlan, PROFILED_
 use crate::device::{fits_memory, DeviceIo, KernelFile, Launcher};
 use crate::manifest::ManifestError;
 use crate::measure::Deadline;
-use crate::schema::DeviceFingerprint;
+use crate::record::DeviceFingerprint;
 use crate::vocab::{describe_params, DType, HostData, ParamValue, Params};
 
 /// The environment variable naming the mock device's file.

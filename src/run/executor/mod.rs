@@ -15,7 +15,7 @@ use anyhow::anyhow;
 use crate::algos::{BoundCase, Buffers, CaseData};
 use crate::device::{Device, KernelFile, KernelSource};
 use crate::measure::Deadline;
-use crate::schema::{CaseStatus, DeviceFingerprint, MeasureSettings, Measurement, Variant};
+use crate::record::{CaseStatus, DeviceFingerprint, MeasureSettings, Measurement, Variant};
 use crate::vocab::{Backend, Params};
 
 use cpu::CpuExecutor;

@@ -8,7 +8,7 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use crate::schema::{CaseResult, CaseStatus, ResultsDoc};
+use crate::record::{CaseResult, CaseStatus, ResultsDoc};
 use crate::stats;
 use crate::vocab::{Backend, ParamValue};
 
@@ -93,7 +93,7 @@ pub fn render_fitted(
             .droppable(4),
         );
     }
-    let summary_cell = |f: &dyn Fn(&crate::schema::Summary) -> String| -> Vec<String> {
+    let summary_cell = |f: &dyn Fn(&crate::record::Summary) -> String| -> Vec<String> {
         cases
             .iter()
             .map(|c| c.summary.as_ref().map_or("-".into(), f))

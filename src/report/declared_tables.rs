@@ -6,10 +6,10 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style, Width};
 
-use super::table::{format_seconds, TableStyle};
+use super::case_table::{format_seconds, TableStyle};
 use crate::claims;
 use crate::manifest::{selected, Quantity, TableSpec};
-use crate::schema::{CaseResult, CaseStatus, ClaimStatus, ClaimVerdict, ResultsDoc};
+use crate::record::{CaseResult, CaseStatus, ClaimStatus, ClaimVerdict, ResultsDoc};
 use crate::vocab::{Backend, ParamValue};
 
 /// One declared table, drawn from `doc`'s cases. On a terminal of `width` columns (None: any
@@ -349,7 +349,7 @@ fn cell_value(
             Backend::Cuda => Some(case.gbytes_per_s? / peak? * 100.0),
             Backend::Cpu => None,
         },
-        Quantity::Speedup => super::table::speedup(case, table.baseline.as_deref()?, all),
+        Quantity::Speedup => super::case_table::speedup(case, table.baseline.as_deref()?, all),
         quantity => claims::value(case, quantity),
     }
 }

@@ -1,4 +1,4 @@
-//! The results schema: everything a results file holds (the study and its settings, the
+//! The results record: everything a results file holds (the study and its settings, the
 //! environment, every case with its samples, statistics and accuracy), in one place, so that the
 //! stages that write it and the tools that read it agree. Versioned by `SCHEMA_VERSION`.
 

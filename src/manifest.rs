@@ -645,38 +645,12 @@ impl Validator<'_> {
         ManifestError::new(self.path, self.source, span, Some(key.into()), message)
     }
 
+    /// The checks serde cannot make, in the order a reader meets the sections: study, grid,
+    /// measure, variants, accuracy, report, then what depends on all of them (the case count,
+    /// compare, tables, claims). The first mistake found is the one reported.
     fn validate(&self, raw: RawManifest) -> Result<Manifest, ManifestError> {
-        let found = algos::find(raw.study.algorithm.get_ref()).ok_or_else(|| {
-            self.error(
-                raw.study.algorithm.span(),
-                "study.algorithm",
-                format!(
-                    "unknown algorithm `{}`; known: {}",
-                    raw.study.algorithm.get_ref(),
-                    algos::names().join(", ")
-                ),
-            )
-        })?;
+        let (study, found) = self.validate_study(raw.study)?;
         let spec = found.spec();
-        let name = raw.study.name.get_ref();
-        if !is_safe_name(name) {
-            return Err(self.error(
-                raw.study.name.span(),
-                "study.name",
-                format!(
-                    "study name `{name}` breaks the rule: {NAME_RULE} (it names the output folder)"
-                ),
-            ));
-        }
-        if let Some(title) = &raw.study.title {
-            self.plain_text(title, "study.title", "the title")?;
-        }
-        let study = Study {
-            name: name.clone(),
-            title: raw.study.title.map(Spanned::into_inner).unwrap_or_default(),
-            algorithm: spec.name.to_string(),
-            seed: raw.study.seed,
-        };
 
         let grid_span = raw
             .grid
@@ -690,96 +664,14 @@ impl Validator<'_> {
         let (axes, zip, filter, filter_span) = self.validate_grid(spec, grid)?;
         let measure_scope = raw.measure.scope.as_ref().map(Spanned::span);
         let measure = self.validate_measure(raw.measure)?;
-        let variant_names = raw
-            .variants
-            .iter()
-            .map(|v| v.get_ref().name.span())
-            .collect();
-        let variant_params = raw
-            .variants
-            .iter()
-            .map(|v| {
-                v.get_ref()
-                    .params
-                    .iter()
-                    .map(|(name, value)| (name.clone(), value.span()))
-                    .collect()
-            })
-            .collect();
+        let (variant_names, variant_params) = variant_spans(&raw.variants);
         let variants = self.validate_variants(spec, &axes, &zip, raw.variants, measure.scope)?;
         self.refuse_backend_settings_no_variant_uses(spec, &variants, &axis_spans, measure_scope)?;
         let accuracy =
             self.validate_accuracy(raw.accuracy, study_dtypes(spec, &axes, &variants))?;
-
-        let baseline = match raw.report.baseline {
-            Some(b) if !variants.iter().any(|v| &v.name == b.get_ref()) => {
-                return Err(self.error(
-                    b.span(),
-                    "report.baseline",
-                    format!("baseline `{}` is not the name of a variant", b.get_ref()),
-                ))
-            }
-            b => b.map(Spanned::into_inner),
-        };
-
-        let mut cases: u64 = 0;
-        for variant in &variants {
-            let mut product: u64 = 1;
-            for (name, values) in &axes {
-                // A zipped axis other than its group's first adds no factor, nor does an axis
-                // of the other backend (a CPU sum has no `block`): the plan drops it.
-                let other_backend = spec
-                    .axis(name)
-                    .and_then(|a| a.only_for)
-                    .is_some_and(|b| b != variant.backend);
-                if other_backend || zip.iter().any(|g| g.contains(name) && g[0] != *name) {
-                    continue;
-                }
-                let len = variant.params.get(name).map_or(values.0.len(), Vec::len);
-                product = product.saturating_mul(len as u64);
-            }
-            cases = cases.saturating_add(product);
-        }
-        if cases > MAX_CASES {
-            let factors: Vec<String> = axes
-                .iter()
-                .filter(|(name, _)| !zip.iter().any(|g| g.contains(name) && g[0] != *name))
-                .filter(|(_, values)| values.0.len() > 1)
-                .map(|(name, values)| format!("{name}: {}", values.0.len()))
-                .collect();
-            let over = if cases == u64::MAX {
-                "more than 2^64".to_string()
-            } else {
-                cases.to_string()
-            };
-            return Err(self.error(
-                grid_span,
-                "grid",
-                format!(
-                    "the grid expands to {over} cases before `where` ({} values, over {} variant(s) and their `params`); the limit is {MAX_CASES}: shorten an axis",
-                    factors.join(" x "),
-                    variants.len()
-                ),
-            ));
-        }
-
-        let defaults = CompareDefaults::default();
-        let fraction = |value: Option<Spanned<f64>>, key: &str, default: f64| match value {
-            Some(v) if !(*v.get_ref() > 0.0 && *v.get_ref() < 1.0) => Err(self.error(
-                v.span(),
-                key,
-                format!("{key} must be between 0 and 1, got {}", v.get_ref()),
-            )),
-            v => Ok(v.map_or(default, Spanned::into_inner)),
-        };
-        let compare = CompareDefaults {
-            min_effect: fraction(
-                raw.compare.min_effect,
-                "compare.min_effect",
-                defaults.min_effect,
-            )?,
-            fdr: fraction(raw.compare.fdr, "compare.fdr", defaults.fdr)?,
-        };
+        let baseline = self.validate_baseline(raw.report.baseline, &variants)?;
+        self.refuse_too_many_cases(spec, &axes, &zip, &variants, &grid_span)?;
+        let compare = self.validate_compare(raw.compare)?;
 
         let shape = findings::StudyShape {
             spec,
@@ -811,6 +703,109 @@ impl Validator<'_> {
                 variant_names,
                 variant_params,
             },
+        })
+    }
+
+    /// The `[study]` table, and the algorithm it names (which every later check consults).
+    fn validate_study(&self, raw: RawStudy) -> Result<(Study, AlgorithmRef), ManifestError> {
+        let found = algos::find(raw.algorithm.get_ref()).ok_or_else(|| {
+            self.error(
+                raw.algorithm.span(),
+                "study.algorithm",
+                format!(
+                    "unknown algorithm `{}`; known: {}",
+                    raw.algorithm.get_ref(),
+                    algos::names().join(", ")
+                ),
+            )
+        })?;
+        let name = raw.name.get_ref();
+        if !is_safe_name(name) {
+            return Err(self.error(
+                raw.name.span(),
+                "study.name",
+                format!(
+                    "study name `{name}` breaks the rule: {NAME_RULE} (it names the output folder)"
+                ),
+            ));
+        }
+        if let Some(title) = &raw.title {
+            self.plain_text(title, "study.title", "the title")?;
+        }
+        let study = Study {
+            name: name.clone(),
+            title: raw.title.map(Spanned::into_inner).unwrap_or_default(),
+            algorithm: found.spec().name.to_string(),
+            seed: raw.seed,
+        };
+        Ok((study, found))
+    }
+
+    /// `report.baseline` must name one of the variants.
+    fn validate_baseline(
+        &self,
+        baseline: Option<Spanned<String>>,
+        variants: &[Variant],
+    ) -> Result<Option<String>, ManifestError> {
+        match baseline {
+            Some(b) if !variants.iter().any(|v| &v.name == b.get_ref()) => Err(self.error(
+                b.span(),
+                "report.baseline",
+                format!("baseline `{}` is not the name of a variant", b.get_ref()),
+            )),
+            b => Ok(b.map(Spanned::into_inner)),
+        }
+    }
+
+    /// A grid too large to run is refused before anything runs, naming the axes that multiply.
+    fn refuse_too_many_cases(
+        &self,
+        spec: &Spec,
+        axes: &[(String, AxisValues)],
+        zip: &[Vec<String>],
+        variants: &[Variant],
+        grid_span: &Range<usize>,
+    ) -> Result<(), ManifestError> {
+        let cases = cases_before_where(spec, axes, zip, variants);
+        if cases <= MAX_CASES {
+            return Ok(());
+        }
+        let factors: Vec<String> = axes
+            .iter()
+            .filter(|(name, _)| !zip.iter().any(|g| g.contains(name) && g[0] != *name))
+            .filter(|(_, values)| values.0.len() > 1)
+            .map(|(name, values)| format!("{name}: {}", values.0.len()))
+            .collect();
+        let over = if cases == u64::MAX {
+            "more than 2^64".to_string()
+        } else {
+            cases.to_string()
+        };
+        Err(self.error(
+            grid_span.clone(),
+            "grid",
+            format!(
+                "the grid expands to {over} cases before `where` ({} values, over {} variant(s) and their `params`); the limit is {MAX_CASES}: shorten an axis",
+                factors.join(" x "),
+                variants.len()
+            ),
+        ))
+    }
+
+    /// `[compare]`: each setting a fraction strictly between 0 and 1, or the default.
+    fn validate_compare(&self, raw: RawCompare) -> Result<CompareDefaults, ManifestError> {
+        let defaults = CompareDefaults::default();
+        let fraction = |value: Option<Spanned<f64>>, key: &str, default: f64| match value {
+            Some(v) if !(*v.get_ref() > 0.0 && *v.get_ref() < 1.0) => Err(self.error(
+                v.span(),
+                key,
+                format!("{key} must be between 0 and 1, got {}", v.get_ref()),
+            )),
+            v => Ok(v.map_or(default, Spanned::into_inner)),
+        };
+        Ok(CompareDefaults {
+            min_effect: fraction(raw.min_effect, "compare.min_effect", defaults.min_effect)?,
+            fdr: fraction(raw.fdr, "compare.fdr", defaults.fdr)?,
         })
     }
 
@@ -1156,152 +1151,21 @@ impl Validator<'_> {
         for (i, spanned) in raw.into_iter().enumerate() {
             let span = spanned.span();
             let raw = spanned.into_inner();
-            let key = |k: &str| format!("variant[{i}].{k}");
-            if !is_safe_name(raw.name.get_ref()) {
-                return Err(self.error(
-                    raw.name.span(),
-                    key("name"),
-                    format!(
-                        "variant name `{}` breaks the rule: {NAME_RULE} (it names output files)",
-                        raw.name.get_ref()
-                    ),
-                ));
-            }
-            if variants.iter().any(|v| &v.name == raw.name.get_ref()) {
-                return Err(self.error(
-                    raw.name.span(),
-                    key("name"),
-                    format!("two variants are named `{}`", raw.name.get_ref()),
-                ));
-            }
-            let (implementation, known, wrong) = match raw.backend {
-                Backend::Cpu => (
-                    raw.implementation,
-                    &spec.cpu_impls,
-                    raw.kernel.map(|k| (k, "kernel")),
-                ),
-                Backend::Cuda => (
-                    raw.kernel,
-                    &spec.kernels,
-                    raw.implementation.map(|k| (k, "impl")),
-                ),
-            };
-            if let Some((value, field)) = wrong {
-                return Err(self.error(
-                    value.span(),
-                    key(field),
-                    format!(
-                        "a {} variant names its code with `{}`, not `{field}`",
-                        raw.backend,
-                        if field == "kernel" { "impl" } else { "kernel" }
-                    ),
-                ));
-            }
-            let field = if raw.backend == Backend::Cpu {
-                "impl"
-            } else {
-                "kernel"
-            };
-            let Some(implementation) = implementation else {
-                return Err(self.error(
-                    span,
-                    key(field),
-                    format!(
-                        "a {} variant must set `{field}`; one of: {}",
-                        raw.backend,
-                        known.join(", ")
-                    ),
-                ));
-            };
-            if !known.contains(&implementation.get_ref().as_str()) {
-                return Err(self.error(
-                    implementation.span(),
-                    key(field),
-                    format!(
-                        "algorithm `{}` has no {} {field} `{}`; known: {}",
-                        spec.name,
-                        raw.backend,
-                        implementation.get_ref(),
-                        known.join(", ")
-                    ),
-                ));
-            }
-            let mut params = BTreeMap::new();
-            for (name, value) in &raw.params {
-                let param_key = key(&format!("params.{name}"));
-                let Some(def) = spec.axis(name) else {
-                    return Err(self.error(
-                        self.key_span(value),
-                        param_key,
-                        format!("`{name}` is not an axis of algorithm `{}`", spec.name),
-                    ));
-                };
-                if let Some(backend) = def.only_for.filter(|b| *b != raw.backend) {
-                    return Err(self.error(
-                        self.key_span(value),
-                        param_key,
-                        format!("axis `{name}` applies only to {backend} variants; this {} variant would ignore it", raw.backend),
-                    ));
-                }
-                let values = self.axis_values(&param_key, def.kind, value)?;
-                let grid_len = axes
-                    .iter()
-                    .find(|(a, _)| a == name)
-                    .map_or(0, |(_, v)| v.0.len());
-                if zip.iter().any(|g| g.contains(name)) && values.0.len() != grid_len {
-                    return Err(self.error(
-                        value.span(),
-                        param_key,
-                        format!("`{name}` is zipped in the grid, so an override needs {grid_len} values, not {}", values.0.len()),
-                    ));
-                }
-                params.insert(name.clone(), values.0);
-            }
-            if raw.backend == Backend::Cpu {
-                let cuda_only = [
-                    raw.scope.as_ref().map(|s| (s.span(), "scope")),
-                    raw.host_memory.as_ref().map(|h| (h.span(), "host_memory")),
-                ];
-                if let Some((span, field)) = cuda_only.into_iter().flatten().next() {
-                    return Err(self.error(
-                        span,
-                        key(field),
-                        format!("`{field}` says how a CUDA case is timed; a cpu variant times its computation alone, so it would be ignored: remove it"),
-                    ));
-                }
-            }
+            self.check_variant_name(i, &raw.name, &variants)?;
+            let implementation = self.variant_code(i, span, spec, &raw)?;
+            let params = self.variant_params(i, spec, axes, zip, &raw)?;
+            self.refuse_cuda_settings_on_cpu(i, &raw)?;
             let scope = raw.scope.as_ref().map_or(default_scope, |s| *s.get_ref());
             let host_memory = raw
                 .host_memory
                 .as_ref()
                 .map(|h| *h.get_ref())
                 .unwrap_or_default();
-            let streams = match &raw.streams {
-                None => 1,
-                Some(streams) => {
-                    let count = *streams.get_ref();
-                    let why = if !(2..=MAX_STREAMS).contains(&count) {
-                        Some(format!("`streams` is 2 to {MAX_STREAMS}, not {count}"))
-                    } else if raw.backend != Backend::Cuda
-                        || scope != Scope::Transfers
-                        || host_memory != HostMemory::Pinned
-                    {
-                        Some("`streams` overlaps copies and kernels chunk by chunk, which needs \
-                              backend = \"cuda\", scope = \"transfers\" and host_memory = \"pinned\""
-                            .to_string())
-                    } else {
-                        None
-                    };
-                    if let Some(why) = why {
-                        return Err(self.error(streams.span(), key("streams"), why));
-                    }
-                    count
-                }
-            };
+            let streams = self.variant_streams(i, &raw, scope, host_memory)?;
             variants.push(Variant {
                 name: raw.name.into_inner(),
                 backend: raw.backend,
-                implementation: implementation.into_inner(),
+                implementation,
                 params,
                 scope,
                 host_memory,
@@ -1309,6 +1173,194 @@ impl Validator<'_> {
             });
         }
         Ok(variants)
+    }
+
+    /// A variant's name names output files, so it must be safe there and unlike any earlier one's.
+    fn check_variant_name(
+        &self,
+        i: usize,
+        name: &Spanned<String>,
+        earlier: &[Variant],
+    ) -> Result<(), ManifestError> {
+        if !is_safe_name(name.get_ref()) {
+            return Err(self.error(
+                name.span(),
+                variant_key(i, "name"),
+                format!(
+                    "variant name `{}` breaks the rule: {NAME_RULE} (it names output files)",
+                    name.get_ref()
+                ),
+            ));
+        }
+        if earlier.iter().any(|v| &v.name == name.get_ref()) {
+            return Err(self.error(
+                name.span(),
+                variant_key(i, "name"),
+                format!("two variants are named `{}`", name.get_ref()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The code a variant times: a CPU variant's `impl` or a CUDA variant's `kernel`, one the
+    /// algorithm has. `span`: the whole `[[variant]]` table, for a missing field.
+    fn variant_code(
+        &self,
+        i: usize,
+        span: Range<usize>,
+        spec: &Spec,
+        raw: &RawVariant,
+    ) -> Result<String, ManifestError> {
+        let (implementation, known, wrong) = match raw.backend {
+            Backend::Cpu => (
+                &raw.implementation,
+                &spec.cpu_impls,
+                raw.kernel.as_ref().map(|k| (k, "kernel")),
+            ),
+            Backend::Cuda => (
+                &raw.kernel,
+                &spec.kernels,
+                raw.implementation.as_ref().map(|k| (k, "impl")),
+            ),
+        };
+        if let Some((value, field)) = wrong {
+            return Err(self.error(
+                value.span(),
+                variant_key(i, field),
+                format!(
+                    "a {} variant names its code with `{}`, not `{field}`",
+                    raw.backend,
+                    if field == "kernel" { "impl" } else { "kernel" }
+                ),
+            ));
+        }
+        let field = if raw.backend == Backend::Cpu {
+            "impl"
+        } else {
+            "kernel"
+        };
+        let Some(implementation) = implementation else {
+            return Err(self.error(
+                span,
+                variant_key(i, field),
+                format!(
+                    "a {} variant must set `{field}`; one of: {}",
+                    raw.backend,
+                    known.join(", ")
+                ),
+            ));
+        };
+        if !known.contains(&implementation.get_ref().as_str()) {
+            return Err(self.error(
+                implementation.span(),
+                variant_key(i, field),
+                format!(
+                    "algorithm `{}` has no {} {field} `{}`; known: {}",
+                    spec.name,
+                    raw.backend,
+                    implementation.get_ref(),
+                    known.join(", ")
+                ),
+            ));
+        }
+        Ok(implementation.get_ref().clone())
+    }
+
+    /// A variant's own axis values (`params`), which replace the grid's for it: each an axis of
+    /// the algorithm for this backend, and a zipped axis keeping its group's length.
+    fn variant_params(
+        &self,
+        i: usize,
+        spec: &Spec,
+        axes: &[(String, AxisValues)],
+        zip: &[Vec<String>],
+        raw: &RawVariant,
+    ) -> Result<BTreeMap<String, Vec<ParamValue>>, ManifestError> {
+        let mut params = BTreeMap::new();
+        for (name, value) in &raw.params {
+            let param_key = variant_key(i, &format!("params.{name}"));
+            let Some(def) = spec.axis(name) else {
+                return Err(self.error(
+                    self.key_span(value),
+                    param_key,
+                    format!("`{name}` is not an axis of algorithm `{}`", spec.name),
+                ));
+            };
+            if let Some(backend) = def.only_for.filter(|b| *b != raw.backend) {
+                return Err(self.error(
+                    self.key_span(value),
+                    param_key,
+                    format!("axis `{name}` applies only to {backend} variants; this {} variant would ignore it", raw.backend),
+                ));
+            }
+            let values = self.axis_values(&param_key, def.kind, value)?;
+            let grid_len = axes
+                .iter()
+                .find(|(a, _)| a == name)
+                .map_or(0, |(_, v)| v.0.len());
+            if zip.iter().any(|g| g.contains(name)) && values.0.len() != grid_len {
+                return Err(self.error(
+                    value.span(),
+                    param_key,
+                    format!("`{name}` is zipped in the grid, so an override needs {grid_len} values, not {}", values.0.len()),
+                ));
+            }
+            params.insert(name.clone(), values.0);
+        }
+        Ok(params)
+    }
+
+    /// `scope` and `host_memory` say how a CUDA case is timed; on a CPU variant they would be
+    /// silently ignored, so they are refused.
+    fn refuse_cuda_settings_on_cpu(&self, i: usize, raw: &RawVariant) -> Result<(), ManifestError> {
+        if raw.backend != Backend::Cpu {
+            return Ok(());
+        }
+        let cuda_only = [
+            raw.scope.as_ref().map(|s| (s.span(), "scope")),
+            raw.host_memory.as_ref().map(|h| (h.span(), "host_memory")),
+        ];
+        match cuda_only.into_iter().flatten().next() {
+            None => Ok(()),
+            Some((span, field)) => Err(self.error(
+                span,
+                variant_key(i, field),
+                format!("`{field}` says how a CUDA case is timed; a cpu variant times its computation alone, so it would be ignored: remove it"),
+            )),
+        }
+    }
+
+    /// How many streams a variant's transfers are split over: 1 unless `streams` is set, which
+    /// only a pinned-memory CUDA variant timing its transfers can use.
+    fn variant_streams(
+        &self,
+        i: usize,
+        raw: &RawVariant,
+        scope: Scope,
+        host_memory: HostMemory,
+    ) -> Result<u32, ManifestError> {
+        let Some(streams) = &raw.streams else {
+            return Ok(1);
+        };
+        let count = *streams.get_ref();
+        let why = if !(2..=MAX_STREAMS).contains(&count) {
+            Some(format!("`streams` is 2 to {MAX_STREAMS}, not {count}"))
+        } else if raw.backend != Backend::Cuda
+            || scope != Scope::Transfers
+            || host_memory != HostMemory::Pinned
+        {
+            Some(
+                "`streams` overlaps copies and kernels chunk by chunk, which needs \
+                 backend = \"cuda\", scope = \"transfers\" and host_memory = \"pinned\""
+                    .to_string(),
+            )
+        } else {
+            None
+        };
+        match why {
+            Some(why) => Err(self.error(streams.span(), variant_key(i, "streams"), why)),
+            None => Ok(count),
+        }
     }
 
     /// `dtypes`: the element types the study's cases take, where the algorithm says (a dtype axis,
@@ -1354,6 +1406,11 @@ impl Validator<'_> {
     }
 }
 
+/// The dotted key of field `field` of variant number `i`, as errors name it (`variant[2].kernel`).
+fn variant_key(i: usize, field: &str) -> String {
+    format!("variant[{i}].{field}")
+}
+
 /// The element types a study's cases take, when its algorithm has a `dtype` axis: the grid's, and
 /// every variant's own.
 fn study_dtypes(
@@ -1386,6 +1443,55 @@ fn study_dtypes(
     dtypes.sort_by_key(|d| d.name());
     dtypes.dedup();
     Some(dtypes)
+}
+
+/// Where each variant's name and each of its `params` sit in the source, kept for the errors the
+/// plan finds later (a variant that runs at no grid point, a value its code cannot take).
+#[allow(clippy::type_complexity)]
+fn variant_spans(
+    variants: &[Spanned<RawVariant>],
+) -> (Vec<Range<usize>>, Vec<BTreeMap<String, Range<usize>>>) {
+    let names = variants.iter().map(|v| v.get_ref().name.span()).collect();
+    let params = variants
+        .iter()
+        .map(|v| {
+            v.get_ref()
+                .params
+                .iter()
+                .map(|(name, value)| (name.clone(), value.span()))
+                .collect()
+        })
+        .collect();
+    (names, params)
+}
+
+/// How many cases the grid expands to over every variant, before `where` drops any; saturating,
+/// so `u64::MAX` means "more than 2^64".
+fn cases_before_where(
+    spec: &Spec,
+    axes: &[(String, AxisValues)],
+    zip: &[Vec<String>],
+    variants: &[Variant],
+) -> u64 {
+    let mut cases: u64 = 0;
+    for variant in variants {
+        let mut product: u64 = 1;
+        for (name, values) in axes {
+            // A zipped axis other than its group's first adds no factor, nor does an axis
+            // of the other backend (a CPU sum has no `block`): the plan drops it.
+            let other_backend = spec
+                .axis(name)
+                .and_then(|a| a.only_for)
+                .is_some_and(|b| b != variant.backend);
+            if other_backend || zip.iter().any(|g| g.contains(name) && g[0] != *name) {
+                continue;
+            }
+            let len = variant.params.get(name).map_or(values.0.len(), Vec::len);
+            product = product.saturating_mul(len as u64);
+        }
+        cases = cases.saturating_add(product);
+    }
+    cases
 }
 
 /// The files a file axis names: a path, or a glob matching at least one file, each with one of

@@ -50,6 +50,15 @@ fn check_sbatch_value(flag: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// Absolute paths the scripts name, checked to fit a batch script.
+struct ScriptPaths {
+    /// The folder everything goes under (`--out`), created and canonical.
+    out: PathBuf,
+    out_s: String,
+    manifest_s: String,
+    exe_s: String,
+}
+
 /// Writes the batch scripts and `submit.sh` under `request.out` (created if need be) and says
 /// how to submit them. The scripts name the kbench executable, the manifest and the folder by
 /// their absolute paths: a cluster's nodes must see them at the same paths (a shared filesystem).
@@ -60,6 +69,46 @@ pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> 
     if let Some(t) = &request.time {
         check_sbatch_value("time", t)?;
     }
+    let paths = resolve_paths(manifest, request)?;
+    let study = &manifest.study.name;
+    let header = script_header(study, &paths, request.shards);
+    let common = common_sbatch_lines(request, &paths)?;
+    let array = array_script_text(header.clone(), &common, study, &paths, request)?;
+    let merge = merge_script_text(header, &common, study, &paths)?;
+
+    let array_script = paths.out.join(format!("{study}.array.sbatch"));
+    let merge_script = paths.out.join(format!("{study}.merge.sbatch"));
+    let submit_script = paths.out.join("submit.sh");
+    let submit = submit_script_text(study, request.shards, &paths, &array_script, &merge_script)?;
+    for (path, text) in [
+        (&array_script, &array),
+        (&merge_script, &merge),
+        (&submit_script, &submit),
+    ] {
+        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let instructions = format!(
+        "wrote {array}\n      {merge}\n      {submit}\n\
+         submit with:\n  bash {submit}\n\
+         (or by hand: `sbatch --parsable {array}`, then `sbatch --dependency=afterany:<its job id> {merge}`)\n\
+         the merged file is {out}/{study}-merged-<merge job id>.json; if the merge lists missing cases,\n\
+         run them into it with `kbench run --resume <that file>{devices}`\n",
+        array = array_script.display(),
+        merge = merge_script.display(),
+        submit = submit_script.display(),
+        out = paths.out.display(),
+        devices = devices_flag(request),
+    );
+    Ok(Written {
+        array_script,
+        merge_script,
+        submit_script,
+        instructions,
+    })
+}
+
+/// Creates `--out` (and its `logs/`) and resolves the three paths the scripts name.
+fn resolve_paths(manifest: &Manifest, request: &Request) -> Result<ScriptPaths> {
     std::fs::create_dir_all(request.out.join("logs"))
         .with_context(|| format!("--out {}: cannot create it", request.out.display()))?;
     let out = request
@@ -73,15 +122,6 @@ pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> 
     let exe = std::env::current_exe()
         .and_then(|e| e.canonicalize())
         .context("cannot find the kbench executable")?;
-    let path_text = |p: &Path| -> Result<String> {
-        match p.to_str() {
-            Some(s) => Ok(s.to_string()),
-            None => bail!(
-                "{} is not UTF-8: it cannot go into a batch script",
-                p.display()
-            ),
-        }
-    };
     let (out_s, manifest_s, exe_s) = (
         path_text(&out)?,
         path_text(&manifest_path)?,
@@ -93,10 +133,35 @@ pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> 
             out.display()
         );
     }
-    let study = &manifest.study.name;
-    let n = request.shards;
+    Ok(ScriptPaths {
+        out,
+        out_s,
+        manifest_s,
+        exe_s,
+    })
+}
 
-    let mut header = String::new();
+/// A path as text for a script; a path that is not UTF-8 cannot be written into one.
+fn path_text(p: &Path) -> Result<String> {
+    match p.to_str() {
+        Some(s) => Ok(s.to_string()),
+        None => bail!(
+            "{} is not UTF-8: it cannot go into a batch script",
+            p.display()
+        ),
+    }
+}
+
+/// The first lines of both batch scripts: the shell, and what wrote them for which study.
+fn script_header(study: &str, paths: &ScriptPaths, shards: u32) -> String {
+    let manifest_s = &paths.manifest_s;
+    format!(
+        "#!/bin/bash\n# Written by `kbench slurm` for study `{study}` ({manifest_s}): {shards} shards.\n"
+    )
+}
+
+/// The `#SBATCH` lines both scripts share: partition, time limit and working folder.
+fn common_sbatch_lines(request: &Request, paths: &ScriptPaths) -> Result<String> {
     let mut common = String::new();
     if let Some(p) = &request.partition {
         writeln!(common, "#SBATCH --partition={p}")?;
@@ -104,13 +169,29 @@ pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> 
     if let Some(t) = &request.time {
         writeln!(common, "#SBATCH --time={t}")?;
     }
-    writeln!(common, "#SBATCH --chdir={out_s}")?;
-    writeln!(
-        header,
-        "#!/bin/bash\n# Written by `kbench slurm` for study `{study}` ({manifest_s}): {n} shards."
-    )?;
+    writeln!(common, "#SBATCH --chdir={}", paths.out_s)?;
+    Ok(common)
+}
 
-    let mut array = header.clone();
+/// Slurm sets CUDA_VISIBLE_DEVICES to the task's GPUs: `--devices all` runs on those.
+fn devices_flag(request: &Request) -> &'static str {
+    if request.gpus_per_task.is_some() {
+        " --devices all"
+    } else {
+        ""
+    }
+}
+
+/// The job array's script: one task per shard, each running (or resuming) its shard.
+fn array_script_text(
+    header: String,
+    common: &str,
+    study: &str,
+    paths: &ScriptPaths,
+    request: &Request,
+) -> Result<String> {
+    let (out_s, n) = (&paths.out_s, request.shards);
+    let mut array = header;
     writeln!(array, "#SBATCH --job-name=kbench-{study}")?;
     writeln!(array, "#SBATCH --array=1-{n}")?;
     writeln!(array, "#SBATCH --ntasks=1")?;
@@ -121,14 +202,9 @@ pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> 
     if request.exclusive {
         writeln!(array, "#SBATCH --exclusive")?;
     }
-    array.push_str(&common);
+    array.push_str(common);
     array.push_str("set -u\n");
-    // Slurm sets CUDA_VISIBLE_DEVICES to the task's GPUs: `--devices all` runs on those.
-    let devices = if request.gpus_per_task.is_some() {
-        " --devices all"
-    } else {
-        ""
-    };
+    let devices = devices_flag(request);
     // A requeued task, or a second submission into the same folder, finds its shard's file:
     // it completes that file (or leaves a complete one be), so each shard keeps one file and
     // the merge sees no overlap. A fresh measurement wants a fresh --out.
@@ -150,22 +226,32 @@ pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> 
            exec {exe} run --resume \"${{earlier[0]}}\"{devices}\n\
          fi\n\
          exec {exe} run {} --shard \"${{SLURM_ARRAY_TASK_ID}}/{n}\" --out-dir \"$shard_dir\"{devices}",
-        quote(&out_s),
+        quote(out_s),
         quote(study),
-        quote(&manifest_s),
-        exe = quote(&exe_s),
+        quote(&paths.manifest_s),
+        exe = quote(&paths.exe_s),
     )?;
+    Ok(array)
+}
 
+/// The merge job's script: every shard's results file merged into one.
+fn merge_script_text(
+    header: String,
+    common: &str,
+    study: &str,
+    paths: &ScriptPaths,
+) -> Result<String> {
+    let out_s = &paths.out_s;
     let mut merge = header;
     writeln!(merge, "#SBATCH --job-name=kbench-{study}-merge")?;
     writeln!(merge, "#SBATCH --ntasks=1")?;
     writeln!(merge, "#SBATCH --output={out_s}/logs/merge-%j.out")?;
-    merge.push_str(&common);
+    merge.push_str(common);
     merge.push_str("set -u\nshopt -s nullglob\n");
     writeln!(
         merge,
         "files=({}/results/shard-*/{}/*.json)",
-        quote(&out_s),
+        quote(out_s),
         quote(study)
     )?;
     writeln!(
@@ -179,50 +265,34 @@ pub fn write_scripts(manifest: &Manifest, request: &Request) -> Result<Written> 
     writeln!(
         merge,
         "exec {} merge \"${{files[@]}}\" -o {}/{}-merged-\"${{SLURM_JOB_ID}}\".json",
-        quote(&exe_s),
-        quote(&out_s),
+        quote(&paths.exe_s),
+        quote(out_s),
         quote(study)
     )?;
+    Ok(merge)
+}
 
-    let array_script = out.join(format!("{study}.array.sbatch"));
-    let merge_script = out.join(format!("{study}.merge.sbatch"));
-    let submit_script = out.join("submit.sh");
-    let submit = format!(
+/// `submit.sh`: submits the array, then the merge chained after it with `afterany`.
+fn submit_script_text(
+    study: &str,
+    shards: u32,
+    paths: &ScriptPaths,
+    array_script: &Path,
+    merge_script: &Path,
+) -> Result<String> {
+    Ok(format!(
         "#!/bin/bash\n# Submits study `{study}`: the shards as a job array, then the merge once every shard has ended.\n\
          set -euo pipefail\n\
          array=$(sbatch --parsable {array_q})\n\
          array=${{array%%;*}}\n\
          merge=$(sbatch --parsable --dependency=afterany:\"$array\" {merge_q})\n\
          merge=${{merge%%;*}}\n\
-         echo \"shards: job $array (array 1-{n}); merge: job $merge\"\n\
+         echo \"shards: job $array (array 1-{shards}); merge: job $merge\"\n\
          echo \"merged results: {out_s}/{study}-merged-$merge.json\"\n",
-        array_q = quote(&path_text(&array_script)?),
-        merge_q = quote(&path_text(&merge_script)?),
-    );
-    for (path, text) in [
-        (&array_script, &array),
-        (&merge_script, &merge),
-        (&submit_script, &submit),
-    ] {
-        std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    let instructions = format!(
-        "wrote {array}\n      {merge}\n      {submit}\n\
-         submit with:\n  bash {submit}\n\
-         (or by hand: `sbatch --parsable {array}`, then `sbatch --dependency=afterany:<its job id> {merge}`)\n\
-         the merged file is {out}/{study}-merged-<merge job id>.json; if the merge lists missing cases,\n\
-         run them into it with `kbench run --resume <that file>{devices}`\n",
-        array = array_script.display(),
-        merge = merge_script.display(),
-        submit = submit_script.display(),
-        out = out.display(),
-    );
-    Ok(Written {
-        array_script,
-        merge_script,
-        submit_script,
-        instructions,
-    })
+        out_s = paths.out_s,
+        array_q = quote(&path_text(array_script)?),
+        merge_q = quote(&path_text(merge_script)?),
+    ))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style};
 
-use crate::record::{CaseResult, CaseStatus, ResultsDoc};
+use crate::record::{CaseResult, CaseStatus, ResultsDoc, Summary};
 use crate::stats;
 use crate::vocab::{Backend, ParamValue};
 
@@ -33,47 +33,71 @@ pub fn render_fitted(
     max_width_chars: Option<usize>,
 ) -> String {
     let cases = &doc.cases;
-    // Axes with more than one value get a column; the others go in the heading.
-    let mut axis_values: BTreeMap<&str, Vec<&ParamValue>> = BTreeMap::new();
-    for case in cases {
-        for (name, value) in &case.params {
-            let values = axis_values.entry(name.as_str()).or_default();
-            if !values.contains(&value) {
-                values.push(value);
+    let axes = SplitAxes::of(cases, axis_order);
+    let mut columns = parameter_columns(cases, &axes.varying);
+    columns.extend(timing_columns(cases));
+    columns.extend(rate_columns(doc));
+    columns.extend(comparison_columns(doc));
+    let drawn = draw_columns(columns, style, max_width_chars);
+
+    let mut out = heading(doc, &axes.fixed);
+    out.push_str(&device_lines(doc));
+    if style == TableStyle::Markdown {
+        out.push('\n');
+    }
+    if cases.is_empty() {
+        out.push_str("no cases\n");
+        return out;
+    }
+    out.push_str(&drawn.table);
+    out.push('\n');
+    out.push_str(&drawn.left_out_note());
+    out.push_str(&reasons(cases));
+    out
+}
+
+/// The axes of a run, in `axis_order`: those with more than one value get a column; the others
+/// go in the heading as `name=value`.
+struct SplitAxes<'a> {
+    varying: Vec<&'a str>,
+    fixed: Vec<String>,
+}
+
+impl<'a> SplitAxes<'a> {
+    fn of(cases: &[CaseResult], axis_order: &[&'a str]) -> SplitAxes<'a> {
+        let mut axis_values: BTreeMap<&str, Vec<&ParamValue>> = BTreeMap::new();
+        for case in cases {
+            for (name, value) in &case.params {
+                let values = axis_values.entry(name.as_str()).or_default();
+                if !values.contains(&value) {
+                    values.push(value);
+                }
             }
         }
+        let varying = axis_order
+            .iter()
+            .copied()
+            .filter(|a| axis_values.get(a).is_some_and(|v| v.len() > 1))
+            .collect();
+        let fixed = axis_order
+            .iter()
+            .filter_map(|a| match axis_values.get(a) {
+                Some(v) if v.len() == 1 => Some(format!("{a}={}", v[0])),
+                _ => None,
+            })
+            .collect();
+        SplitAxes { varying, fixed }
     }
-    let varying: Vec<&str> = axis_order
-        .iter()
-        .copied()
-        .filter(|a| axis_values.get(a).is_some_and(|v| v.len() > 1))
-        .collect();
-    let fixed: Vec<String> = axis_order
-        .iter()
-        .filter_map(|a| match axis_values.get(a) {
-            Some(v) if v.len() == 1 => Some(format!("{a}={}", v[0])),
-            _ => None,
-        })
-        .collect();
-    let show_scope = cases.iter().any(|c| c.scope.is_some());
-    let peak_gbytes_per_s = doc
-        .environment
-        .device
-        .as_ref()
-        .map(|d| d.measured_copy_gbytes_per_s);
-    // Work that is mostly arithmetic (Durbin, Pearson's matrix: more flops than bytes) is shown
-    // in GFLOP/s too; its GB/s alone would read as nothing.
-    let show_gflops = cases
-        .iter()
-        .any(|c| matches!((c.gflops_per_s, c.gbytes_per_s), (Some(f), Some(b)) if f > b));
+}
 
-    let text = |header: &str, cells: Vec<String>| Column::new(header, cells);
-    let mut columns = vec![text(
+/// What each case is: its variant, its varying axes, and its scope where any case has one.
+fn parameter_columns(cases: &[CaseResult], varying: &[&str]) -> Vec<Column> {
+    let mut columns = vec![Column::new(
         "variant",
         cases.iter().map(|c| c.variant.clone()).collect(),
     )];
-    for axis in &varying {
-        columns.push(text(
+    for axis in varying {
+        columns.push(Column::new(
             axis,
             cases
                 .iter()
@@ -81,9 +105,9 @@ pub fn render_fitted(
                 .collect(),
         ));
     }
-    if show_scope {
+    if cases.iter().any(|c| c.scope.is_some()) {
         columns.push(
-            text(
+            Column::new(
                 "scope",
                 cases
                     .iter()
@@ -93,44 +117,59 @@ pub fn render_fitted(
             .droppable(4),
         );
     }
-    let summary_cell = |f: &dyn Fn(&crate::record::Summary) -> String| -> Vec<String> {
+    columns
+}
+
+/// One cell per case from its summary, `-` for a case without one (skipped, failed).
+fn summary_cells(cases: &[CaseResult], cell: impl Fn(&Summary) -> String) -> Vec<String> {
+    cases
+        .iter()
+        .map(|c| c.summary.as_ref().map_or("-".into(), &cell))
+        .collect()
+}
+
+/// The median time and its 95% CI's half width, relative.
+fn timing_columns(cases: &[CaseResult]) -> Vec<Column> {
+    let ci95 = summary_cells(cases, |s| {
+        // Under 6 samples no order-statistic interval reaches 95%.
+        if s.samples < stats::MIN_SAMPLES_FOR_MEDIAN_CI {
+            "n/a".into()
+        } else {
+            let half_width = (s.median_ci95_s.1 - s.median_ci95_s.0) / 2.0 / s.median_s * 100.0;
+            format!("±{half_width:.1}%")
+        }
+    });
+    vec![
+        Column::new(
+            "median",
+            summary_cells(cases, |s| format_seconds(s.median_s)),
+        )
+        .numeric(),
+        Column::new("95% CI", ci95).numeric().droppable(2),
+    ]
+}
+
+/// Throughput: GB/s, GFLOP/s where the work is mostly arithmetic, and % of the measured copy
+/// peak where the run measured one.
+fn rate_columns(doc: &ResultsDoc) -> Vec<Column> {
+    let cases = &doc.cases;
+    // Work that is mostly arithmetic (Durbin, Pearson's matrix: more flops than bytes) is shown
+    // in GFLOP/s too; its GB/s alone would read as nothing.
+    let show_gflops = cases
+        .iter()
+        .any(|c| matches!((c.gflops_per_s, c.gbytes_per_s), (Some(f), Some(b)) if f > b));
+    let mut columns = vec![Column::new(
+        "GB/s",
         cases
             .iter()
-            .map(|c| c.summary.as_ref().map_or("-".into(), f))
-            .collect()
-    };
-    columns.push(text("median", summary_cell(&|s| format_seconds(s.median_s))).numeric());
-    columns.push(
-        text(
-            "95% CI",
-            summary_cell(&|s| {
-                // Under 6 samples no order-statistic interval reaches 95%.
-                if s.samples < stats::MIN_SAMPLES_FOR_MEDIAN_CI {
-                    "n/a".into()
-                } else {
-                    let half_width =
-                        (s.median_ci95_s.1 - s.median_ci95_s.0) / 2.0 / s.median_s * 100.0;
-                    format!("±{half_width:.1}%")
-                }
-            }),
-        )
-        .numeric()
-        .droppable(2),
-    );
-    columns.push(
-        text(
-            "GB/s",
-            cases
-                .iter()
-                .map(|c| c.gbytes_per_s.map_or("-".into(), format_rate))
-                .collect(),
-        )
-        .numeric()
-        .droppable(if show_gflops { 3 } else { 5 }),
-    );
+            .map(|c| c.gbytes_per_s.map_or("-".into(), format_rate))
+            .collect(),
+    )
+    .numeric()
+    .droppable(if show_gflops { 3 } else { 5 })];
     if show_gflops {
         columns.push(
-            text(
+            Column::new(
                 "GFLOP/s",
                 cases
                     .iter()
@@ -141,9 +180,14 @@ pub fn render_fitted(
             .droppable(5),
         );
     }
+    let peak_gbytes_per_s = doc
+        .environment
+        .device
+        .as_ref()
+        .map(|d| d.measured_copy_gbytes_per_s);
     if let Some(peak) = peak_gbytes_per_s {
         columns.push(
-            text(
+            Column::new(
                 "% peak",
                 cases
                     .iter()
@@ -157,9 +201,17 @@ pub fn render_fitted(
             .droppable(3),
         );
     }
+    columns
+}
+
+/// The speedup over the baseline variant (where the study names one), the sample count, and
+/// the accuracy.
+fn comparison_columns(doc: &ResultsDoc) -> Vec<Column> {
+    let cases = &doc.cases;
+    let mut columns = Vec::new();
     if let Some(baseline) = &doc.manifest.baseline {
         columns.push(
-            text(
+            Column::new(
                 "speedup",
                 cases
                     .iter()
@@ -171,19 +223,23 @@ pub fn render_fitted(
         );
     }
     columns.push(
-        text("samples", summary_cell(&|s| s.samples.to_string()))
+        Column::new("samples", summary_cells(cases, |s| s.samples.to_string()))
             .numeric()
             .droppable(1),
     );
     columns.push(
-        text("rel err", cases.iter().map(accuracy_cell).collect())
+        Column::new("rel err", cases.iter().map(accuracy_cell).collect())
             .numeric()
             .droppable(6),
     );
-    let drawn = draw_columns(columns, style, max_width_chars);
+    columns
+}
 
+/// The study's name and title, then the count of cases by status and the axes with one value.
+fn heading(doc: &ResultsDoc, fixed: &[String]) -> String {
+    let cases = &doc.cases;
     let count = |status: CaseStatus| cases.iter().filter(|c| c.status == status).count();
-    let mut out = format!(
+    format!(
         "{}{}\n{} {}: {} passed, {} failed, {} skipped{}\n",
         doc.study.name,
         if doc.study.title.is_empty() {
@@ -201,31 +257,24 @@ pub fn render_fitted(
         } else {
             format!("  ({})", fixed.join(", "))
         },
-    );
-    let devices = &doc.environment.devices;
-    if devices.len() > 1 {
-        out.push_str(&several_devices(doc));
-    } else if let Some(device) = &doc.environment.device {
-        out.push_str(&format!(
+    )
+}
+
+/// The GPU the run used and its measured copy peak, or each of several; nothing for a CPU run.
+fn device_lines(doc: &ResultsDoc) -> String {
+    if doc.environment.devices.len() > 1 {
+        return several_devices(doc);
+    }
+    match &doc.environment.device {
+        Some(device) => format!(
             "device: {} (sm {}, {} SMs), measured copy peak {:.0} GB/s\n",
             device.name,
             device.compute_capability,
             device.sm_count,
             device.measured_copy_gbytes_per_s
-        ));
+        ),
+        None => String::new(),
     }
-    if style == TableStyle::Markdown {
-        out.push('\n');
-    }
-    if cases.is_empty() {
-        out.push_str("no cases\n");
-        return out;
-    }
-    out.push_str(&drawn.table);
-    out.push('\n');
-    out.push_str(&drawn.left_out_note());
-    out.push_str(&reasons(cases));
-    out
 }
 
 /// A run on several GPUs (`run --devices`, or merged shards): each GPU, its measured copy peak

@@ -66,3 +66,4 @@ if "-v" in sys.argv:
         s = set(comp)
         for m in sorted(comp):
             print("  ", "::".join(m), "->", ", ".join(sorted("::".join(r) for r in edges[m] if r in s)))
+sys.exit(1 if sccs or up else 0)

@@ -26,3 +26,4 @@ for dp, _, fs in os.walk(root):
                 found += 1
                 print(f"{p}:{i+1}: fn {m.group(6)}: {n} lines")
 print(f"{found} functions over {limit} lines")
+sys.exit(1 if found else 0)

@@ -14,6 +14,7 @@ pub mod cupti_profiler;
 pub mod libs;
 pub mod nvml;
 pub mod nvrtc;
+pub mod ptx;
 pub mod sparse;
 pub mod timer;
 

@@ -12,8 +12,9 @@
 //!
 //! Below the stages: `vocab` (shared types), `schema` (the results format), `numerics`,
 //! `device` (kbench's safe layer over CUDA, and the GPU timer), `algos` (the algorithms and the
-//! seam they plug into), `grid` (axis values and where-filters), `env`, and `json_schema` (the
-//! JSON Schemas of the manifest and results formats).
+//! seam they plug into), `grid` (axis values and where-filters), `env`, `json_schema` (the
+//! JSON Schemas of the manifest and results formats), and `reference_command` (a user's program
+//! computing a case's expected outputs, through `.npy` files).
 
 pub mod algos;
 pub mod claims;
@@ -29,6 +30,7 @@ pub mod manifest;
 pub mod measure;
 pub mod numerics;
 pub mod plan;
+pub mod reference_command;
 pub mod report;
 pub mod results;
 pub mod run;

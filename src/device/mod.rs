@@ -1027,7 +1027,9 @@ impl DeviceBuf {
             return Ok(());
         }
         let dst = host.as_bytes_mut();
-        let src = (self.bytes).slice(self.guard_bytes..self.guard_bytes + dst.len());
+        let src = self
+            .bytes
+            .slice(self.guard_bytes..self.guard_bytes + dst.len());
         self.stream.memcpy_dtoh(&src, dst).map_err(driver_error)?;
         self.stream.synchronize().map_err(driver_error)
     }

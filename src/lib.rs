@@ -10,10 +10,11 @@
 //! `stats`) -> `results` (the results file) -> `compare` (the regression gate) and `claims` (a
 //! report's conclusions, judged) -> `report` (tables, markdown, CSV, plots).
 //!
-//! Below the stages: `vocab` (shared types), `schema` (the results format), `numerics`,
+//! Below the stages: `vocab` (shared types), `record` (the results file's types), `numerics`,
 //! `device` (kbench's safe layer over CUDA, and the GPU timer), `algos` (the algorithms and the
-//! seam they plug into), `grid` (axis values and where-filters), `env`, and `json_schema` (the
-//! JSON Schemas of the manifest and results formats).
+//! seam they plug into), `grid` (axis values and where-filters), `env`, `json_schema` (the
+//! JSON Schemas of the manifest and results formats), and `reference_command` (a user's program
+//! computing a case's expected outputs, through `.npy` files).
 
 pub mod algos;
 pub mod claims;
@@ -30,6 +31,7 @@ pub mod measure;
 pub mod numerics;
 pub mod plan;
 pub mod record;
+pub mod reference_command;
 pub mod report;
 pub mod results;
 pub mod run;

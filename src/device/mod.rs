@@ -11,9 +11,11 @@
 pub mod blas;
 pub mod cupti;
 pub mod cupti_profiler;
+pub mod guard;
 pub mod libs;
 pub mod nvml;
 pub mod nvrtc;
+pub mod ptx;
 pub mod sparse;
 pub mod timer;
 
@@ -794,8 +796,12 @@ impl Kernel {
 
 /// A device buffer that knows its element type and length. Kernels take it as a pointer.
 pub struct DeviceBuf {
+    /// The whole allocation: the buffer, and its guard zones where it has them.
     bytes: CudaSlice<u8>,
+    /// The buffer's first element (`guard_bytes` into `bytes`).
     ptr: u64,
+    /// The guard zone before and after the buffer (see `guard`); 0 for a plain buffer.
+    guard_bytes: usize,
     dtype: DType,
     len: usize,
     stream: Arc<CudaStream>,
@@ -814,6 +820,7 @@ impl DeviceBuf {
         Ok(DeviceBuf {
             ptr,
             bytes: slice,
+            guard_bytes: 0,
             dtype,
             len,
             stream: stream.clone(),
@@ -1020,9 +1027,17 @@ impl DeviceBuf {
             return Ok(());
         }
         let dst = host.as_bytes_mut();
-        let src = self.bytes.slice(0..dst.len());
+        let src = self
+            .bytes
+            .slice(self.guard_bytes..self.guard_bytes + dst.len());
         self.stream.memcpy_dtoh(&src, dst).map_err(driver_error)?;
         self.stream.synchronize().map_err(driver_error)
+    }
+
+    /// The buffer's bytes on the device, guard zones excluded (at least one element's for a
+    /// plain buffer, which is never empty).
+    fn region_bytes(&self) -> usize {
+        self.bytes.len() - 2 * self.guard_bytes
     }
 
     /// Sets every byte of the buffer to `byte`.
@@ -1032,7 +1047,7 @@ impl DeviceBuf {
             driver_result::memset_d8_async(
                 self.ptr,
                 byte,
-                self.bytes.len(),
+                self.region_bytes(),
                 self.stream.cu_stream(),
             )
         }
@@ -1050,7 +1065,7 @@ impl DeviceBuf {
                     _ => f32::NAN.to_bits(),
                 };
                 unsafe {
-                    sys::cuMemsetD32Async(self.ptr, word, self.bytes.len() / 4, stream).result()
+                    sys::cuMemsetD32Async(self.ptr, word, self.region_bytes() / 4, stream).result()
                 }
             }
             // All-ones bytes are a NaN in float64.

@@ -117,6 +117,36 @@ pub fn compile(file_label: &str, source: &str, arch: &str) -> Result<Ptx> {
     })
 }
 
+/// The PTX text NVRTC makes of `source` for `arch`, with `extra_options` after kbench's own
+/// (`-DBLOCK=256`, `-I<folder>`, ...): what a user's kernel compiles to, and what
+/// `device::ptx::entries` reads its parameter lists from. The error carries NVRTC's log.
+pub fn ptx_text(
+    file_label: &str,
+    source: &str,
+    arch: &str,
+    extra_options: &[String],
+) -> Result<String> {
+    let mut options = vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".to_string(),
+        "-lineinfo".to_string(),
+    ];
+    options.extend_from_slice(extra_options);
+    let options = CompileOptions {
+        name: Some(file_label.to_string()),
+        options,
+        ..Default::default()
+    };
+    let ptx = nvrtc::compile_ptx_with_opts(source, options).map_err(|e| match e {
+        CompileError::CompileError { log, .. } => anyhow!(
+            "NVRTC failed to compile {file_label} for {arch}:\n{}",
+            log.to_string_lossy().trim_end()
+        ),
+        other => anyhow!("NVRTC failed on {file_label} for {arch}: {other:?}"),
+    })?;
+    Ok(ptx.to_src())
+}
+
 /// One kernel file compiled for one architecture.
 pub struct CompiledFile {
     pub file: &'static str,

@@ -1,0 +1,521 @@
+//! An external reference command: a program of the user's (a NumPy script, say) that computes a
+//! case's expected outputs from its inputs, run once per case outside the timing.
+//!
+//! The exchange is plain files: each input is written as `<name>.npy` into a fresh temporary
+//! folder named by `KBENCH_INPUTS`; the command runs in the manifest's folder with a time limit
+//! and writes each expected output as `<name>.npy` into the folder named by `KBENCH_OUTPUTS`;
+//! kbench reads them back as f64, any numeric dtype and shape (flattened in C order, as kbench's
+//! buffers are). A command that fails, runs too long, or writes a missing or unreadable file is
+//! an error saying which, with the end of what it printed on stderr.
+
+use std::fs;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::vocab::HostData;
+
+/// The folder holding the inputs, as the command's environment names it.
+pub const INPUTS_ENV: &str = "KBENCH_INPUTS";
+/// The folder the command writes its outputs into.
+pub const OUTPUTS_ENV: &str = "KBENCH_OUTPUTS";
+
+/// The most of the command's stderr an error quotes: its last lines, up to this many.
+const STDERR_TAIL_LINES: usize = 20;
+const STDERR_TAIL_CHARS: usize = 2000;
+
+/// How to run the user's command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReferenceCommand {
+    /// The program and its arguments, run without a shell.
+    pub argv: Vec<String>,
+    /// Where it runs: the manifest's folder, so that its paths read as the manifest's do.
+    pub working_dir: PathBuf,
+    /// Past this the command (and everything it started) is killed.
+    pub time_limit: Duration,
+}
+
+/// An output the command must write: `<name>.npy` holding `len` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpectedOutput<'a> {
+    pub name: &'a str,
+    pub len: usize,
+}
+
+/// Why the reference command gave no expected outputs.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReferenceError {
+    #[error("the reference command is empty: it needs at least a program")]
+    EmptyCommand,
+    #[error("`{0}` cannot be an array's file name (use letters, digits, `_`, `-` and `.`)")]
+    BadName(String),
+    #[error("cannot prepare the reference command's files: {0}")]
+    Io(String),
+    #[error("cannot start the reference command `{command}`: {reason}")]
+    Spawn { command: String, reason: String },
+    #[error(
+        "the reference command `{command}` failed ({status}){}",
+        quote(stderr_tail)
+    )]
+    Failed {
+        command: String,
+        /// `exit code 3` or `killed by signal 9`.
+        status: String,
+        stderr_tail: String,
+    },
+    #[error(
+        "the reference command `{command}` ran past its time limit of {limit_s} s and was \
+         stopped{}",
+        quote(stderr_tail)
+    )]
+    TimedOut {
+        command: String,
+        limit_s: f64,
+        stderr_tail: String,
+    },
+    #[error(
+        "the reference command `{command}` wrote no `{name}.npy` into ${OUTPUTS_ENV} (it wrote {})",
+        list_files(written)
+    )]
+    MissingOutput {
+        command: String,
+        name: String,
+        written: Vec<String>,
+    },
+    #[error("the reference command's `{name}.npy` {reason}")]
+    BadOutput { name: String, reason: String },
+}
+
+fn quote(stderr_tail: &str) -> String {
+    if stderr_tail.is_empty() {
+        "; it printed nothing on stderr".to_string()
+    } else {
+        format!("; its stderr ends with:\n{stderr_tail}")
+    }
+}
+
+fn list_files(written: &[String]) -> String {
+    if written.is_empty() {
+        "nothing".to_string()
+    } else {
+        let names: Vec<String> = written.iter().map(|n| format!("`{n}`")).collect();
+        names.join(", ")
+    }
+}
+
+/// Runs `command` on `inputs` and returns the values of each of `outputs`, in their order.
+/// The temporary folder is removed afterwards, whatever happened.
+pub fn run(
+    command: &ReferenceCommand,
+    inputs: &[(&str, &HostData)],
+    outputs: &[ExpectedOutput],
+) -> Result<Vec<Vec<f64>>, ReferenceError> {
+    if command.argv.is_empty() {
+        return Err(ReferenceError::EmptyCommand);
+    }
+    let names = (inputs.iter().map(|(name, _)| *name)).chain(outputs.iter().map(|o| o.name));
+    for name in names {
+        check_name(name)?;
+    }
+    let io = |e: std::io::Error| ReferenceError::Io(e.to_string());
+    let folder = tempfile::Builder::new()
+        .prefix("kbench-reference-")
+        .tempdir()
+        .map_err(io)?;
+    let (inputs_dir, outputs_dir) = (folder.path().join("inputs"), folder.path().join("outputs"));
+    fs::create_dir(&inputs_dir).map_err(io)?;
+    fs::create_dir(&outputs_dir).map_err(io)?;
+    for (name, data) in inputs {
+        let path = inputs_dir.join(format!("{name}.npy"));
+        data.write_npy(&path)
+            .map_err(|e| ReferenceError::Io(format!("writing {}: {e:#}", path.display())))?;
+    }
+    run_to_completion(command, folder.path(), &inputs_dir, &outputs_dir)?;
+    outputs
+        .iter()
+        .map(|expected| read_output(command, &outputs_dir, expected))
+        .collect()
+}
+
+/// An array name that makes a plain file name in the folder (no path, no hidden file).
+fn check_name(name: &str) -> Result<(), ReferenceError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    if name.is_empty() || name.starts_with('.') || !name.chars().all(allowed) {
+        return Err(ReferenceError::BadName(name.to_string()));
+    }
+    Ok(())
+}
+
+/// Runs the command to its end (or its time limit), with stdout and stderr in files in
+/// `folder` (files, not pipes, so a chatty command cannot block on a full pipe).
+fn run_to_completion(
+    command: &ReferenceCommand,
+    folder: &Path,
+    inputs_dir: &Path,
+    outputs_dir: &Path,
+) -> Result<(), ReferenceError> {
+    let shown = command.argv.join(" ");
+    let io = |e: std::io::Error| ReferenceError::Io(e.to_string());
+    let stderr_path = folder.join("stderr.txt");
+    let stdout = fs::File::create(folder.join("stdout.txt")).map_err(io)?;
+    let stderr = fs::File::create(&stderr_path).map_err(io)?;
+    let mut child = Command::new(&command.argv[0])
+        .args(&command.argv[1..])
+        .current_dir(&command.working_dir)
+        .env(INPUTS_ENV, inputs_dir)
+        .env(OUTPUTS_ENV, outputs_dir)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        // Its own process group, so that a time-out stops what it started too (a shell's
+        // children, a Python's subprocesses).
+        .process_group(0)
+        .spawn()
+        .map_err(|e| ReferenceError::Spawn {
+            command: shown.clone(),
+            reason: format!("{e} (run in {})", command.working_dir.display()),
+        })?;
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(io)? {
+            break status;
+        }
+        if started.elapsed() >= command.time_limit {
+            // SAFETY: kill(2) on the process group this function created; the child is not
+            // reaped yet, so the group's id cannot have been reused.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = child.wait();
+            return Err(ReferenceError::TimedOut {
+                command: shown,
+                limit_s: command.time_limit.as_secs_f64(),
+                stderr_tail: stderr_tail(&stderr_path),
+            });
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    };
+    if status.success() {
+        return Ok(());
+    }
+    Err(ReferenceError::Failed {
+        command: shown,
+        status: describe_status(status),
+        stderr_tail: stderr_tail(&stderr_path),
+    })
+}
+
+fn describe_status(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    }
+}
+
+/// The last lines of the file at `path` (empty if it cannot be read).
+fn stderr_tail(path: &Path) -> String {
+    let mut bytes = Vec::new();
+    if fs::File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .is_err()
+    {
+        return String::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.trim_end().lines().collect();
+    let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
+    let skip = tail.chars().count().saturating_sub(STDERR_TAIL_CHARS);
+    tail.chars().skip(skip).collect()
+}
+
+/// Reads `<name>.npy` from the outputs folder and checks its length.
+fn read_output(
+    command: &ReferenceCommand,
+    outputs_dir: &Path,
+    expected: &ExpectedOutput,
+) -> Result<Vec<f64>, ReferenceError> {
+    let path = outputs_dir.join(format!("{}.npy", expected.name));
+    if !path.exists() {
+        let mut written: Vec<String> = fs::read_dir(outputs_dir)
+            .map(|entries| {
+                (entries.flatten())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        written.sort();
+        return Err(ReferenceError::MissingOutput {
+            command: command.argv.join(" "),
+            name: expected.name.to_string(),
+            written,
+        });
+    }
+    let bad = |reason: String| ReferenceError::BadOutput {
+        name: expected.name.to_string(),
+        reason,
+    };
+    let values = read_npy_f64(&path).map_err(bad)?;
+    if values.len() != expected.len {
+        return Err(bad(format!(
+            "holds {} values; the output has {}",
+            values.len(),
+            expected.len
+        )));
+    }
+    Ok(values)
+}
+
+/// A `.npy` file's values as f64, in C order whatever order the file was written in; any
+/// float, signed or unsigned integer dtype of either byte order. The error reads after the
+/// file's name ("is not a .npy file: ...").
+pub fn read_npy_f64(path: &Path) -> Result<Vec<f64>, String> {
+    let file = fs::File::open(path).map_err(|e| format!("cannot be opened: {e}"))?;
+    let npy = npyz::NpyFile::new(std::io::BufReader::new(file))
+        .map_err(|e| format!("is not a .npy file: {e}"))?;
+    let shape = npy.shape().to_vec();
+    let fortran = npy.order() == npyz::Order::Fortran;
+    let dtype = npy.dtype();
+    let npyz::DType::Plain(type_str) = &dtype else {
+        return Err(format!(
+            "holds records ({}); kbench reads arrays of numbers",
+            dtype.descr()
+        ));
+    };
+    use npyz::TypeChar::{Float, Int, Uint};
+    let unreadable = |e: std::io::Error| format!("cannot be read: {e}");
+    let values: Vec<f64> = match (type_str.type_char(), type_str.size_field()) {
+        (Float, 8) => npy.into_vec::<f64>().map_err(unreadable)?,
+        (Float, 4) => widen(npy.into_vec::<f32>().map_err(unreadable)?),
+        (Int, 8) => npy
+            .into_vec::<i64>()
+            .map_err(unreadable)?
+            .into_iter()
+            .map(|v| v as f64)
+            .collect(),
+        (Int, 4) => widen(npy.into_vec::<i32>().map_err(unreadable)?),
+        (Int, 2) => widen(npy.into_vec::<i16>().map_err(unreadable)?),
+        (Int, 1) => widen(npy.into_vec::<i8>().map_err(unreadable)?),
+        (Uint, 8) => npy
+            .into_vec::<u64>()
+            .map_err(unreadable)?
+            .into_iter()
+            .map(|v| v as f64)
+            .collect(),
+        (Uint, 4) => widen(npy.into_vec::<u32>().map_err(unreadable)?),
+        (Uint, 2) => widen(npy.into_vec::<u16>().map_err(unreadable)?),
+        (Uint, 1) => widen(npy.into_vec::<u8>().map_err(unreadable)?),
+        _ => {
+            return Err(format!(
+                "has dtype {type_str}; kbench reads float, int and uint arrays"
+            ))
+        }
+    };
+    Ok(if fortran && shape.len() > 1 {
+        fortran_to_c_order(&values, &shape)
+    } else {
+        values
+    })
+}
+
+fn widen<T: Into<f64>>(values: Vec<T>) -> Vec<f64> {
+    values.into_iter().map(Into::into).collect()
+}
+
+/// Reorders an array stored column-major (NumPy saves a transposed array so) into row-major.
+fn fortran_to_c_order(values: &[f64], shape: &[u64]) -> Vec<f64> {
+    let mut out = Vec::with_capacity(values.len());
+    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let mut index = vec![0usize; dims.len()];
+    for _ in 0..values.len() {
+        // The column-major offset of `index`: the first dimension varies fastest.
+        let mut offset = 0;
+        let mut stride = 1;
+        for (i, d) in index.iter().zip(&dims) {
+            offset += i * stride;
+            stride *= d;
+        }
+        out.push(values[offset]);
+        // The next row-major index: the last dimension varies fastest.
+        for (i, d) in index.iter_mut().zip(&dims).rev() {
+            *i += 1;
+            if *i < *d {
+                break;
+            }
+            *i = 0;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(script: &str, dir: &Path, limit_ms: u64) -> ReferenceCommand {
+        ReferenceCommand {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            working_dir: dir.to_path_buf(),
+            time_limit: Duration::from_millis(limit_ms),
+        }
+    }
+
+    fn x() -> HostData {
+        HostData::F32(vec![1.0, 2.5, -3.0, 4.0])
+    }
+
+    #[test]
+    fn an_input_copied_to_an_output_reads_back_as_f64() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = command(
+            r#"cp "$KBENCH_INPUTS/x.npy" "$KBENCH_OUTPUTS/y.npy" && cp "$KBENCH_INPUTS/n.npy" "$KBENCH_OUTPUTS/m.npy""#,
+            dir.path(),
+            10_000,
+        );
+        let n = HostData::I32(vec![7, -8]);
+        let outputs = [
+            ExpectedOutput { name: "y", len: 4 },
+            ExpectedOutput { name: "m", len: 2 },
+        ];
+        let got = run(&copy, &[("x", &x()), ("n", &n)], &outputs).unwrap();
+        assert_eq!(got, [vec![1.0, 2.5, -3.0, 4.0], vec![7.0, -8.0]]);
+    }
+
+    #[test]
+    fn the_command_runs_in_the_manifests_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        HostData::F64(vec![0.5; 3])
+            .write_npy(&dir.path().join("expected.npy"))
+            .unwrap();
+        let copy = command(
+            r#"cp expected.npy "$KBENCH_OUTPUTS/y.npy""#,
+            dir.path(),
+            10_000,
+        );
+        let got = run(&copy, &[], &[ExpectedOutput { name: "y", len: 3 }]).unwrap();
+        assert_eq!(got, [vec![0.5; 3]]);
+    }
+
+    #[test]
+    fn a_failing_command_is_reported_with_its_exit_code_and_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let fail = command(
+            "echo working; echo 'boom: no such array' >&2; exit 3",
+            dir.path(),
+            10_000,
+        );
+        let err = run(
+            &fail,
+            &[("x", &x())],
+            &[ExpectedOutput { name: "y", len: 4 }],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the reference command `sh -c echo working; echo 'boom: no such array' >&2; exit 3` \
+             failed (exit code 3); its stderr ends with:\nboom: no such array"
+        );
+        let silent = command("kill -9 $$", dir.path(), 10_000);
+        let err = run(&silent, &[], &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("failed (killed by signal 9); it printed nothing on stderr"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_command_past_its_time_limit_is_stopped_with_what_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let slow = command("echo thinking >&2; sleep 30; echo done", dir.path(), 300);
+        let started = Instant::now();
+        let err = run(&slow, &[], &[ExpectedOutput { name: "y", len: 1 }]).unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(
+            err,
+            ReferenceError::TimedOut {
+                command: "sh -c echo thinking >&2; sleep 30; echo done".into(),
+                limit_s: 0.3,
+                stderr_tail: "thinking".into()
+            }
+        );
+        assert!(err.to_string().contains("ran past its time limit of 0.3 s"));
+    }
+
+    #[test]
+    fn a_missing_or_unreadable_or_short_output_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let expected = [ExpectedOutput { name: "y", len: 4 }];
+        let nothing = command(r#"echo hi > "$KBENCH_OUTPUTS/Y.txt""#, dir.path(), 10_000);
+        assert_eq!(
+            run(&nothing, &[("x", &x())], &expected)
+                .unwrap_err()
+                .to_string(),
+            "the reference command `sh -c echo hi > \"$KBENCH_OUTPUTS/Y.txt\"` wrote no `y.npy` \
+             into $KBENCH_OUTPUTS (it wrote `Y.txt`)"
+        );
+        let garbage = command(
+            r#"echo nonsense > "$KBENCH_OUTPUTS/y.npy""#,
+            dir.path(),
+            10_000,
+        );
+        let err = run(&garbage, &[("x", &x())], &expected).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("the reference command's `y.npy` is not a .npy file"),
+            "{err}"
+        );
+        let short = [ExpectedOutput { name: "y", len: 5 }];
+        let copy = command(
+            r#"cp "$KBENCH_INPUTS/x.npy" "$KBENCH_OUTPUTS/y.npy""#,
+            dir.path(),
+            10_000,
+        );
+        assert_eq!(
+            run(&copy, &[("x", &x())], &short).unwrap_err().to_string(),
+            "the reference command's `y.npy` holds 4 values; the output has 5"
+        );
+    }
+
+    #[test]
+    fn bad_commands_and_names_are_refused_before_anything_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut empty = command("", dir.path(), 1000);
+        empty.argv.clear();
+        assert_eq!(run(&empty, &[], &[]), Err(ReferenceError::EmptyCommand));
+        let copy = command("true", dir.path(), 1000);
+        assert_eq!(
+            run(&copy, &[("../x", &x())], &[]),
+            Err(ReferenceError::BadName("../x".into()))
+        );
+        let missing = ReferenceCommand {
+            argv: vec!["kbench-no-such-program".into()],
+            ..copy
+        };
+        let err = run(&missing, &[], &[]).unwrap_err().to_string();
+        assert!(
+            err.starts_with("cannot start the reference command `kbench-no-such-program`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_column_major_file_reads_in_row_major_order() {
+        use npyz::WriterBuilder;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.npy");
+        // The 2 x 3 matrix [[1, 2, 3], [4, 5, 6]] stored by columns, as `np.save` writes a transposed (Fortran-ordered) array.
+        let mut writer = npyz::WriteOptions::<i64>::new()
+            .default_dtype()
+            .shape(&[2, 3])
+            .order(npyz::Order::Fortran)
+            .writer(std::io::BufWriter::new(fs::File::create(&path).unwrap()))
+            .begin_nd()
+            .unwrap();
+        writer.extend([1i64, 4, 2, 5, 3, 6]).unwrap();
+        writer.finish().unwrap();
+        assert_eq!(read_npy_f64(&path).unwrap(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    }
+}

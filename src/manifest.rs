@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+mod custom;
 mod findings;
 mod json_schema;
 
@@ -193,6 +194,9 @@ pub struct Manifest {
     pub claims: Vec<ClaimSpec>,
     /// Where its parts are in `source`, for the mistakes only planning finds.
     pub spans: SourceSpans,
+    /// A custom study's definition (`algorithm = "custom"`), which `algorithm` was built from
+    /// and which the workers rebuild it from.
+    pub custom: Option<crate::custom::CustomDef>,
 }
 
 /// Where parts of a manifest are in its source: the plan reports a filter that divides by zero
@@ -352,6 +356,10 @@ struct RawManifest {
     #[serde(rename = "claim", default)]
     #[schemars(with = "Vec<findings::RawClaim>")]
     claims: Vec<Spanned<findings::RawClaim>>,
+    /// A study's own kernels (with `study.algorithm = "custom"`).
+    #[serde(default)]
+    #[schemars(with = "Option<custom::RawCustom>")]
+    custom: Option<Spanned<custom::RawCustom>>,
 }
 
 /// What `kbench compare` uses for this study unless its command line says otherwise.
@@ -645,18 +653,8 @@ impl Validator<'_> {
         ManifestError::new(self.path, self.source, span, Some(key.into()), message)
     }
 
-    fn validate(&self, raw: RawManifest) -> Result<Manifest, ManifestError> {
-        let found = algos::find(raw.study.algorithm.get_ref()).ok_or_else(|| {
-            self.error(
-                raw.study.algorithm.span(),
-                "study.algorithm",
-                format!(
-                    "unknown algorithm `{}`; known: {}",
-                    raw.study.algorithm.get_ref(),
-                    algos::names().join(", ")
-                ),
-            )
-        })?;
+    fn validate(&self, mut raw: RawManifest) -> Result<Manifest, ManifestError> {
+        let (found, custom) = self.find_algorithm(&raw.study, raw.custom.take())?;
         let spec = found.spec();
         let name = raw.study.name.get_ref();
         if !is_safe_name(name) {
@@ -707,6 +705,9 @@ impl Validator<'_> {
             })
             .collect();
         let variants = self.validate_variants(spec, &axes, &zip, raw.variants, measure.scope)?;
+        if let Some((def, spans)) = &custom {
+            self.check_over_grid(def, spans, &axes, &zip, filter.as_ref(), &variants)?;
+        }
         self.refuse_backend_settings_no_variant_uses(spec, &variants, &axis_spans, measure_scope)?;
         let accuracy =
             self.validate_accuracy(raw.accuracy, study_dtypes(spec, &axes, &variants))?;
@@ -811,7 +812,51 @@ impl Validator<'_> {
                 variant_names,
                 variant_params,
             },
+            custom: custom.map(|(def, _)| def),
         })
+    }
+
+    /// The study's algorithm: a built-in by name, or, for `algorithm = "custom"`, one built
+    /// from the manifest's `[custom]` table (with its definition and the spans of its keys).
+    #[allow(clippy::type_complexity)]
+    fn find_algorithm(
+        &self,
+        study: &RawStudy,
+        custom: Option<Spanned<custom::RawCustom>>,
+    ) -> Result<(AlgorithmRef, Option<(crate::custom::CustomDef, custom::CustomSpans)>), ManifestError>
+    {
+        let name = study.algorithm.get_ref();
+        if name == crate::custom::CUSTOM {
+            let Some(raw) = custom else {
+                return Err(self.error(
+                    study.algorithm.span(),
+                    "study.algorithm",
+                    "algorithm \"custom\" runs the manifest's own kernels, which a [custom] table declares: add one (see the README's \"Benchmark your own kernel\")".into(),
+                ));
+            };
+            let (mut def, spans) = self.validate_custom(raw)?;
+            def.title = study.title.as_ref().map_or(String::new(), |t| t.get_ref().clone());
+            let built = crate::custom::Custom::new(def.clone());
+            return Ok((AlgorithmRef::Owned(std::sync::Arc::new(built)), Some((def, spans))));
+        }
+        if let Some(raw) = custom {
+            return Err(self.error(
+                self.table_header_span(raw.span()),
+                "custom",
+                format!("[custom] declares a study's own kernels, and this study's algorithm is `{name}`: set `algorithm = \"custom\"` or remove the table"),
+            ));
+        }
+        let found = algos::find(name).ok_or_else(|| {
+            self.error(
+                study.algorithm.span(),
+                "study.algorithm",
+                format!(
+                    "unknown algorithm `{name}`; known: {}, or custom (your own kernels)",
+                    algos::names().join(", ")
+                ),
+            )
+        })?;
+        Ok((found, None))
     }
 
     /// The header line of a table (`[grid]`) whose span toml gives as `span`; the span itself

@@ -666,6 +666,8 @@ impl Validator<'_> {
             };
             self.expression(&spanned, &k, scope, spans)?;
         }
+        // A fault of the whole (a block of too many threads) is shown on the value.
+        spans.exprs.insert(key.to_string(), value.span());
         Ok(texts)
     }
 

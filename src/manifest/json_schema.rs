@@ -202,7 +202,10 @@ pub(super) fn names_of(names: Vec<&str>) -> Schema {
 }
 
 pub(super) fn algorithm(_: &mut SchemaGenerator) -> Schema {
-    names_of(algos::names())
+    let mut names = algos::names();
+    // A study's own kernels, declared in its `[custom]` table.
+    names.push(crate::custom::CUSTOM);
+    names_of(names)
 }
 
 /// A study's or variant's name: it names files and folders.

@@ -39,6 +39,8 @@ fn run_on_mock(example: &str) -> (String, Value) {
         .args(["run"])
         .arg(repo(example))
         .args(["--out-dir", "out"])
+        // A fixed number of samples: the snapshot must not depend on how fast this machine is.
+        .args(["--warmup", "1", "--min-samples", "10", "--max-samples", "10"])
         .assert()
         .success();
     let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();

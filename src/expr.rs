@@ -194,11 +194,21 @@ impl Expr {
             let name = match (&arg.node, arg.eval(names)) {
                 (_, Ok(Value::Str(s))) => s,
                 (Node::Name(n), _) => n.clone(),
-                (_, Ok(v)) => return error(arg.offset, format!("sizeof needs an element type, not {}", v.kind())),
+                (_, Ok(v)) => {
+                    return error(
+                        arg.offset,
+                        format!("sizeof needs an element type, not {}", v.kind()),
+                    )
+                }
                 (_, Err(e)) => return Err(e),
             };
             return type_size(&name).map(Value::Int).map_or_else(
-                || error(arg.offset, format!("sizeof: `{name}` is not an element type (i32, f32, f64)")),
+                || {
+                    error(
+                        arg.offset,
+                        format!("sizeof: `{name}` is not an element type (i32, f32, f64)"),
+                    )
+                },
                 Ok,
             );
         }
@@ -215,10 +225,16 @@ impl Expr {
                     return error(at, "ceil_div takes two integers");
                 };
                 if *b <= 0 {
-                    return error(args[1].offset, format!("ceil_div by {b}: the divisor must be above 0"));
+                    return error(
+                        args[1].offset,
+                        format!("ceil_div by {b}: the divisor must be above 0"),
+                    );
                 }
                 if *a < 0 {
-                    return error(args[0].offset, format!("ceil_div of {a}: the dividend must be 0 or more"));
+                    return error(
+                        args[0].offset,
+                        format!("ceil_div of {a}: the dividend must be 0 or more"),
+                    );
                 }
                 Ok(Value::Int(a / b + i64::from(a % b != 0)))
             }
@@ -268,7 +284,10 @@ impl Expr {
             Value::Bool(b) => Ok(b),
             other => error(
                 self.offset,
-                format!("expected a condition such as `len > 1`, found {}", other.kind()),
+                format!(
+                    "expected a condition such as `len > 1`, found {}",
+                    other.kind()
+                ),
             ),
         }
     }
@@ -285,7 +304,11 @@ fn binary(op: BinOp, at: usize, a: Value, b: Value) -> Result<Value, ExprError> 
         (Or, Value::Bool(x), Value::Bool(y)) => Ok(Value::Bool(x || y)),
         (And | Or, x, y) => error(
             at,
-            format!("`&&` and `||` join conditions, not {} and {}", x.kind(), y.kind()),
+            format!(
+                "`&&` and `||` join conditions, not {} and {}",
+                x.kind(),
+                y.kind()
+            ),
         ),
         (Eq | Ne, Value::Str(x), Value::Str(y)) => Ok(Value::Bool((x == y) == (op == Eq))),
         (Eq | Ne, Value::Bool(x), Value::Bool(y)) => Ok(Value::Bool((x == y) == (op == Eq))),
@@ -321,7 +344,12 @@ fn binary(op: BinOp, at: usize, a: Value, b: Value) -> Result<Value, ExprError> 
         }
         (_, x, y) => error(
             at,
-            format!("cannot apply `{}` to {} and {}", op_text(op), x.kind(), y.kind()),
+            format!(
+                "cannot apply `{}` to {} and {}",
+                op_text(op),
+                x.kind(),
+                y.kind()
+            ),
         ),
     }
 }
@@ -400,10 +428,16 @@ fn lex(text: &str) -> Result<Vec<(usize, Token)>, ExprError> {
         let c = bytes[i];
         if c.is_ascii_whitespace() {
             i += 1;
-        } else if c.is_ascii_digit() || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+        } else if c.is_ascii_digit()
+            || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit))
+        {
             let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'.' || bytes[i] == b'_'
-                || ((bytes[i] == b'-' || bytes[i] == b'+') && matches!(bytes[i - 1], b'e' | b'E')))
+            while i < bytes.len()
+                && (bytes[i].is_ascii_alphanumeric()
+                    || bytes[i] == b'.'
+                    || bytes[i] == b'_'
+                    || ((bytes[i] == b'-' || bytes[i] == b'+')
+                        && matches!(bytes[i - 1], b'e' | b'E')))
             {
                 i += 1;
             }
@@ -417,7 +451,10 @@ fn lex(text: &str) -> Result<Vec<(usize, Token)>, ExprError> {
                 match word.parse::<i64>() {
                     Ok(n) => Token::Int(n),
                     Err(_) => {
-                        return error(start, format!("`{}` is not an integer that fits 64 bits", &text[start..i]))
+                        return error(
+                            start,
+                            format!("`{}` is not an integer that fits 64 bits", &text[start..i]),
+                        )
                     }
                 }
             };
@@ -489,7 +526,10 @@ impl Parser {
     ) -> Result<Expr, ExprError> {
         let mut left = next(self)?;
         loop {
-            let Some(&(text, op)) = ops.iter().find(|(text, _)| self.peek().is_some_and(|(_, t)| *t == Token::Op(text))) else {
+            let Some(&(text, op)) = ops
+                .iter()
+                .find(|(text, _)| self.peek().is_some_and(|(_, t)| *t == Token::Op(text)))
+            else {
                 return Ok(left);
             };
             let offset = self.eat(text).unwrap_or(self.end);
@@ -514,12 +554,23 @@ impl Parser {
 
     fn comparison(&mut self) -> Result<Expr, ExprError> {
         use BinOp::*;
-        let ops = [("==", Eq), ("!=", Ne), ("<=", Le), (">=", Ge), ("<", Lt), (">", Gt)];
+        let ops = [
+            ("==", Eq),
+            ("!=", Ne),
+            ("<=", Le),
+            (">=", Ge),
+            ("<", Lt),
+            (">", Gt),
+        ];
         self.binary_level(&ops, Parser::sum, false)
     }
 
     fn sum(&mut self) -> Result<Expr, ExprError> {
-        self.binary_level(&[("+", BinOp::Add), ("-", BinOp::Sub)], Parser::product, true)
+        self.binary_level(
+            &[("+", BinOp::Add), ("-", BinOp::Sub)],
+            Parser::product,
+            true,
+        )
     }
 
     fn product(&mut self) -> Result<Expr, ExprError> {
@@ -572,7 +623,10 @@ impl Parser {
                         }
                         if self.eat(",").is_none() {
                             let at = self.peek().map_or(self.end, |(o, _)| o);
-                            return error(at, format!("expected `,` or `)` in the call of `{name}`"));
+                            return error(
+                                at,
+                                format!("expected `,` or `)` in the call of `{name}`"),
+                            );
                         }
                     }
                 }
@@ -627,7 +681,10 @@ mod tests {
     #[test]
     fn conditions_compare_and_combine() {
         assert_eq!(eval("n > 1 && block <= 1024").unwrap(), Value::Bool(true));
-        assert_eq!(eval("n < 1 or dtype == \"f64\"").unwrap(), Value::Bool(true));
+        assert_eq!(
+            eval("n < 1 or dtype == \"f64\"").unwrap(),
+            Value::Bool(true)
+        );
         assert_eq!(eval("not (n >= 1000)").unwrap(), Value::Bool(false));
     }
 

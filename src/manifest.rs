@@ -823,8 +823,13 @@ impl Validator<'_> {
         &self,
         study: &RawStudy,
         custom: Option<Spanned<custom::RawCustom>>,
-    ) -> Result<(AlgorithmRef, Option<(crate::custom::CustomDef, custom::CustomSpans)>), ManifestError>
-    {
+    ) -> Result<
+        (
+            AlgorithmRef,
+            Option<(crate::custom::CustomDef, custom::CustomSpans)>,
+        ),
+        ManifestError,
+    > {
         let name = study.algorithm.get_ref();
         if name == crate::custom::CUSTOM {
             let Some(raw) = custom else {
@@ -835,9 +840,15 @@ impl Validator<'_> {
                 ));
             };
             let (mut def, spans) = self.validate_custom(raw)?;
-            def.title = study.title.as_ref().map_or(String::new(), |t| t.get_ref().clone());
+            def.title = study
+                .title
+                .as_ref()
+                .map_or(String::new(), |t| t.get_ref().clone());
             let built = crate::custom::Custom::new(def.clone());
-            return Ok((AlgorithmRef::Owned(std::sync::Arc::new(built)), Some((def, spans))));
+            return Ok((
+                AlgorithmRef::Owned(std::sync::Arc::new(built)),
+                Some((def, spans)),
+            ));
         }
         if let Some(raw) = custom {
             return Err(self.error(

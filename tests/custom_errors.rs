@@ -144,7 +144,10 @@ fn malformed_custom_studies_are_refused_at_the_faults_line() {
     let path = dir.path().join("m.toml");
     let mut failures = Vec::new();
     for (what, from, to, message, line_needle) in CASES {
-        assert!(BASE.contains(from), "{what}: `{from}` is not in the base manifest");
+        assert!(
+            BASE.contains(from),
+            "{what}: `{from}` is not in the base manifest"
+        );
         let text = BASE.replacen(from, to, 1);
         let expected_line = line_of(&text, line_needle);
         match kbench::manifest::parse(Path::new(&path), &text) {

@@ -40,7 +40,14 @@ fn run_on_mock(example: &str) -> (String, Value) {
         .arg(repo(example))
         .args(["--out-dir", "out"])
         // A fixed number of samples: the snapshot must not depend on how fast this machine is.
-        .args(["--warmup", "1", "--min-samples", "10", "--max-samples", "10"])
+        .args([
+            "--warmup",
+            "1",
+            "--min-samples",
+            "10",
+            "--max-samples",
+            "10",
+        ])
         .assert()
         .success();
     let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
@@ -90,7 +97,11 @@ fn the_custom_reduction_runs_on_the_mock_device_timed_from_its_declared_bytes() 
         assert_eq!(case["status"], "passed", "{case}");
         // bytes = (n + 1) * sizeof(dtype)
         let n = case["params"]["n"].as_u64().unwrap();
-        let size = if case["params"]["dtype"] == "f64" { 8 } else { 4 };
+        let size = if case["params"]["dtype"] == "f64" {
+            8
+        } else {
+            4
+        };
         assert_eq!(case["bytes_moved"].as_u64().unwrap(), (n + 1) * size);
         assert_eq!(case["flops"].as_u64().unwrap(), n - 1);
     }

@@ -85,9 +85,9 @@ impl AxisKind {
             (AxisKind::Int { min, max }, ParamValue::Int(i)) if (min..=max).contains(i) => {
                 Ok(value.clone())
             }
-            (AxisKind::Int { min, max }, ParamValue::Int(i)) => Err(format!(
-                "expected an integer from {min} to {max}, got {i}"
-            )),
+            (AxisKind::Int { min, max }, ParamValue::Int(i)) => {
+                Err(format!("expected an integer from {min} to {max}, got {i}"))
+            }
             (AxisKind::Size | AxisKind::BlockSize | AxisKind::Int { .. }, v) => {
                 Err(format!("expected an integer, found {}", found(v)))
             }

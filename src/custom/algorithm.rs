@@ -21,7 +21,7 @@ use crate::algos::{
 };
 use crate::device::{DeviceIo, Gpu, KernelFile, Launcher};
 use crate::expr::Value;
-use crate::vocab::{Backend, DType, HostData, ParamValue, Params, Tolerance};
+use crate::vocab::{DType, HostData, ParamValue, Params, Tolerance};
 
 /// The name a manifest gives as `study.algorithm` for its own kernels.
 pub const CUSTOM: &str = "custom";
@@ -82,22 +82,26 @@ impl Custom {
     fn kernel_file(&self, params: &Params) -> Result<KernelFile> {
         let names = |name: &str| params.get(name).map(param_value);
         let mut defines = Vec::new();
-        for (i, (name, text)) in self.def.defines.iter().enumerate() {
+        for (name, text) in &self.def.defines {
             let value = schedule::eval(text, &format!("custom.defines.{name}"), &names)
                 .map_err(|e| anyhow!("{e}"))?;
             let is_dtype = matches!(&value, Value::Str(s) if DType::parse(s).is_some());
             let text = match value {
-                Value::Str(s) if is_dtype => c_type(DType::parse(&s).unwrap_or(DType::F32)).to_string(),
+                Value::Str(s) if is_dtype => {
+                    c_type(DType::parse(&s).unwrap_or(DType::F32)).to_string()
+                }
                 Value::Str(s) => s,
                 Value::Int(v) => v.to_string(),
                 Value::Float(x) => format!("{x:?}"),
                 Value::Bool(b) => i32::from(b).to_string(),
             };
-            let _ = i;
             defines.push(format!("{name}={text}"));
         }
         let key = defines.join(" ");
-        let mut files = self.files.lock().map_err(|_| anyhow!("kbench bug: a poisoned lock"))?;
+        let mut files = self
+            .files
+            .lock()
+            .map_err(|_| anyhow!("kbench bug: a poisoned lock"))?;
         if let Some(file) = files.get(&key) {
             return Ok(*file);
         }
@@ -136,7 +140,9 @@ fn axis_def(decl: &super::def::AxisDecl) -> AxisDef {
             let names: Vec<&'static str> = names.iter().map(|n| leak(n)).collect();
             AxisKind::Choice(Box::leak(names.into_boxed_slice()))
         }
-        AxisKindDecl::Dtype(allowed) => AxisKind::Dtype(Box::leak(allowed.clone().into_boxed_slice())),
+        AxisKindDecl::Dtype(allowed) => {
+            AxisKind::Dtype(Box::leak(allowed.clone().into_boxed_slice()))
+        }
         AxisKindDecl::Block => AxisKind::BlockSize,
     };
     let default = decl.default.as_ref().map(|d| match d {
@@ -168,7 +174,9 @@ impl DynAlgorithm for Custom {
                 .map_err(|e| anyhow!("{e}"))? as usize;
             let elem = match b.elem {
                 ElemType::Fixed(d) => d,
-                ElemType::FromDtype => dtype.context("a buffer of type `dtype` needs a `dtype` axis")?,
+                ElemType::FromDtype => {
+                    dtype.context("a buffer of type `dtype` needs a `dtype` axis")?
+                }
             };
             buffers.push((elem, len));
         }
@@ -221,7 +229,11 @@ impl BoundCase for CustomCase<'_> {
         for ((dtype, len), decl) in self.buffers.iter().zip(&self.algorithm.def.buffers) {
             let bytes = (*len as u64).checked_mul(dtype.size_bytes())?;
             // An output's reference is held as float64 beside it.
-            let reference = if decl.role.is_output() { (*len as u64).checked_mul(8)? } else { 0 };
+            let reference = if decl.role.is_output() {
+                (*len as u64).checked_mul(8)?
+            } else {
+                0
+            };
             total = total.checked_add(bytes)?.checked_add(reference)?;
         }
         Some(total)
@@ -274,7 +286,12 @@ impl BoundCase for CustomCase<'_> {
         ))
     }
 
-    fn cuda<'a>(&self, kernel: &str, gpu: Gpu<'a>, io: &'a DeviceIo) -> Result<Box<dyn Launcher + 'a>> {
+    fn cuda<'a>(
+        &self,
+        kernel: &str,
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+    ) -> Result<Box<dyn Launcher + 'a>> {
         let def = &self.algorithm.def;
         let (index, program) = (def.kernels.iter().enumerate())
             .find(|(_, k)| k.name == kernel)
@@ -284,7 +301,9 @@ impl BoundCase for CustomCase<'_> {
         let scratch = (def.buffers.iter().zip(&self.buffers))
             .filter(|(d, _)| d.role == Role::Scratch)
             .map(|(d, (dtype, len))| (d.name.clone(), *dtype, *len));
-        Ok(Box::new(super::launch::CustomLauncher::new(gpu, io, scratch, planned)?))
+        Ok(Box::new(super::launch::CustomLauncher::new(
+            gpu, io, scratch, planned,
+        )?))
     }
 
     fn kernel_file(&self) -> Option<Result<KernelFile>> {
@@ -293,7 +312,8 @@ impl BoundCase for CustomCase<'_> {
 
     fn reference_kernel(&self) -> Option<&str> {
         let def = &self.algorithm.def;
-        let wanted = (def.buffers.iter()).any(|b| b.role.is_output() && matches!(b.expected, Some(Expected::Reference) | None));
+        let wanted = (def.buffers.iter())
+            .any(|b| b.role.is_output() && matches!(b.expected, Some(Expected::Reference) | None));
         def.reference.as_deref().filter(|_| wanted)
     }
 }
@@ -311,7 +331,9 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
         Init::Iota => (0..len).map(|i| i as f64).collect(),
         Init::Uniform { low, high } if dtype == DType::I32 => {
             let (low, high) = (low.ceil() as i64, high.floor() as i64);
-            (0..len).map(|_| rng.random_range(low..=high) as f64).collect()
+            (0..len)
+                .map(|_| rng.random_range(low..=high) as f64)
+                .collect()
         }
         Init::Uniform { low, high } => (0..len).map(|_| rng.random_range(*low..*high)).collect(),
         Init::Normal { mean, std_dev } => (0..len)
@@ -332,7 +354,8 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
 /// A `.npy` file's values, which must be `len` elements of `dtype`.
 pub fn read_npy(path: &PathBuf, dtype: DType, len: usize) -> Result<HostData> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let npy = npyz::NpyFile::new(&bytes[..]).with_context(|| format!("{} is not a .npy file", path.display()))?;
+    let npy = npyz::NpyFile::new(&bytes[..])
+        .with_context(|| format!("{} is not a .npy file", path.display()))?;
     let data = match dtype {
         DType::I32 => npy.into_vec::<i32>().map(HostData::I32),
         DType::F32 => npy.into_vec::<f32>().map(HostData::F32),
@@ -340,10 +363,11 @@ pub fn read_npy(path: &PathBuf, dtype: DType, len: usize) -> Result<HostData> {
     }
     .with_context(|| format!("{} does not hold {} values", path.display(), dtype.name()))?;
     if data.len() != len {
-        bail!("{} holds {} elements; the buffer has {len}", path.display(), data.len());
+        bail!(
+            "{} holds {} elements; the buffer has {len}",
+            path.display(),
+            data.len()
+        );
     }
     Ok(data)
 }
-
-/// Custom studies have CUDA variants only.
-pub const BACKEND: Backend = Backend::Cuda;

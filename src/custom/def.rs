@@ -83,8 +83,14 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Init {
     /// Uniform in [low, high) from the study's seed (integers: [low, high]).
-    Uniform { low: f64, high: f64 },
-    Normal { mean: f64, std_dev: f64 },
+    Uniform {
+        low: f64,
+        high: f64,
+    },
+    Normal {
+        mean: f64,
+        std_dev: f64,
+    },
     /// 0, 1, 2, ...
     Iota,
     Constant(f64),
@@ -181,7 +187,10 @@ impl CType {
             "size_t" => "unsigned long long",
             other => other,
         };
-        Self::NAMES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
     }
 
     pub fn name(self) -> &'static str {

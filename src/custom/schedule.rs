@@ -28,7 +28,11 @@ impl std::fmt::Display for DefError {
 impl std::error::Error for DefError {}
 
 /// Evaluates the expression `text` (the definition's, at `key`) with `names`.
-pub fn eval(text: &str, key: &str, names: &dyn Fn(&str) -> Option<Value>) -> Result<Value, DefError> {
+pub fn eval(
+    text: &str,
+    key: &str,
+    names: &dyn Fn(&str) -> Option<Value>,
+) -> Result<Value, DefError> {
     let at = |e: ExprError| DefError {
         key: key.to_string(),
         offset: e.offset,
@@ -55,7 +59,10 @@ pub fn eval_count(
         .eval_count(names, what)
         .map_err(|e| fail(e.offset, e.message))?;
     if count > max {
-        return Err(fail(0, format!("{what} is {count}, above the limit of {max}")));
+        return Err(fail(
+            0,
+            format!("{what} is {count}, above the limit of {max}"),
+        ));
     }
     Ok(count)
 }
@@ -111,7 +118,11 @@ pub fn plan(program: &Program, key: &str, params: &Params) -> Result<Vec<Planned
 }
 
 /// The passes of a repeated launch (see `def::Repeat`).
-fn plan_repeat(launch: &LaunchDecl, key: &str, params: &Params) -> Result<Vec<PlannedLaunch>, DefError> {
+fn plan_repeat(
+    launch: &LaunchDecl,
+    key: &str,
+    params: &Params,
+) -> Result<Vec<PlannedLaunch>, DefError> {
     let Some(repeat) = &launch.repeat else {
         return Ok(Vec::new());
     };
@@ -120,9 +131,21 @@ fn plan_repeat(launch: &LaunchDecl, key: &str, params: &Params) -> Result<Vec<Pl
     let mut value = eval(&repeat.from, &format!("{rkey}.from"), &base)?;
     let mut values = vec![value.clone()];
     loop {
-        let with = |name: &str| if name == repeat.var { Some(value.clone()) } else { base(name) };
+        let with = |name: &str| {
+            if name == repeat.var {
+                Some(value.clone())
+            } else {
+                base(name)
+            }
+        };
         let next = eval(&repeat.next, &format!("{rkey}.next"), &with)?;
-        let with_next = |name: &str| if name == repeat.var { Some(next.clone()) } else { base(name) };
+        let with_next = |name: &str| {
+            if name == repeat.var {
+                Some(next.clone())
+            } else {
+                base(name)
+            }
+        };
         let again = match eval(&repeat.while_, &format!("{rkey}.while"), &with_next)? {
             Value::Bool(b) => b,
             other => {
@@ -189,27 +212,36 @@ fn plan_one(
         Some(p) if p.var == name => Some(p.value.clone()),
         _ => params.get(name).map(param_value),
     };
-    let dims3 = |exprs: &[String], field: &str, max: [u64; 3]| -> Result<(u32, u32, u32), DefError> {
-        let mut v = [1u32; 3];
-        for (i, text) in exprs.iter().enumerate() {
-            let k = if exprs.len() == 1 { format!("{key}.{field}") } else { format!("{key}.{field}[{i}]") };
-            let n = eval_count(text, &k, field, max[i], &names)?;
-            if n == 0 {
-                return Err(DefError {
-                    key: k,
-                    offset: 0,
-                    message: format!(
-                        "{field} is 0 at {}: a launch needs at least 1 (use max(1, ...))",
-                        crate::vocab::describe_params(params)
-                    ),
-                });
+    let dims3 =
+        |exprs: &[String], field: &str, max: [u64; 3]| -> Result<(u32, u32, u32), DefError> {
+            let mut v = [1u32; 3];
+            for (i, text) in exprs.iter().enumerate() {
+                let k = if exprs.len() == 1 {
+                    format!("{key}.{field}")
+                } else {
+                    format!("{key}.{field}[{i}]")
+                };
+                let n = eval_count(text, &k, field, max[i], &names)?;
+                if n == 0 {
+                    return Err(DefError {
+                        key: k,
+                        offset: 0,
+                        message: format!(
+                            "{field} is 0 at {}: a launch needs at least 1 (use max(1, ...))",
+                            crate::vocab::describe_params(params)
+                        ),
+                    });
+                }
+                v[i] = n as u32;
             }
-            v[i] = n as u32;
-        }
-        Ok((v[0], v[1], v[2]))
-    };
+            Ok((v[0], v[1], v[2]))
+        };
     let grid = dims3(&launch.grid, "grid", [i32::MAX as u64, 65535, 65535])?;
-    let block = dims3(&launch.block, "block", [MAX_BLOCK_THREADS, MAX_BLOCK_THREADS, 64])?;
+    let block = dims3(
+        &launch.block,
+        "block",
+        [MAX_BLOCK_THREADS, MAX_BLOCK_THREADS, 64],
+    )?;
     let threads = block.0 as u64 * block.1 as u64 * block.2 as u64;
     if threads > MAX_BLOCK_THREADS {
         return Err(DefError {
@@ -260,10 +292,14 @@ pub fn scalar(ctype: CType, value: &Value) -> Result<Arg, String> {
     let doesnt_fit = |v: &dyn std::fmt::Display| format!("{v} does not fit a C `{}`", ctype.name());
     match (ctype, value) {
         (CType::Int, Value::Int(i)) => i32::try_from(*i).map(Arg::I32).map_err(|_| doesnt_fit(i)),
-        (CType::Unsigned, Value::Int(i)) => u32::try_from(*i).map(Arg::U32).map_err(|_| doesnt_fit(i)),
+        (CType::Unsigned, Value::Int(i)) => {
+            u32::try_from(*i).map(Arg::U32).map_err(|_| doesnt_fit(i))
+        }
         // The same 64 bits: a `long long` travels as its two's complement.
         (CType::LongLong, Value::Int(i)) => Ok(Arg::U64(*i as u64)),
-        (CType::UnsignedLongLong, Value::Int(i)) => u64::try_from(*i).map(Arg::U64).map_err(|_| doesnt_fit(i)),
+        (CType::UnsignedLongLong, Value::Int(i)) => {
+            u64::try_from(*i).map(Arg::U64).map_err(|_| doesnt_fit(i))
+        }
         (CType::Float, Value::Int(i)) => Ok(Arg::F32(*i as f32)),
         (CType::Float, Value::Float(x)) => Ok(Arg::F32(*x as f32)),
         (CType::Double, Value::Int(i)) => Ok(Arg::F64(*i as f64)),

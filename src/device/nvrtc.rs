@@ -128,7 +128,11 @@ pub fn compile_with_includes(
         "--std=c++17".into(),
         "-lineinfo".into(),
     ];
-    flags.extend(include_dirs.iter().map(|d| format!("--include-path={}", d.display())));
+    flags.extend(
+        include_dirs
+            .iter()
+            .map(|d| format!("--include-path={}", d.display())),
+    );
     let options = CompileOptions {
         name: Some(file_label.to_string()),
         options: flags,

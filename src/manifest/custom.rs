@@ -221,14 +221,24 @@ impl Validator<'_> {
                 if path.is_dir() {
                     Ok(path)
                 } else {
-                    Err(self.error(d.span(), "custom.include_dirs", format!("no folder `{}` (include folders are relative to the manifest)", path.display())))
+                    Err(self.error(
+                        d.span(),
+                        "custom.include_dirs",
+                        format!(
+                            "no folder `{}` (include folders are relative to the manifest)",
+                            path.display()
+                        ),
+                    ))
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
         let axes = self.custom_axes(&raw.axis)?;
         let axis_names: Vec<String> = axes.iter().map(|a| a.name.clone()).collect();
         let has = |name: &str| axis_names.iter().any(|a| a == name);
-        let scope = Scope { axes: &axis_names, extra: None };
+        let scope = Scope {
+            axes: &axis_names,
+            extra: None,
+        };
 
         let mut defines = Vec::new();
         if has("block") && !raw.defines.contains_key("BLOCK") {
@@ -240,7 +250,11 @@ impl Validator<'_> {
         for (name, text) in &raw.defines {
             let key = format!("custom.defines.{name}");
             if !is_identifier(name) {
-                return Err(self.error(self.key_span_of(text.span()), key, format!("`{name}` is not a C identifier")));
+                return Err(self.error(
+                    self.key_span_of(text.span()),
+                    key,
+                    format!("`{name}` is not a C identifier"),
+                ));
             }
             self.expression(text, &key, &scope, &mut spans)?;
             defines.push((name.clone(), text.get_ref().clone()));
@@ -250,11 +264,19 @@ impl Validator<'_> {
         let kernels = self.custom_kernels(&raw.kernel, &buffers, &scope, &mut spans)?;
         let reference = match &raw.reference {
             Some(r) if !kernels.iter().any(|k| &k.name == r.get_ref()) => {
-                return Err(self.error(r.span(), "custom.reference", format!(
-                    "reference `{}` is not a kernel of [[custom.kernel]]; declared: {}",
-                    r.get_ref(),
-                    kernels.iter().map(|k| k.name.as_str()).collect::<Vec<_>>().join(", ")
-                )))
+                return Err(self.error(
+                    r.span(),
+                    "custom.reference",
+                    format!(
+                        "reference `{}` is not a kernel of [[custom.kernel]]; declared: {}",
+                        r.get_ref(),
+                        kernels
+                            .iter()
+                            .map(|k| k.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ))
             }
             r => r.as_ref().map(|r| r.get_ref().clone()),
         };
@@ -268,15 +290,16 @@ impl Validator<'_> {
                 )));
             }
         }
-        let mut work = |value: &Option<Spanned<String>>, key: &str| -> Result<String, ManifestError> {
-            match value {
-                Some(text) => {
-                    self.expression(text, key, &scope, &mut spans)?;
-                    Ok(text.get_ref().clone())
+        let mut work =
+            |value: &Option<Spanned<String>>, key: &str| -> Result<String, ManifestError> {
+                match value {
+                    Some(text) => {
+                        self.expression(text, key, &scope, &mut spans)?;
+                        Ok(text.get_ref().clone())
+                    }
+                    None => Ok("0".into()),
                 }
-                None => Ok("0".into()),
-            }
-        };
+            };
         let bytes = work(&raw.bytes, "custom.bytes")?;
         let flops = work(&raw.flops, "custom.flops")?;
         let def = CustomDef {
@@ -297,13 +320,25 @@ impl Validator<'_> {
     /// The folder paths in the manifest are relative to (absolute, so the worker needs none).
     fn manifest_dir(&self) -> PathBuf {
         let dir = self.path.parent().unwrap_or(Path::new(""));
-        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
         std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
     }
 
-    fn custom_sources(&self, raw: &RawCustom, dir: &Path) -> Result<Vec<SourceFile>, ManifestError> {
+    fn custom_sources(
+        &self,
+        raw: &RawCustom,
+        dir: &Path,
+    ) -> Result<Vec<SourceFile>, ManifestError> {
         if raw.sources.is_empty() {
-            return Err(self.error(self.header_span("custom").unwrap_or(0..0), "custom.sources", "[custom] needs at least one source file: sources = [\"kernels.cu\"]".into()));
+            return Err(self.error(
+                self.header_span("custom").unwrap_or(0..0),
+                "custom.sources",
+                "[custom] needs at least one source file: sources = [\"kernels.cu\"]".into(),
+            ));
         }
         raw.sources
             .iter()
@@ -323,11 +358,20 @@ impl Validator<'_> {
             let a = spanned.get_ref();
             let key = |k: &str| format!("custom.axis[{i}].{k}");
             let name = a.name.get_ref();
-            if !is_identifier(name) || matches!(name.as_str(), "and" | "or" | "not" | "ceil_div" | "min" | "max" | "sizeof") {
+            if !is_identifier(name)
+                || matches!(
+                    name.as_str(),
+                    "and" | "or" | "not" | "ceil_div" | "min" | "max" | "sizeof"
+                )
+            {
                 return Err(self.error(a.name.span(), key("name"), format!("`{name}` cannot name an axis: use letters, digits and `_`, not a word of the expressions")));
             }
             if axes.iter().any(|x| &x.name == name) {
-                return Err(self.error(a.name.span(), key("name"), format!("two axes are named `{name}`")));
+                return Err(self.error(
+                    a.name.span(),
+                    key("name"),
+                    format!("two axes are named `{name}`"),
+                ));
             }
             let values = a.values.as_ref();
             let bound = |v: &Option<Spanned<f64>>, d: f64| v.as_ref().map_or(d, |v| *v.get_ref());
@@ -358,15 +402,27 @@ impl Validator<'_> {
             };
             if let (Some(min), Some(max)) = (&a.min, &a.max) {
                 if min.get_ref() > max.get_ref() {
-                    return Err(self.error(max.span(), key("max"), format!("max ({}) is below min ({})", max.get_ref(), min.get_ref())));
+                    return Err(self.error(
+                        max.span(),
+                        key("max"),
+                        format!("max ({}) is below min ({})", max.get_ref(), min.get_ref()),
+                    ));
                 }
             }
             let default = match &a.default {
                 None if name == "block" => Some(ParamValue::Int(256)),
                 None => None,
-                Some(v) => Some(crate::grid::param_from_toml(v.get_ref()).map_err(|m| self.error(v.span(), key("default"), m))?),
+                Some(v) => Some(
+                    crate::grid::param_from_toml(v.get_ref())
+                        .map_err(|m| self.error(v.span(), key("default"), m))?,
+                ),
             };
-            axes.push(AxisDecl { name: name.clone(), kind, default, doc: a.doc.clone().unwrap_or_else(|| a.kind.get_ref().clone()) });
+            axes.push(AxisDecl {
+                name: name.clone(),
+                kind,
+                default,
+                doc: a.doc.clone().unwrap_or_else(|| a.kind.get_ref().clone()),
+            });
         }
         Ok(axes)
     }
@@ -388,16 +444,35 @@ impl Validator<'_> {
             let key = |k: &str| format!("custom.buffer[{i}].{k}");
             let name = b.name.get_ref();
             if !is_identifier(name) {
-                return Err(self.error(b.name.span(), key("name"), format!("buffer name `{name}` must be letters, digits and `_`")));
+                return Err(self.error(
+                    b.name.span(),
+                    key("name"),
+                    format!("buffer name `{name}` must be letters, digits and `_`"),
+                ));
             }
             if buffers.iter().any(|x| &x.name == name) {
-                return Err(self.error(b.name.span(), key("name"), format!("two buffers are named `{name}`")));
+                return Err(self.error(
+                    b.name.span(),
+                    key("name"),
+                    format!("two buffers are named `{name}`"),
+                ));
             }
             let elem = match b.elem.get_ref().as_str() {
                 "dtype" if has_axis("dtype") => ElemType::FromDtype,
-                "dtype" => return Err(self.error(b.elem.span(), key("type"), "type \"dtype\" follows the `dtype` axis, and [custom] declares none".into())),
+                "dtype" => {
+                    return Err(self.error(
+                        b.elem.span(),
+                        key("type"),
+                        "type \"dtype\" follows the `dtype` axis, and [custom] declares none"
+                            .into(),
+                    ))
+                }
                 other => ElemType::Fixed(DType::parse(other).ok_or_else(|| {
-                    self.error(b.elem.span(), key("type"), format!("unknown element type `{other}`; known: i32, f32, f64, dtype"))
+                    self.error(
+                        b.elem.span(),
+                        key("type"),
+                        format!("unknown element type `{other}`; known: i32, f32, f64, dtype"),
+                    )
                 })?),
             };
             let role = match b.role.get_ref().as_str() {
@@ -405,17 +480,43 @@ impl Validator<'_> {
                 "output" => Role::Output,
                 "inout" => Role::InOut,
                 "scratch" => Role::Scratch,
-                other => return Err(self.error(b.role.span(), key("role"), format!("unknown role `{other}`; known: input, output, inout, scratch"))),
+                other => {
+                    return Err(self.error(
+                        b.role.span(),
+                        key("role"),
+                        format!("unknown role `{other}`; known: input, output, inout, scratch"),
+                    ))
+                }
             };
             self.expression(&b.length, &key("length"), scope, spans)?;
             let init = match &b.init {
-                Some(v) if !role.is_input() => return Err(self.error(v.span(), key("init"), format!("`init` sets an input's contents; a{} {} buffer has none to set", if role == Role::Output { "n" } else { "" }, b.role.get_ref()))),
+                Some(v) if !role.is_input() => {
+                    return Err(self.error(
+                        v.span(),
+                        key("init"),
+                        format!(
+                            "`init` sets an input's contents; a{} {} buffer has none to set",
+                            if role == Role::Output { "n" } else { "" },
+                            b.role.get_ref()
+                        ),
+                    ))
+                }
                 Some(v) => self.init(v, &key("init"), dir)?,
-                None if elem == ElemType::Fixed(DType::I32) => Init::Uniform { low: -100.0, high: 100.0 },
-                None => Init::Uniform { low: 0.0, high: 1.0 },
+                None if elem == ElemType::Fixed(DType::I32) => Init::Uniform {
+                    low: -100.0,
+                    high: 100.0,
+                },
+                None => Init::Uniform {
+                    low: 0.0,
+                    high: 1.0,
+                },
             };
             let not_output = |field: &str, span: Range<usize>| {
-                self.error(span, key(field), format!("`{field}` is for outputs; `{name}` is {}", b.role.get_ref()))
+                self.error(
+                    span,
+                    key(field),
+                    format!("`{field}` is for outputs; `{name}` is {}", b.role.get_ref()),
+                )
             };
             let expected = match &b.expected {
                 Some(e) if !role.is_output() => return Err(not_output("expected", e.span())),
@@ -429,7 +530,15 @@ impl Validator<'_> {
                 Some(t) => Some(self.tolerance(t, &key("tolerance"))?),
                 None => None,
             };
-            buffers.push(BufferDecl { name: name.clone(), elem, length: b.length.get_ref().clone(), role, init, expected, tolerance });
+            buffers.push(BufferDecl {
+                name: name.clone(),
+                elem,
+                length: b.length.get_ref().clone(),
+                role,
+                init,
+                expected,
+                tolerance,
+            });
         }
         if !buffers.iter().any(|b| b.role.is_output()) {
             return Err(self.error(raw[0].span(), "custom.buffer", "no buffer has role \"output\" or \"inout\": kbench checks a kernel's outputs, so declare at least one".into()));
@@ -437,17 +546,36 @@ impl Validator<'_> {
         Ok(buffers)
     }
 
-    fn npy_file(&self, value: &Spanned<String>, key: &str, dir: &Path) -> Result<PathBuf, ManifestError> {
+    fn npy_file(
+        &self,
+        value: &Spanned<String>,
+        key: &str,
+        dir: &Path,
+    ) -> Result<PathBuf, ManifestError> {
         let path = dir.join(value.get_ref());
         if path.extension().is_none_or(|e| e != "npy") || !path.is_file() {
-            return Err(self.error(value.span(), key, format!("no .npy file `{}` (files are relative to the manifest)", path.display())));
+            return Err(self.error(
+                value.span(),
+                key,
+                format!(
+                    "no .npy file `{}` (files are relative to the manifest)",
+                    path.display()
+                ),
+            ));
         }
         Ok(path)
     }
 
-    fn init(&self, value: &Spanned<toml::Value>, key: &str, dir: &Path) -> Result<Init, ManifestError> {
+    fn init(
+        &self,
+        value: &Spanned<toml::Value>,
+        key: &str,
+        dir: &Path,
+    ) -> Result<Init, ManifestError> {
         let span = value.span();
-        let bad = |m: &str| self.error(span.clone(), key, format!("{m}; an init is \"zeros\", \"iota\", {{ uniform = [lo, hi] }}, {{ normal = [mean, std] }}, {{ constant = x }} or {{ npy = \"file.npy\" }}"));
+        let bad = |m: &str| {
+            self.error(span.clone(), key, format!("{m}; an init is \"zeros\", \"iota\", {{ uniform = [lo, hi] }}, {{ normal = [mean, std] }}, {{ constant = x }} or {{ npy = \"file.npy\" }}"))
+        };
         let pair = |v: &toml::Value| -> Option<(f64, f64)> {
             let a = v.as_array()?;
             let num = |x: &toml::Value| x.as_float().or_else(|| x.as_integer().map(|i| i as f64));
@@ -467,10 +595,16 @@ impl Validator<'_> {
                         _ => Err(bad("`uniform` takes [lo, hi] with lo < hi")),
                     },
                     "normal" => match pair(v) {
-                        Some((mean, std_dev)) if std_dev >= 0.0 => Ok(Init::Normal { mean, std_dev }),
+                        Some((mean, std_dev)) if std_dev >= 0.0 => {
+                            Ok(Init::Normal { mean, std_dev })
+                        }
                         _ => Err(bad("`normal` takes [mean, std] with std >= 0")),
                     },
-                    "constant" => v.as_float().or_else(|| v.as_integer().map(|i| i as f64)).map(Init::Constant).ok_or_else(|| bad("`constant` takes a number")),
+                    "constant" => v
+                        .as_float()
+                        .or_else(|| v.as_integer().map(|i| i as f64))
+                        .map(Init::Constant)
+                        .ok_or_else(|| bad("`constant` takes a number")),
                     "npy" => match v.as_str() {
                         Some(file) => {
                             let path = dir.join(file);
@@ -489,21 +623,38 @@ impl Validator<'_> {
         }
     }
 
-    fn tolerance(&self, value: &Spanned<toml::Value>, key: &str) -> Result<Tolerance, ManifestError> {
-        let bad = || self.error(value.span(), key, "a tolerance is \"exact\" or { rel = 1e-5, abs = 0.0 } (numbers >= 0)".into());
+    fn tolerance(
+        &self,
+        value: &Spanned<toml::Value>,
+        key: &str,
+    ) -> Result<Tolerance, ManifestError> {
+        let bad = || {
+            self.error(
+                value.span(),
+                key,
+                "a tolerance is \"exact\" or { rel = 1e-5, abs = 0.0 } (numbers >= 0)".into(),
+            )
+        };
         match value.get_ref() {
             toml::Value::String(s) if s == "exact" => Ok(Tolerance::EXACT),
-            toml::Value::Table(t) if t.keys().all(|k| k == "rel" || k == "abs") && !t.is_empty() => {
+            toml::Value::Table(t)
+                if t.keys().all(|k| k == "rel" || k == "abs") && !t.is_empty() =>
+            {
                 let get = |k: &str| -> Result<f64, ManifestError> {
                     match t.get(k) {
                         None => Ok(0.0),
-                        Some(v) => match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
-                            Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
-                            _ => Err(bad()),
-                        },
+                        Some(v) => {
+                            match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
+                                Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
+                                _ => Err(bad()),
+                            }
+                        }
                     }
                 };
-                Ok(Tolerance { rel: get("rel")?, abs: get("abs")? })
+                Ok(Tolerance {
+                    rel: get("rel")?,
+                    abs: get("abs")?,
+                })
             }
             _ => Err(bad()),
         }
@@ -517,7 +668,11 @@ impl Validator<'_> {
         spans: &mut CustomSpans,
     ) -> Result<Vec<Program>, ManifestError> {
         if raw.is_empty() {
-            return Err(self.error(self.header_span("custom").unwrap_or(0..0), "custom.kernel", "[custom] declares no [[custom.kernel]]: what would the variants run?".into()));
+            return Err(self.error(
+                self.header_span("custom").unwrap_or(0..0),
+                "custom.kernel",
+                "[custom] declares no [[custom.kernel]]: what would the variants run?".into(),
+            ));
         }
         let mut programs: Vec<Program> = Vec::new();
         for (i, spanned) in raw.iter().enumerate() {
@@ -525,18 +680,41 @@ impl Validator<'_> {
             let name = k.name.get_ref();
             let key = format!("custom.kernel[{i}]");
             if !super::is_safe_name(name) {
-                return Err(self.error(k.name.span(), format!("{key}.name"), format!("kernel name `{name}` breaks the rule: {}", super::NAME_RULE)));
+                return Err(self.error(
+                    k.name.span(),
+                    format!("{key}.name"),
+                    format!("kernel name `{name}` breaks the rule: {}", super::NAME_RULE),
+                ));
             }
             if programs.iter().any(|p| &p.name == name) {
-                return Err(self.error(k.name.span(), format!("{key}.name"), format!("two kernels are named `{name}`")));
+                return Err(self.error(
+                    k.name.span(),
+                    format!("{key}.name"),
+                    format!("two kernels are named `{name}`"),
+                ));
             }
             if k.launch.is_empty() {
-                return Err(self.error(k.name.span(), format!("{key}.launch"), format!("kernel `{name}` has no [[custom.kernel.launch]]")));
+                return Err(self.error(
+                    k.name.span(),
+                    format!("{key}.launch"),
+                    format!("kernel `{name}` has no [[custom.kernel.launch]]"),
+                ));
             }
             let launches = (k.launch.iter().enumerate())
-                .map(|(j, l)| self.launch(l.get_ref(), &format!("{key}.launch[{j}]"), buffers, scope, spans))
+                .map(|(j, l)| {
+                    self.launch(
+                        l.get_ref(),
+                        &format!("{key}.launch[{j}]"),
+                        buffers,
+                        scope,
+                        spans,
+                    )
+                })
                 .collect::<Result<_, _>>()?;
-            programs.push(Program { name: name.clone(), launches });
+            programs.push(Program {
+                name: name.clone(),
+                launches,
+            });
         }
         Ok(programs)
     }
@@ -550,13 +728,29 @@ impl Validator<'_> {
         spans: &mut CustomSpans,
     ) -> Result<LaunchDecl, ManifestError> {
         if !is_identifier(l.kernel.get_ref()) {
-            return Err(self.error(l.kernel.span(), format!("{key}.kernel"), format!("`{}` is not a kernel function's name", l.kernel.get_ref())));
+            return Err(self.error(
+                l.kernel.span(),
+                format!("{key}.kernel"),
+                format!("`{}` is not a kernel function's name", l.kernel.get_ref()),
+            ));
         }
         let buffer_exists = |name: &Spanned<String>, k: &str| -> Result<(), ManifestError> {
             if buffers.iter().any(|b| &b.name == name.get_ref()) {
                 Ok(())
             } else {
-                Err(self.error(name.span(), k, format!("no buffer `{}`; declared: {}", name.get_ref(), buffers.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", "))))
+                Err(self.error(
+                    name.span(),
+                    k,
+                    format!(
+                        "no buffer `{}`; declared: {}",
+                        name.get_ref(),
+                        buffers
+                            .iter()
+                            .map(|b| b.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ))
             }
         };
         let repeat = match &l.repeat {
@@ -566,25 +760,44 @@ impl Validator<'_> {
                 let rkey = format!("{key}.repeat");
                 let var = r.var.get_ref();
                 if !is_identifier(var) || scope.axes.contains(var) {
-                    return Err(self.error(r.var.span(), format!("{rkey}.var"), format!("the loop variable `{var}` must be a new name (not an axis)")));
+                    return Err(self.error(
+                        r.var.span(),
+                        format!("{rkey}.var"),
+                        format!("the loop variable `{var}` must be a new name (not an axis)"),
+                    ));
                 }
                 self.expression(&r.from, &format!("{rkey}.from"), scope, spans)?;
-                let inner = Scope { axes: scope.axes, extra: Some(var) };
+                let inner = Scope {
+                    axes: scope.axes,
+                    extra: Some(var),
+                };
                 self.expression(&r.next, &format!("{rkey}.next"), &inner, spans)?;
                 self.expression(&r.while_, &format!("{rkey}.while"), &inner, spans)?;
                 buffer_exists(&r.read, &format!("{rkey}.read"))?;
                 buffer_exists(&r.write, &format!("{rkey}.write"))?;
                 let swap = r.swap.get_ref();
                 let [a, b] = swap.as_slice() else {
-                    return Err(self.error(r.swap.span(), format!("{rkey}.swap"), "swap names two buffers the passes write in turn".into()));
+                    return Err(self.error(
+                        r.swap.span(),
+                        format!("{rkey}.swap"),
+                        "swap names two buffers the passes write in turn".into(),
+                    ));
                 };
                 for s in [a, b] {
                     if !buffers.iter().any(|x| &x.name == s) {
-                        return Err(self.error(r.swap.span(), format!("{rkey}.swap"), format!("no buffer `{s}`")));
+                        return Err(self.error(
+                            r.swap.span(),
+                            format!("{rkey}.swap"),
+                            format!("no buffer `{s}`"),
+                        ));
                     }
                 }
                 if a == b {
-                    return Err(self.error(r.swap.span(), format!("{rkey}.swap"), "swap names the same buffer twice: a pass would read what it writes".into()));
+                    return Err(self.error(
+                        r.swap.span(),
+                        format!("{rkey}.swap"),
+                        "swap names the same buffer twice: a pass would read what it writes".into(),
+                    ));
                 }
                 Some(Repeat {
                     var: var.clone(),
@@ -597,7 +810,10 @@ impl Validator<'_> {
                 })
             }
         };
-        let inner = Scope { axes: scope.axes, extra: repeat.as_ref().map(|r| r.var.as_str()) };
+        let inner = Scope {
+            axes: scope.axes,
+            extra: repeat.as_ref().map(|r| r.var.as_str()),
+        };
         let grid = self.dims(&l.grid, &format!("{key}.grid"), &inner, spans)?;
         let block = self.dims(&l.block, &format!("{key}.block"), &inner, spans)?;
         let shared_bytes = match &l.shared_bytes {
@@ -641,23 +857,51 @@ impl Validator<'_> {
                 _ => return Err(self.error(a.span(), akey, "an argument is { buffer = \"name\" } or { type = \"int\", value = \"expression\" }".into())),
             });
         }
-        Ok(LaunchDecl { kernel: l.kernel.get_ref().clone(), grid, block, shared_bytes, args, repeat })
+        Ok(LaunchDecl {
+            kernel: l.kernel.get_ref().clone(),
+            grid,
+            block,
+            shared_bytes,
+            args,
+            repeat,
+        })
     }
 
     /// A grid or block: one expression, or a list of up to three.
-    fn dims(&self, value: &Spanned<toml::Value>, key: &str, scope: &Scope, spans: &mut CustomSpans) -> Result<Vec<String>, ManifestError> {
+    fn dims(
+        &self,
+        value: &Spanned<toml::Value>,
+        key: &str,
+        scope: &Scope,
+        spans: &mut CustomSpans,
+    ) -> Result<Vec<String>, ManifestError> {
         let as_text = |v: &toml::Value| match v {
             toml::Value::String(s) => Some(s.clone()),
             toml::Value::Integer(i) => Some(i.to_string()),
             _ => None,
         };
-        let bad = || self.error(value.span(), key, "expected an expression in a string (or an integer), or a list of up to 3 of them".into());
+        let bad = || {
+            self.error(
+                value.span(),
+                key,
+                "expected an expression in a string (or an integer), or a list of up to 3 of them"
+                    .into(),
+            )
+        };
         let texts: Vec<String> = match value.get_ref() {
-            toml::Value::Array(items) if (1..=3).contains(&items.len()) => items.iter().map(as_text).collect::<Option<_>>().ok_or_else(bad)?,
+            toml::Value::Array(items) if (1..=3).contains(&items.len()) => items
+                .iter()
+                .map(as_text)
+                .collect::<Option<_>>()
+                .ok_or_else(bad)?,
             one => vec![as_text(one).ok_or_else(bad)?],
         };
         for (i, text) in texts.iter().enumerate() {
-            let k = if texts.len() == 1 { key.to_string() } else { format!("{key}[{i}]") };
+            let k = if texts.len() == 1 {
+                key.to_string()
+            } else {
+                format!("{key}[{i}]")
+            };
             // A list's elements share its span: a mistake is shown on the list.
             let spanned = if matches!(value.get_ref(), toml::Value::String(_)) {
                 Spanned::new(value.span(), text.clone())
@@ -672,13 +916,32 @@ impl Validator<'_> {
     }
 
     /// Parses an expression and checks the names it reads; records its span under `key`.
-    fn expression(&self, text: &Spanned<String>, key: &str, scope: &Scope, spans: &mut CustomSpans) -> Result<Expr, ManifestError> {
+    fn expression(
+        &self,
+        text: &Spanned<String>,
+        key: &str,
+        scope: &Scope,
+        spans: &mut CustomSpans,
+    ) -> Result<Expr, ManifestError> {
         let at = |offset: usize| where_source_span(self.source, text.span(), offset);
-        let expr = Expr::parse(text.get_ref()).map_err(|e| self.error(at(e.offset), key, e.message))?;
+        let expr =
+            Expr::parse(text.get_ref()).map_err(|e| self.error(at(e.offset), key, e.message))?;
         for (name, offset) in expr.names() {
             if !scope.axes.iter().any(|a| a == name) && scope.extra != Some(name) {
-                let known: Vec<&str> = scope.axes.iter().map(String::as_str).chain(scope.extra).collect();
-                return Err(self.error(at(offset), key, format!("unknown name `{name}` in the expression; it may use the axes ({})", known.join(", "))));
+                let known: Vec<&str> = scope
+                    .axes
+                    .iter()
+                    .map(String::as_str)
+                    .chain(scope.extra)
+                    .collect();
+                return Err(self.error(
+                    at(offset),
+                    key,
+                    format!(
+                        "unknown name `{name}` in the expression; it may use the axes ({})",
+                        known.join(", ")
+                    ),
+                ));
             }
         }
         spans.exprs.insert(key.to_string(), text.span());
@@ -713,7 +976,15 @@ impl Validator<'_> {
                     None => break spans.table.clone(),
                 }
             };
-            self.error(span, e.key, format!("{} (at {})", e.message, crate::vocab::describe_params(point)))
+            self.error(
+                span,
+                e.key,
+                format!(
+                    "{} (at {})",
+                    e.message,
+                    crate::vocab::describe_params(point)
+                ),
+            )
         };
         let mut checked = 0;
         for point in grid_points(axes, zip) {
@@ -728,20 +999,34 @@ impl Validator<'_> {
             }
             let names = |name: &str| point.get(name).map(schedule::param_value);
             for (i, b) in def.buffers.iter().enumerate() {
-                schedule::eval_count(&b.length, &format!("custom.buffer[{i}].length"), "the length", isize::MAX as u64, &names).map_err(|e| at(e, &point))?;
+                schedule::eval_count(
+                    &b.length,
+                    &format!("custom.buffer[{i}].length"),
+                    "the length",
+                    isize::MAX as u64,
+                    &names,
+                )
+                .map_err(|e| at(e, &point))?;
             }
             for (name, text) in &def.defines {
-                if let Some(e) = schedule::eval(text, &format!("custom.defines.{name}"), &names).err() {
+                if let Some(e) =
+                    schedule::eval(text, &format!("custom.defines.{name}"), &names).err()
+                {
                     return Err(at(e, &point));
                 }
             }
             for (key, text) in [("custom.bytes", &def.bytes), ("custom.flops", &def.flops)] {
-                schedule::eval_count(text, key, key, u64::MAX, &names).map_err(|e| at(e, &point))?;
+                schedule::eval_count(text, key, key, u64::MAX, &names)
+                    .map_err(|e| at(e, &point))?;
             }
-            let used = (variants.iter().map(|v| v.implementation.as_str())).chain(def.reference.as_deref());
+            let used = (variants.iter().map(|v| v.implementation.as_str()))
+                .chain(def.reference.as_deref());
             for name in used {
-                if let Some((k, program)) = def.kernels.iter().enumerate().find(|(_, p)| p.name == name) {
-                    schedule::plan(program, &format!("custom.kernel[{k}]"), &point).map_err(|e| at(e, &point))?;
+                if let Some((k, program)) =
+                    def.kernels.iter().enumerate().find(|(_, p)| p.name == name)
+                {
+                    schedule::plan(program, &format!("custom.kernel[{k}]"), &point)
+                        .map_err(|e| at(e, &point))?;
                 }
             }
         }
@@ -755,6 +1040,8 @@ pub const MAX_CHECKED_POINTS: usize = 10_000;
 
 fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

@@ -79,9 +79,9 @@ impl WorkerStudy {
 
     fn algorithm(&self) -> Result<AlgorithmRef> {
         if let Some(def) = &self.custom {
-            let built = self.built.get_or_init(|| {
-                AlgorithmRef::Owned(std::sync::Arc::new(Custom::new(def.clone())))
-            });
+            let built = self
+                .built
+                .get_or_init(|| AlgorithmRef::Owned(std::sync::Arc::new(Custom::new(def.clone()))));
             return Ok(built.clone());
         }
         crate::algos::find(&self.algorithm).ok_or_else(|| {
@@ -276,9 +276,9 @@ fn run_reference(
     let outputs = executor
         .run_once(&reference_job, data)
         .map_err(|e| match e {
-            CaseError::Fail(e) => CaseError::Fail(e.context(format!(
-                "running the reference kernel `{reference}`"
-            ))),
+            CaseError::Fail(e) => {
+                CaseError::Fail(e.context(format!("running the reference kernel `{reference}`")))
+            }
             skip => skip,
         })?;
     for output in &mut data.outputs {

@@ -47,6 +47,8 @@ fn run_on_mock(example: &str) -> (String, Value) {
             "10",
             "--max-samples",
             "10",
+            "--max-time-s",
+            "600",
         ])
         .assert()
         .success();

@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+mod custom;
 mod findings;
 mod json_schema;
 
@@ -171,6 +172,13 @@ fn printable_line(line: &str) -> String {
 /// device such as /dev/zero) is a mistake, not something to read until memory runs out.
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
+/// The algorithm a manifest names and, for a custom study, its definition with the spans of its
+/// keys.
+type FoundAlgorithm = (
+    AlgorithmRef,
+    Option<(crate::custom::CustomDef, custom::CustomSpans)>,
+);
+
 /// A validated study, ready to plan.
 #[derive(Debug, Clone)]
 pub struct Manifest {
@@ -193,6 +201,9 @@ pub struct Manifest {
     pub claims: Vec<ClaimSpec>,
     /// Where its parts are in `source`, for the mistakes only planning finds.
     pub spans: SourceSpans,
+    /// A custom study's definition (`algorithm = "custom"`), which `algorithm` was built from
+    /// and which the workers rebuild it from.
+    pub custom: Option<crate::custom::CustomDef>,
 }
 
 /// Where parts of a manifest are in its source: the plan reports a filter that divides by zero
@@ -352,6 +363,10 @@ struct RawManifest {
     #[serde(rename = "claim", default)]
     #[schemars(with = "Vec<findings::RawClaim>")]
     claims: Vec<Spanned<findings::RawClaim>>,
+    /// A study's own kernels (with `study.algorithm = "custom"`).
+    #[serde(default)]
+    #[schemars(with = "Option<custom::RawCustom>")]
+    custom: Option<Spanned<custom::RawCustom>>,
 }
 
 /// What `kbench compare` uses for this study unless its command line says otherwise.
@@ -648,8 +663,8 @@ impl Validator<'_> {
     /// The checks serde cannot make, in the order a reader meets the sections: study, grid,
     /// measure, variants, accuracy, report, then what depends on all of them (the case count,
     /// compare, tables, claims). The first mistake found is the one reported.
-    fn validate(&self, raw: RawManifest) -> Result<Manifest, ManifestError> {
-        let (study, found) = self.validate_study(raw.study)?;
+    fn validate(&self, mut raw: RawManifest) -> Result<Manifest, ManifestError> {
+        let (study, (found, custom)) = self.validate_study(raw.study, raw.custom.take())?;
         let spec = found.spec();
 
         let grid_span = raw
@@ -666,6 +681,9 @@ impl Validator<'_> {
         let measure = self.validate_measure(raw.measure)?;
         let (variant_names, variant_params) = variant_spans(&raw.variants);
         let variants = self.validate_variants(spec, &axes, &zip, raw.variants, measure.scope)?;
+        if let Some((def, spans)) = &custom {
+            self.check_over_grid(def, spans, &axes, &zip, filter.as_ref(), &variants)?;
+        }
         self.refuse_backend_settings_no_variant_uses(spec, &variants, &axis_spans, measure_scope)?;
         let accuracy =
             self.validate_accuracy(raw.accuracy, study_dtypes(spec, &axes, &variants))?;
@@ -703,22 +721,17 @@ impl Validator<'_> {
                 variant_names,
                 variant_params,
             },
+            custom: custom.map(|(def, _)| def),
         })
     }
 
     /// The `[study]` table, and the algorithm it names (which every later check consults).
-    fn validate_study(&self, raw: RawStudy) -> Result<(Study, AlgorithmRef), ManifestError> {
-        let found = algos::find(raw.algorithm.get_ref()).ok_or_else(|| {
-            self.error(
-                raw.algorithm.span(),
-                "study.algorithm",
-                format!(
-                    "unknown algorithm `{}`; known: {}",
-                    raw.algorithm.get_ref(),
-                    algos::names().join(", ")
-                ),
-            )
-        })?;
+    fn validate_study(
+        &self,
+        raw: RawStudy,
+        custom: Option<Spanned<custom::RawCustom>>,
+    ) -> Result<(Study, FoundAlgorithm), ManifestError> {
+        let (found, custom) = self.find_algorithm(&raw, custom)?;
         let name = raw.name.get_ref();
         if !is_safe_name(name) {
             return Err(self.error(
@@ -738,7 +751,54 @@ impl Validator<'_> {
             algorithm: found.spec().name.to_string(),
             seed: raw.seed,
         };
-        Ok((study, found))
+        Ok((study, (found, custom)))
+    }
+
+    /// The study's algorithm: a built-in by name, or, for `algorithm = "custom"`, one built
+    /// from the manifest's `[custom]` table (with its definition and the spans of its keys).
+    fn find_algorithm(
+        &self,
+        study: &RawStudy,
+        custom: Option<Spanned<custom::RawCustom>>,
+    ) -> Result<FoundAlgorithm, ManifestError> {
+        let name = study.algorithm.get_ref();
+        if name == crate::custom::CUSTOM {
+            let Some(raw) = custom else {
+                return Err(self.error(
+                    study.algorithm.span(),
+                    "study.algorithm",
+                    "algorithm \"custom\" runs the manifest's own kernels, which a [custom] table declares: add one (see the README's \"Benchmark your own kernel\")".into(),
+                ));
+            };
+            let (mut def, spans) = self.validate_custom(raw)?;
+            def.title = study
+                .title
+                .as_ref()
+                .map_or(String::new(), |t| t.get_ref().clone());
+            let built = crate::custom::Custom::new(def.clone());
+            return Ok((
+                AlgorithmRef::Owned(std::sync::Arc::new(built)),
+                Some((def, spans)),
+            ));
+        }
+        if let Some(raw) = custom {
+            return Err(self.error(
+                self.table_header_span(raw.span()),
+                "custom",
+                format!("[custom] declares a study's own kernels, and this study's algorithm is `{name}`: set `algorithm = \"custom\"` or remove the table"),
+            ));
+        }
+        let found = algos::find(name).ok_or_else(|| {
+            self.error(
+                study.algorithm.span(),
+                "study.algorithm",
+                format!(
+                    "unknown algorithm `{name}`; known: {}, or custom (your own kernels)",
+                    algos::names().join(", ")
+                ),
+            )
+        })?;
+        Ok((found, None))
     }
 
     /// `report.baseline` must name one of the variants.

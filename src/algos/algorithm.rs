@@ -287,6 +287,17 @@ pub trait BoundCase {
         gpu: Gpu<'a>,
         io: &'a DeviceIo,
     ) -> Result<Box<dyn Launcher + 'a>>;
+    /// The case's own kernel file, where it is not the spec's: a custom study's sources with the
+    /// case's defines. Built-ins: None.
+    fn kernel_file(&self) -> Option<Result<KernelFile>> {
+        None
+    }
+    /// The kernel whose outputs, run once per case outside the timing on the same inputs, are
+    /// the reference of the case's outputs (a custom study's trusted kernel). Built-ins: None
+    /// (their references come with the data).
+    fn reference_kernel(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The error for an implementation or kernel name an algorithm does not have (the manifest

@@ -13,6 +13,8 @@ pub enum AxisKind {
     Size,
     /// Threads per block: a power of two from 32 to 1024.
     BlockSize,
+    /// An integer within [min, max] (a custom study's `int` axis).
+    Int { min: i64, max: i64 },
     /// A float within [min, max].
     Float { min: f64, max: f64 },
     /// One of the listed element types.
@@ -55,7 +57,7 @@ pub enum ValueType {
 impl AxisKind {
     pub fn value_type(self) -> ValueType {
         match self {
-            AxisKind::Size | AxisKind::BlockSize => ValueType::Int,
+            AxisKind::Size | AxisKind::BlockSize | AxisKind::Int { .. } => ValueType::Int,
             AxisKind::Float { .. } => ValueType::Float,
             AxisKind::Dtype(_) | AxisKind::Choice(_) | AxisKind::File(_) => ValueType::Str,
         }
@@ -80,7 +82,13 @@ impl AxisKind {
             (AxisKind::BlockSize, ParamValue::Int(b)) => Err(format!(
                 "a block size must be a power of two from 32 to 1024, got {b}"
             )),
-            (AxisKind::Size | AxisKind::BlockSize, v) => {
+            (AxisKind::Int { min, max }, ParamValue::Int(i)) if (min..=max).contains(i) => {
+                Ok(value.clone())
+            }
+            (AxisKind::Int { min, max }, ParamValue::Int(i)) => {
+                Err(format!("expected an integer from {min} to {max}, got {i}"))
+            }
+            (AxisKind::Size | AxisKind::BlockSize | AxisKind::Int { .. }, v) => {
                 Err(format!("expected an integer, found {}", found(v)))
             }
             (AxisKind::Float { min, max }, ParamValue::Int(_) | ParamValue::Float(_)) => {

@@ -367,11 +367,25 @@ impl Device {
 
     /// The module compiled from `file`, compiling it on first use.
     pub fn module(&mut self, file: &KernelFile) -> Result<Module> {
+        self.module_with_includes(file, &[])
+    }
+
+    /// `module`, NVRTC searching `include_dirs` for the file's `#include`s (a custom study's
+    /// folders). Modules are cached by the file's name, which for a custom study's sources
+    /// includes the case's defines.
+    pub fn module_with_includes(
+        &mut self,
+        file: &KernelFile,
+        include_dirs: &[std::path::PathBuf],
+    ) -> Result<Module> {
         if !self.modules.contains_key(file.name) {
             let built = self
                 .kernels
                 .read(file)
-                .and_then(|src| nvrtc::compile(&self.kernels.describe(file), &src, &self.arch))
+                .and_then(|src| {
+                    let label = self.kernels.describe(file);
+                    nvrtc::compile_with_includes(&label, &src, &self.arch, include_dirs)
+                })
                 .and_then(|ptx| self.ctx.load_module(ptx).map_err(driver_error))
                 .map(Module)
                 .map_err(|e| format!("{e:#}"));

@@ -26,8 +26,12 @@ pub struct KernelFile {
 }
 
 impl KernelSource {
-    /// The file's text, ready for NVRTC: `#include "common.cuh"` replaced by the header.
+    /// The file's text, ready for NVRTC: `#include "common.cuh"` replaced by the header. A
+    /// user's own file (a custom study's) is complete as it is: `--kernels-dir` does not apply.
     pub fn read(&self, file: &KernelFile) -> Result<String> {
+        if file.is_users_own() {
+            return Ok(file.source.to_string());
+        }
         let (text, header) = match &self.dir {
             Some(dir) => {
                 let path = dir.join(file.name);
@@ -49,10 +53,22 @@ impl KernelSource {
     }
 
     pub fn describe(&self, file: &KernelFile) -> String {
+        if file.is_users_own() {
+            return file.name.to_string();
+        }
         match &self.dir {
             Some(dir) => dir.join(file.name).display().to_string(),
             None => format!("kernels/{} (embedded)", file.name),
         }
+    }
+}
+
+impl KernelFile {
+    /// A custom study's sources, named by the absolute path of their first file (a built-in's
+    /// name is a file name in `kernels/`): its text is already complete, defines and `#line`
+    /// directives included.
+    pub fn is_users_own(&self) -> bool {
+        self.name.starts_with('/')
     }
 }
 
@@ -97,13 +113,29 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
 
 /// Compiles one kernel file to PTX for `arch` (e.g. "sm_90"). The error carries NVRTC's log.
 pub fn compile(file_label: &str, source: &str, arch: &str) -> Result<Ptx> {
+    compile_with_includes(file_label, source, arch, &[])
+}
+
+/// `compile`, NVRTC searching `include_dirs` for the source's `#include`s (a custom study's).
+pub fn compile_with_includes(
+    file_label: &str,
+    source: &str,
+    arch: &str,
+    include_dirs: &[PathBuf],
+) -> Result<Ptx> {
+    let mut flags = vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".into(),
+        "-lineinfo".into(),
+    ];
+    flags.extend(
+        include_dirs
+            .iter()
+            .map(|d| format!("--include-path={}", d.display())),
+    );
     let options = CompileOptions {
         name: Some(file_label.to_string()),
-        options: vec![
-            format!("--gpu-architecture={arch}"),
-            "--std=c++17".into(),
-            "-lineinfo".into(),
-        ],
+        options: flags,
         ..Default::default()
     };
     nvrtc::compile_ptx_with_opts(source, options).map_err(|e| match e {

@@ -47,6 +47,7 @@ fn scalar(kind: AxisKind) -> Value {
     match kind {
         AxisKind::Size => json!({ "type": "integer", "minimum": 0 }),
         AxisKind::BlockSize => json!({ "type": "integer", "enum": [32, 64, 128, 256, 512, 1024] }),
+        AxisKind::Int { min, max } => json!({ "type": "integer", "minimum": min, "maximum": max }),
         AxisKind::Float { min, max } => json!({ "type": "number", "minimum": min, "maximum": max }),
         AxisKind::Dtype(allowed) => {
             json!({ "type": "string", "enum": allowed.iter().map(|d| d.name()).collect::<Vec<_>>() })
@@ -99,7 +100,7 @@ fn axis_values(name: &str, defs: &[(&str, &AxisDef)]) -> Value {
     let numeric = defs.iter().any(|(_, d)| {
         matches!(
             d.kind,
-            AxisKind::Size | AxisKind::BlockSize | AxisKind::Float { .. }
+            AxisKind::Size | AxisKind::BlockSize | AxisKind::Int { .. } | AxisKind::Float { .. }
         )
     });
     if numeric {
@@ -201,7 +202,10 @@ pub(super) fn names_of(names: Vec<&str>) -> Schema {
 }
 
 pub(super) fn algorithm(_: &mut SchemaGenerator) -> Schema {
-    names_of(algos::names())
+    let mut names = algos::names();
+    // A study's own kernels, declared in its `[custom]` table.
+    names.push(crate::custom::CUSTOM);
+    names_of(names)
 }
 
 /// A study's or variant's name: it names files and folders.

@@ -10,6 +10,7 @@ use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::algos::{AlgorithmRef, Buffers, CaseData};
+use crate::custom::{Custom, CustomDef};
 use crate::manifest::Manifest;
 use crate::measure::Deadline;
 use crate::plan::Case;
@@ -55,6 +56,13 @@ pub struct WorkerStudy {
     pub seed: u64,
     pub variants: Vec<Variant>,
     pub accuracy: ToleranceOverrides,
+    /// A custom study's definition (its manifest's `[custom]`, checked), from which the worker
+    /// rebuilds the algorithm; None for a built-in.
+    #[serde(default)]
+    pub custom: Option<CustomDef>,
+    /// The custom algorithm, rebuilt once per worker rather than once per case.
+    #[serde(skip)]
+    built: std::sync::OnceLock<AlgorithmRef>,
 }
 
 impl WorkerStudy {
@@ -64,10 +72,18 @@ impl WorkerStudy {
             seed: manifest.study.seed,
             variants: manifest.variants.clone(),
             accuracy: manifest.accuracy,
+            custom: manifest.custom.clone(),
+            built: std::sync::OnceLock::new(),
         }
     }
 
     fn algorithm(&self) -> Result<AlgorithmRef> {
+        if let Some(def) = &self.custom {
+            let built = self
+                .built
+                .get_or_init(|| AlgorithmRef::Owned(std::sync::Arc::new(Custom::new(def.clone()))));
+            return Ok(built.clone());
+        }
         crate::algos::find(&self.algorithm).ok_or_else(|| {
             anyhow!(
                 "kbench bug: no algorithm `{}` in this build",
@@ -155,18 +171,26 @@ fn measure_case(
     let algorithm = study.algorithm()?;
     let bound = algorithm.bind(&case.params)?;
     let mut executor = executor::executor_for(variant.backend, gpu)?;
+    let kernel_file = match bound.kernel_file() {
+        Some(file) => file?,
+        None => algorithm.spec().kernel_file,
+    };
     let job = Job {
         variant,
         params: &case.params,
         bound: &*bound,
-        kernel_file: &algorithm.spec().kernel_file,
+        kernel_file: &kernel_file,
+        include_dirs: &algorithm.spec().include_dirs,
         settings: settings.measure,
     };
 
     on_stage(CaseStage::Measuring);
     let deadline = Deadline::after(settings.measure.timeout_s);
     fits(&*executor, &job)?;
-    let data = prepare(&job, study, result)?;
+    let mut data = prepare(&job, study, result)?;
+    if let Some(reference) = bound.reference_kernel() {
+        run_reference(&mut *executor, &job, reference, &mut data)?;
+    }
     let Executed {
         measurement,
         mut outputs,
@@ -228,6 +252,41 @@ fn prepare(job: &Job, study: &WorkerStudy, result: &mut CaseResult) -> Result<Ca
         .map(|(k, v)| (k.to_string(), *v))
         .collect();
     Ok(data)
+}
+
+/// Runs the kernel `reference` once on the case's inputs, outside the timing, and makes its
+/// outputs the reference of every output that has none yet (a custom study's trusted kernel;
+/// outputs checked against `.npy` files already have theirs).
+fn run_reference(
+    executor: &mut dyn Executor,
+    job: &Job,
+    reference: &str,
+    data: &mut CaseData,
+) -> Result<(), CaseError> {
+    let variant = Variant {
+        implementation: reference.to_string(),
+        scope: Scope::Kernel,
+        streams: 1,
+        ..job.variant.clone()
+    };
+    let reference_job = Job {
+        variant: &variant,
+        ..*job
+    };
+    let outputs = executor
+        .run_once(&reference_job, data)
+        .map_err(|e| match e {
+            CaseError::Fail(e) => {
+                CaseError::Fail(e.context(format!("running the reference kernel `{reference}`")))
+            }
+            skip => skip,
+        })?;
+    for output in &mut data.outputs {
+        if output.reference.is_empty() && output.capacity > 0 {
+            output.reference = outputs.data(output.name)?.to_f64();
+        }
+    }
+    Ok(())
 }
 
 /// Why the case stopped at its time limit, if it did.

@@ -131,7 +131,7 @@ impl Executor for CudaExecutor<'_> {
         deadline: Deadline,
     ) -> Result<Executed, CaseError> {
         // Compiled on the case's first use, inside its time limit.
-        let module = self.device.module(job.kernel_file)?;
+        let module = (self.device).module_with_includes(job.kernel_file, job.include_dirs)?;
         let device: &Device = self.device;
         let cuda = Cuda {
             device,
@@ -140,6 +140,18 @@ impl Executor for CudaExecutor<'_> {
             kernel: &job.variant.implementation,
         };
         Ok(Scoped::new(&cuda, job, data, deadline).run()?)
+    }
+
+    fn run_once(&mut self, job: &Job, data: &CaseData) -> Result<Buffers, CaseError> {
+        let module = (self.device).module_with_includes(job.kernel_file, job.include_dirs)?;
+        let device: &Device = self.device;
+        let cuda = Cuda {
+            device,
+            gpu: device.gpu(&module),
+            bound: job.bound,
+            kernel: &job.variant.implementation,
+        };
+        Ok(Scoped::new(&cuda, job, data, Deadline::after(f64::INFINITY)).run_once()?)
     }
 }
 
@@ -312,6 +324,21 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             measurement,
             outputs,
         })
+    }
+
+    /// One untimed run on the case's inputs (a reference kernel's): its outputs.
+    pub fn run_once(&self) -> Result<Buffers> {
+        let device = self.device;
+        let io = self.allocate()?;
+        for (name, host) in &self.data.inputs.0 {
+            device.copy_in(io.input(name)?, host)?;
+        }
+        device.reset_outputs(&io)?;
+        let mut launcher = device.launcher(&io)?;
+        launcher.launch()?;
+        let mut outputs = self.data.output_buffers();
+        self.download(&io, &mut outputs)?;
+        Ok(outputs)
     }
 
     /// The case's runs alone, on inputs copied once, as the sample plan says; then profiled.

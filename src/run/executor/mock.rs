@@ -58,7 +58,7 @@ use toml::Spanned;
 
 use super::cuda::{Chunk, Primitives, Scoped};
 use super::{CaseError, Executed, Executor, Job};
-use crate::algos::CaseData;
+use crate::algos::{Buffers, CaseData};
 use crate::device::timer::{take_sample, Sample, SampleOps, SamplePlan, PROFILED_RUNS};
 use crate::device::{fits_memory, DeviceIo, KernelFile, Launcher};
 use crate::manifest::ManifestError;
@@ -511,6 +511,19 @@ impl Executor for MockExecutor<'_> {
             charged: Cell::new(Charges::default()),
         };
         Ok(Scoped::new(&run, job, data, deadline).run()?)
+    }
+
+    /// The mock cannot run a custom study's reference kernel: it answers zeros (after the
+    /// scripted faults), and every variant then writes that reference, so the whole pipeline
+    /// runs and the results say `MOCK`.
+    fn run_once(&mut self, job: &Job, data: &CaseData) -> Result<Buffers, CaseError> {
+        let fault = self.mock.fault(&job.variant.name, job.params);
+        self.mock.load_module(job.kernel_file, fault)?;
+        Ok(Buffers(
+            (data.outputs.iter())
+                .map(|o| (o.name, HostData::zeros(o.dtype, o.capacity)))
+                .collect(),
+        ))
     }
 }
 

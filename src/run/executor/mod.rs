@@ -38,8 +38,11 @@ pub struct Job<'a> {
     pub variant: &'a Variant,
     pub params: &'a Params,
     pub bound: &'a dyn BoundCase,
-    /// The algorithm's kernels (CUDA variants).
+    /// The algorithm's kernels (CUDA variants): the spec's file, or the case's own (a custom
+    /// study's sources with the case's defines).
     pub kernel_file: &'a KernelFile,
+    /// Folders NVRTC searches for the kernel file's `#include`s beyond kbench's own.
+    pub include_dirs: &'a [std::path::PathBuf],
     pub settings: &'a MeasureSettings,
 }
 
@@ -64,6 +67,14 @@ pub trait Executor {
         data: &CaseData,
         deadline: Deadline,
     ) -> Result<Executed, CaseError>;
+
+    /// Runs the job's kernel once on the case's inputs, untimed, and returns its outputs: the
+    /// reference a custom study's trusted kernel gives the others. Only GPUs run kernels.
+    fn run_once(&mut self, _job: &Job, _data: &CaseData) -> Result<Buffers, CaseError> {
+        Err(CaseError::Fail(anyhow!(
+            "kbench bug: a reference kernel can run only on a GPU"
+        )))
+    }
 }
 
 /// The executor for a case of `backend`, opening the GPU if this is the first CUDA case; a GPU

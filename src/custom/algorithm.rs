@@ -1,0 +1,373 @@
+//! `Custom`: a manifest's own kernels as an algorithm (`DynAlgorithm`), built from its checked
+//! definition (`def::CustomDef`), and `CustomCase`, one grid point of it (`BoundCase`): the
+//! buffers' lengths, seeded inputs, the outputs' expected values (from `.npy` files, or left for
+//! the reference kernel sequence, which the case runs once, outside the timing), the bytes and
+//! flops, and the kernel file compiled with the case's defines.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use anyhow::{anyhow, bail, Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::def::{c_type, AxisKindDecl, CustomDef, ElemType, Expected, Init, Role};
+use super::schedule::{self, case_dtype, param_value};
+use crate::algos::{
+    AxisDef, AxisDefault, AxisKind, BoundCase, Buffers, CaseData, CpuRun, DynAlgorithm, Length,
+    OutputSpec, Spec,
+};
+use crate::device::{DeviceIo, Gpu, KernelFile, Launcher};
+use crate::expr::Value;
+use crate::vocab::{DType, HostData, ParamValue, Params, Tolerance};
+
+/// The name a manifest gives as `study.algorithm` for its own kernels.
+pub const CUSTOM: &str = "custom";
+
+/// Names leaked once per definition: a spec's strings are `'static` (see `Spec`).
+fn leak(text: &str) -> &'static str {
+    Box::leak(text.to_owned().into_boxed_str())
+}
+
+#[derive(Debug)]
+pub struct Custom {
+    spec: Spec,
+    pub def: CustomDef,
+    /// Buffer names as the case's `Buffers` hold them.
+    buffer_names: Vec<&'static str>,
+    /// The kernel file for each define set, made once: NVRTC modules are cached by its name.
+    files: Mutex<HashMap<String, KernelFile>>,
+}
+
+impl Custom {
+    pub fn new(def: CustomDef) -> Custom {
+        let axes: Vec<AxisDef> = def.axes.iter().map(axis_def).collect();
+        let first = def.sources.first();
+        let kernel_file = KernelFile {
+            name: leak(&first.map_or(String::new(), |s| s.path.display().to_string())),
+            source: leak(&first.map_or(String::new(), |s| s.text.clone())),
+        };
+        let fixed_dtype = match def.axes.iter().any(|a| a.name == "dtype") {
+            true => None,
+            false => (def.buffers.iter())
+                .find(|b| b.role.is_output())
+                .and_then(|b| match b.elem {
+                    ElemType::Fixed(d) => Some(d),
+                    ElemType::FromDtype => None,
+                }),
+        };
+        let spec = Spec {
+            name: CUSTOM,
+            title: leak(&def.title),
+            axes: Box::leak(axes.into_boxed_slice()),
+            kernels: def.kernels.iter().map(|k| leak(&k.name)).collect(),
+            fixed_dtype,
+            kernel_file,
+            include_dirs: def.include_dirs.clone(),
+            ..Spec::DEFAULT
+        };
+        let buffer_names = def.buffers.iter().map(|b| leak(&b.name)).collect();
+        Custom {
+            spec,
+            def,
+            buffer_names,
+            files: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The sources with the case's defines in front, each behind a `#line` naming the user's
+    /// file, so NVRTC's messages point at the user's own lines.
+    fn kernel_file(&self, params: &Params) -> Result<KernelFile> {
+        let names = |name: &str| params.get(name).map(param_value);
+        let mut defines = Vec::new();
+        for (name, text) in &self.def.defines {
+            let value = schedule::eval(text, &format!("custom.defines.{name}"), &names)
+                .map_err(|e| anyhow!("{e}"))?;
+            let is_dtype = matches!(&value, Value::Str(s) if DType::parse(s).is_some());
+            let text = match value {
+                Value::Str(s) if is_dtype => {
+                    c_type(DType::parse(&s).unwrap_or(DType::F32)).to_string()
+                }
+                Value::Str(s) => s,
+                Value::Int(v) => v.to_string(),
+                Value::Float(x) => format!("{x:?}"),
+                Value::Bool(b) => i32::from(b).to_string(),
+            };
+            defines.push(format!("{name}={text}"));
+        }
+        let key = defines.join(" ");
+        let mut files = self
+            .files
+            .lock()
+            .map_err(|_| anyhow!("kbench bug: a poisoned lock"))?;
+        if let Some(file) = files.get(&key) {
+            return Ok(*file);
+        }
+        let mut text = String::new();
+        for define in &defines {
+            let (name, value) = define.split_once('=').unwrap_or((define, ""));
+            text.push_str(&format!("#define {name} {value}\n"));
+        }
+        for source in &self.def.sources {
+            text.push_str(&format!("#line 1 \"{}\"\n", source.path.display()));
+            text.push_str(&source.text);
+            text.push('\n');
+        }
+        let file = KernelFile {
+            name: leak(&format!("{} [{key}]", self.spec.kernel_file.name)),
+            source: leak(&text),
+        };
+        files.insert(key, file);
+        Ok(file)
+    }
+}
+
+/// An axis as the framework declares it.
+fn axis_def(decl: &super::def::AxisDecl) -> AxisDef {
+    let kind = match &decl.kind {
+        AxisKindDecl::Size => AxisKind::Size,
+        AxisKindDecl::Int { min, max } => AxisKind::Int {
+            min: *min,
+            max: *max,
+        },
+        AxisKindDecl::Float { min, max } => AxisKind::Float {
+            min: *min,
+            max: *max,
+        },
+        AxisKindDecl::Choice(names) => {
+            let names: Vec<&'static str> = names.iter().map(|n| leak(n)).collect();
+            AxisKind::Choice(Box::leak(names.into_boxed_slice()))
+        }
+        AxisKindDecl::Dtype(allowed) => {
+            AxisKind::Dtype(Box::leak(allowed.clone().into_boxed_slice()))
+        }
+        AxisKindDecl::Block => AxisKind::BlockSize,
+    };
+    let default = decl.default.as_ref().map(|d| match d {
+        ParamValue::Int(i) => AxisDefault::Int(*i),
+        ParamValue::Float(x) => AxisDefault::Float(*x),
+        ParamValue::Str(s) => AxisDefault::Str(leak(s)),
+    });
+    AxisDef {
+        name: leak(&decl.name),
+        kind,
+        default,
+        only_for: None,
+        doc: leak(&decl.doc),
+    }
+}
+
+impl DynAlgorithm for Custom {
+    fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    fn bind(&self, params: &Params) -> Result<Box<dyn BoundCase + '_>> {
+        let names = |name: &str| params.get(name).map(param_value);
+        let dtype = case_dtype(params);
+        let mut buffers = Vec::new();
+        for (i, b) in self.def.buffers.iter().enumerate() {
+            let key = format!("custom.buffer[{i}].length");
+            let len = schedule::eval_count(&b.length, &key, "the length", isize::MAX as u64, &names)
+                .map_err(|e| anyhow!("{e}"))? as usize;
+            let elem = match b.elem {
+                ElemType::Fixed(d) => d,
+                ElemType::FromDtype => {
+                    dtype.context("a buffer of type `dtype` needs a `dtype` axis")?
+                }
+            };
+            buffers.push((elem, len));
+        }
+        Ok(Box::new(CustomCase {
+            algorithm: self,
+            params: params.clone(),
+            buffers,
+        }))
+    }
+}
+
+/// One grid point of a custom study: each buffer's element type and length.
+pub struct CustomCase<'a> {
+    algorithm: &'a Custom,
+    params: Params,
+    pub buffers: Vec<(DType, usize)>,
+}
+
+impl CustomCase<'_> {
+    fn names(&self) -> impl Fn(&str) -> Option<Value> + '_ {
+        |name| self.params.get(name).map(param_value)
+    }
+
+    fn count(&self, text: &str, key: &str) -> Result<u64> {
+        schedule::eval_count(text, key, key, u64::MAX, &self.names()).map_err(|e| anyhow!("{e}"))
+    }
+}
+
+/// The default tolerance of a float output checked against a reference kernel that sums in
+/// another order: loose enough for reordered float sums, tight enough to catch a wrong element.
+fn default_tolerance(dtype: DType) -> Tolerance {
+    match dtype {
+        DType::I32 => Tolerance::EXACT,
+        DType::F32 => Tolerance::relative(1e-5),
+        DType::F64 => Tolerance::relative(1e-12),
+    }
+}
+
+impl BoundCase for CustomCase<'_> {
+    fn supports(&self, _implementation: &str) -> bool {
+        true
+    }
+
+    fn tolerance(&self, _implementation: &str, output: &OutputSpec) -> Tolerance {
+        output.tolerance
+    }
+
+    fn footprint_bytes(&self, _implementation: &str) -> Option<u64> {
+        let mut total: u64 = 0;
+        for ((dtype, len), decl) in self.buffers.iter().zip(&self.algorithm.def.buffers) {
+            let bytes = (*len as u64).checked_mul(dtype.size_bytes())?;
+            // An output's reference is held as float64 beside it.
+            let reference = if decl.role.is_output() {
+                (*len as u64).checked_mul(8)?
+            } else {
+                0
+            };
+            total = total.checked_add(bytes)?.checked_add(reference)?;
+        }
+        Some(total)
+    }
+
+    fn prepare(&self, seed: u64) -> Result<CaseData> {
+        let def = &self.algorithm.def;
+        let mut inputs = Vec::new();
+        let mut outputs = Vec::new();
+        for (i, decl) in def.buffers.iter().enumerate() {
+            let name = self.algorithm.buffer_names[i];
+            let (dtype, len) = self.buffers[i];
+            if decl.role.is_input() {
+                let data = initial(&decl.init, dtype, len, seed, &decl.name)
+                    .with_context(|| format!("buffer `{}`", decl.name))?;
+                inputs.push((name, data));
+            }
+            if decl.role.is_output() {
+                let reference = match &decl.expected {
+                    Some(Expected::Npy(path)) => read_npy(path, dtype, len)?.to_f64(),
+                    // Filled in by the reference kernel sequence's run (see `reference_kernel`).
+                    Some(Expected::Reference) | None => Vec::new(),
+                };
+                outputs.push(OutputSpec {
+                    name,
+                    dtype,
+                    capacity: len,
+                    length: Length::Full,
+                    reference,
+                    tolerance: decl.tolerance.unwrap_or(default_tolerance(dtype)),
+                    in_place: (decl.role == Role::InOut).then_some(name),
+                    checked: None,
+                });
+            }
+        }
+        Ok(CaseData {
+            inputs: Buffers(inputs),
+            outputs,
+            bytes_moved: self.count(&def.bytes, "custom.bytes")?,
+            flops: self.count(&def.flops, "custom.flops")?,
+            facts: Vec::new(),
+        })
+    }
+
+    fn cpu(&self, implementation: &str) -> Result<CpuRun> {
+        Err(crate::algos::unknown(
+            &self.algorithm.spec,
+            "CPU implementation",
+            implementation,
+        ))
+    }
+
+    fn cuda<'a>(
+        &self,
+        kernel: &str,
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+    ) -> Result<Box<dyn Launcher + 'a>> {
+        let def = &self.algorithm.def;
+        let (index, program) = (def.kernels.iter().enumerate())
+            .find(|(_, k)| k.name == kernel)
+            .ok_or_else(|| crate::algos::unknown(&self.algorithm.spec, "kernel", kernel))?;
+        let planned = schedule::plan(program, &format!("custom.kernel[{index}]"), &self.params)
+            .map_err(|e| anyhow!("{e}"))?;
+        let scratch = (def.buffers.iter().zip(&self.buffers))
+            .filter(|(d, _)| d.role == Role::Scratch)
+            .map(|(d, (dtype, len))| (d.name.clone(), *dtype, *len));
+        Ok(Box::new(super::launch::CustomLauncher::new(
+            gpu, io, scratch, planned,
+        )?))
+    }
+
+    fn kernel_file(&self) -> Option<Result<KernelFile>> {
+        Some(self.algorithm.kernel_file(&self.params))
+    }
+
+    fn reference_kernel(&self) -> Option<&str> {
+        let def = &self.algorithm.def;
+        let wanted = (def.buffers.iter())
+            .any(|b| b.role.is_output() && matches!(b.expected, Some(Expected::Reference) | None));
+        def.reference.as_deref().filter(|_| wanted)
+    }
+}
+
+/// A buffer's initial contents, drawn from its own stream of the study's seed, so that a
+/// buffer's values do not change when another buffer is added.
+fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Result<HostData> {
+    let mut hasher = fnv::FnvHasher::default();
+    name.hash(&mut hasher);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ hasher.finish());
+    let values: Vec<f64> = match init {
+        Init::Npy(path) => return read_npy(path, dtype, len),
+        Init::Zeros => vec![0.0; len],
+        Init::Constant(c) => vec![*c; len],
+        Init::Iota => (0..len).map(|i| i as f64).collect(),
+        Init::Uniform { low, high } if dtype == DType::I32 => {
+            let (low, high) = (low.ceil() as i64, high.floor() as i64);
+            (0..len)
+                .map(|_| rng.random_range(low..=high) as f64)
+                .collect()
+        }
+        Init::Uniform { low, high } => (0..len).map(|_| rng.random_range(*low..*high)).collect(),
+        Init::Normal { mean, std_dev } => (0..len)
+            .map(|_| {
+                // Box-Muller: two uniforms, one normal.
+                let (u1, u2): (f64, f64) = (1.0 - rng.random::<f64>(), rng.random::<f64>());
+                mean + std_dev * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+            })
+            .collect(),
+    };
+    Ok(match dtype {
+        DType::I32 => HostData::I32(values.iter().map(|&v| v.round() as i32).collect()),
+        DType::F32 => HostData::F32(values.iter().map(|&v| v as f32).collect()),
+        DType::F64 => HostData::F64(values),
+    })
+}
+
+/// A `.npy` file's values, which must be `len` elements of `dtype`.
+pub fn read_npy(path: &PathBuf, dtype: DType, len: usize) -> Result<HostData> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let npy = npyz::NpyFile::new(&bytes[..])
+        .with_context(|| format!("{} is not a .npy file", path.display()))?;
+    let data = match dtype {
+        DType::I32 => npy.into_vec::<i32>().map(HostData::I32),
+        DType::F32 => npy.into_vec::<f32>().map(HostData::F32),
+        DType::F64 => npy.into_vec::<f64>().map(HostData::F64),
+    }
+    .with_context(|| format!("{} does not hold {} values", path.display(), dtype.name()))?;
+    if data.len() != len {
+        bail!(
+            "{} holds {} elements; the buffer has {len}",
+            path.display(),
+            data.len()
+        );
+    }
+    Ok(data)
+}

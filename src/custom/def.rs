@@ -1,0 +1,211 @@
+//! A custom study's definition as data: what `manifest::custom` reads out of a manifest's
+//! `[custom]` table, checked, and what the worker receives (inside `WorkerStudy`) to rebuild the
+//! algorithm without reading the manifest again. Expressions are kept as their text (parsed
+//! again, cheaply, where they are used); source files as their text, read once.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::vocab::{DType, ParamValue, Tolerance};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CustomDef {
+    pub title: String,
+    /// The user's sources, in order (concatenated, each behind a `#line` directive).
+    pub sources: Vec<SourceFile>,
+    /// Folders NVRTC searches for the sources' `#include`s (absolute).
+    pub include_dirs: Vec<PathBuf>,
+    /// Compile-time defines: name and expression (a dtype value becomes its C type).
+    pub defines: Vec<(String, String)>,
+    pub axes: Vec<AxisDecl>,
+    pub buffers: Vec<BufferDecl>,
+    /// The launch sequences a `[[variant]]`'s `kernel` names.
+    pub kernels: Vec<Program>,
+    /// The kernel sequence whose outputs are the reference of every output checked against one.
+    pub reference: Option<String>,
+    /// Bytes moved and flops, as expressions: GB/s and GFLOP/s.
+    pub bytes: String,
+    pub flops: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceFile {
+    /// Absolute, as NVRTC's messages name it.
+    pub path: PathBuf,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AxisDecl {
+    pub name: String,
+    pub kind: AxisKindDecl,
+    pub default: Option<ParamValue>,
+    pub doc: String,
+}
+
+/// The kinds of axis a custom study declares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum AxisKindDecl {
+    Size,
+    Int { min: i64, max: i64 },
+    Float { min: f64, max: f64 },
+    Choice(Vec<String>),
+    Dtype(Vec<DType>),
+    Block,
+}
+
+/// A buffer's element type: fixed, or the case's `dtype`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum ElemType {
+    Fixed(DType),
+    FromDtype,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    Input,
+    Output,
+    InOut,
+    Scratch,
+}
+
+impl Role {
+    pub fn is_output(self) -> bool {
+        matches!(self, Role::Output | Role::InOut)
+    }
+    pub fn is_input(self) -> bool {
+        matches!(self, Role::Input | Role::InOut)
+    }
+}
+
+/// A buffer's contents before a run (inputs and in-out buffers; scratch starts zeroed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Init {
+    /// Uniform in [low, high) from the study's seed (integers: [low, high]).
+    Uniform {
+        low: f64,
+        high: f64,
+    },
+    Normal {
+        mean: f64,
+        std_dev: f64,
+    },
+    /// 0, 1, 2, ...
+    Iota,
+    Constant(f64),
+    Zeros,
+    /// A `.npy` file (absolute path), of the buffer's type and length.
+    Npy(PathBuf),
+}
+
+/// What an output is checked against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Expected {
+    /// The reference kernel sequence's output.
+    Reference,
+    /// A `.npy` file of the expected values (absolute path).
+    Npy(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BufferDecl {
+    pub name: String,
+    pub elem: ElemType,
+    pub length: String,
+    pub role: Role,
+    pub init: Init,
+    /// Outputs: what they are checked against, and within what.
+    pub expected: Option<Expected>,
+    pub tolerance: Option<Tolerance>,
+}
+
+/// One kernel sequence: what one run of a variant launches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    pub name: String,
+    pub launches: Vec<LaunchDecl>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchDecl {
+    pub kernel: String,
+    /// x, y, z (missing ones are 1).
+    pub grid: Vec<String>,
+    pub block: Vec<String>,
+    pub shared_bytes: String,
+    pub args: Vec<ArgDecl>,
+    pub repeat: Option<Repeat>,
+}
+
+/// A launch repeated while a condition holds: the multi-pass construct. Pass k sees `var`
+/// (`from`, then `next` of the pass before); another pass follows while `while_` holds of the
+/// next value. `@read` is `read` in the first pass and what the pass before wrote after it;
+/// `@write` is `write` in the last pass and `swap[0]`, `swap[1]`, `swap[0]` .. before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Repeat {
+    pub var: String,
+    pub from: String,
+    pub next: String,
+    pub while_: String,
+    pub read: String,
+    pub write: String,
+    pub swap: [String; 2],
+}
+
+/// A kernel argument: a buffer's address, or a scalar of a C type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ArgDecl {
+    Buffer(String),
+    Scalar { ctype: CType, expr: String },
+}
+
+/// The scalar C types an argument may have, and how each is passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CType {
+    Int,
+    Unsigned,
+    LongLong,
+    UnsignedLongLong,
+    Float,
+    Double,
+}
+
+impl CType {
+    pub const NAMES: [(&'static str, CType); 6] = [
+        ("int", CType::Int),
+        ("unsigned", CType::Unsigned),
+        ("long long", CType::LongLong),
+        ("unsigned long long", CType::UnsignedLongLong),
+        ("float", CType::Float),
+        ("double", CType::Double),
+    ];
+
+    pub fn parse(name: &str) -> Option<CType> {
+        let name = match name {
+            "unsigned int" => "unsigned",
+            "size_t" => "unsigned long long",
+            other => other,
+        };
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, t)| *t == self)
+            .map_or("?", |(n, _)| n)
+    }
+}
+
+/// The C type of an element type, as a `T` define names it.
+pub fn c_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::I32 => "int",
+        DType::F32 => "float",
+        DType::F64 => "double",
+    }
+}

@@ -1,0 +1,81 @@
+//! The launcher of a custom kernel sequence: its planned launches (`schedule`) resolved once per
+//! case, before any timing, into kernels and argument lists over the case's device buffers, and
+//! the scratch buffers allocated then too; a run only queues the launches.
+
+use anyhow::{anyhow, Result};
+
+use super::schedule::{PlannedArg, PlannedLaunch};
+use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, Launcher};
+use crate::vocab::DType;
+
+pub struct CustomLauncher<'a> {
+    launches: Vec<(Kernel, Dims, Vec<Arg>)>,
+    /// Kept alive while the launches use them.
+    _scratch: Vec<(String, DeviceBuf)>,
+    _io: &'a DeviceIo,
+}
+
+impl<'a> CustomLauncher<'a> {
+    pub fn new(
+        gpu: Gpu<'a>,
+        io: &'a DeviceIo,
+        scratch: impl Iterator<Item = (String, DType, usize)>,
+        planned: Vec<PlannedLaunch>,
+    ) -> Result<Self> {
+        let scratch: Vec<(String, DeviceBuf)> = scratch
+            .map(|(name, dtype, len)| Ok((name, gpu.alloc(dtype, len)?)))
+            .collect::<Result<_>>()?;
+        // An output is what the kernels write (an in-out buffer's copy of its input included);
+        // then the inputs; then the scratch.
+        let address = |name: &str| -> Result<Arg> {
+            if let Ok(buf) = io.output(name) {
+                return Ok(buf.arg());
+            }
+            if let Ok(buf) = io.input(name) {
+                return Ok(buf.arg());
+            }
+            (scratch.iter())
+                .find(|(n, _)| n == name)
+                .map(|(_, b)| b.arg())
+                .ok_or_else(|| anyhow!("kbench bug: no buffer `{name}` for the launch"))
+        };
+        let mut launches = Vec::new();
+        for launch in planned {
+            let kernel = gpu.kernel(&launch.kernel)?;
+            if launch.dims.shared_bytes > 48 * 1024 {
+                kernel.allow_dynamic_shared(launch.dims.shared_bytes)?;
+            }
+            let args = (launch.args.iter())
+                .map(|a| match a {
+                    PlannedArg::Buffer(name) => address(name),
+                    PlannedArg::Value(v) => Ok(*v),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            launches.push((kernel, launch.dims, args));
+        }
+        Ok(CustomLauncher {
+            launches,
+            _scratch: scratch,
+            _io: io,
+        })
+    }
+}
+
+impl Launcher for CustomLauncher<'_> {
+    fn launch(&mut self) -> Result<()> {
+        for (kernel, dims, args) in &self.launches {
+            // SAFETY: the manifest declares each argument's C type and the buffers' lengths;
+            // kbench passes exactly those (pointers to whole allocations of the declared length,
+            // scalars of the declared width). That they match the kernel's parameters and that
+            // the kernel stays within the buffers is the user's declaration, which kbench cannot
+            // prove: checking the list against the kernel's PTX parameters, and guard regions
+            // around the buffers, are separate checks (see `custom` module docs).
+            unsafe { kernel.launch(*dims, args)? };
+        }
+        Ok(())
+    }
+
+    fn launches_per_run(&self) -> usize {
+        self.launches.len()
+    }
+}

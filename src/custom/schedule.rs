@@ -1,0 +1,309 @@
+//! What one run of a custom kernel sequence launches at one grid point, worked out on the host
+//! with no GPU: each launch's kernel, grid, block, shared bytes and arguments (buffers by name,
+//! scalars by value), the repeated launches unrolled into their passes. The launcher (`launch`)
+//! maps the names to device buffers; the manifest's check runs the same code over the grid, so
+//! a grid of 0 or a block above 1024 is refused at its line before anything runs.
+
+use crate::device::{Arg, Dims};
+use crate::expr::{Expr, ExprError, Value};
+use crate::vocab::{DType, ParamValue, Params};
+
+use super::def::{ArgDecl, CType, LaunchDecl, Program};
+
+/// A mistake found evaluating a definition's expression at a grid point: the expression's key in
+/// the manifest (`kernel[0].launch[1].grid`), the byte offset in its text, and what is wrong.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DefError {
+    pub key: String,
+    pub offset: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for DefError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}`: {}", self.key, self.message)
+    }
+}
+
+impl std::error::Error for DefError {}
+
+/// Evaluates the expression `text` (the definition's, at `key`) with `names`.
+pub fn eval(
+    text: &str,
+    key: &str,
+    names: &dyn Fn(&str) -> Option<Value>,
+) -> Result<Value, DefError> {
+    let at = |e: ExprError| DefError {
+        key: key.to_string(),
+        offset: e.offset,
+        message: e.message,
+    };
+    Expr::parse(text).map_err(at)?.eval(names).map_err(at)
+}
+
+/// `eval` of a count (a length, a grid): an integer from 0 to `max`.
+pub fn eval_count(
+    text: &str,
+    key: &str,
+    what: &str,
+    max: u64,
+    names: &dyn Fn(&str) -> Option<Value>,
+) -> Result<u64, DefError> {
+    let fail = |offset: usize, message: String| DefError {
+        key: key.to_string(),
+        offset,
+        message,
+    };
+    let expr = Expr::parse(text).map_err(|e| fail(e.offset, e.message))?;
+    let count = expr
+        .eval_count(names, what)
+        .map_err(|e| fail(e.offset, e.message))?;
+    if count > max {
+        return Err(fail(
+            0,
+            format!("{what} is {count}, above the limit of {max}"),
+        ));
+    }
+    Ok(count)
+}
+
+/// A grid point's values as an expression reads them.
+pub fn param_value(value: &ParamValue) -> Value {
+    match value {
+        ParamValue::Int(i) => Value::Int(*i),
+        ParamValue::Float(x) => Value::Float(*x),
+        ParamValue::Str(s) => Value::Str(s.clone()),
+    }
+}
+
+/// The case's `dtype`, if it has one.
+pub fn case_dtype(params: &Params) -> Option<DType> {
+    match params.get("dtype") {
+        Some(ParamValue::Str(s)) => DType::parse(s),
+        _ => None,
+    }
+}
+
+/// An argument of a planned launch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PlannedArg {
+    Buffer(String),
+    Value(Arg),
+}
+
+/// One launch, ready to queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedLaunch {
+    pub kernel: String,
+    pub dims: Dims,
+    pub args: Vec<PlannedArg>,
+}
+
+/// The most passes a repeated launch may take: a condition that never ends is a mistake.
+pub const MAX_PASSES: usize = 64;
+/// Threads per block, at most (every CUDA device kbench runs on).
+pub const MAX_BLOCK_THREADS: u64 = 1024;
+
+/// The launches of `program` at `params`; `key` is the program's key (`kernel[0]`).
+pub fn plan(program: &Program, key: &str, params: &Params) -> Result<Vec<PlannedLaunch>, DefError> {
+    let mut out = Vec::new();
+    for (i, launch) in program.launches.iter().enumerate() {
+        let key = format!("{key}.launch[{i}]");
+        match &launch.repeat {
+            None => out.push(plan_one(launch, &key, params, None)?),
+            Some(_) => out.extend(plan_repeat(launch, &key, params)?),
+        }
+    }
+    Ok(out)
+}
+
+/// The passes of a repeated launch (see `def::Repeat`).
+fn plan_repeat(
+    launch: &LaunchDecl,
+    key: &str,
+    params: &Params,
+) -> Result<Vec<PlannedLaunch>, DefError> {
+    let Some(repeat) = &launch.repeat else {
+        return Ok(Vec::new());
+    };
+    let base = |name: &str| params.get(name).map(param_value);
+    let rkey = format!("{key}.repeat");
+    let mut value = eval(&repeat.from, &format!("{rkey}.from"), &base)?;
+    let mut values = vec![value.clone()];
+    loop {
+        let with = |name: &str| {
+            if name == repeat.var {
+                Some(value.clone())
+            } else {
+                base(name)
+            }
+        };
+        let next = eval(&repeat.next, &format!("{rkey}.next"), &with)?;
+        let with_next = |name: &str| {
+            if name == repeat.var {
+                Some(next.clone())
+            } else {
+                base(name)
+            }
+        };
+        let again = match eval(&repeat.while_, &format!("{rkey}.while"), &with_next)? {
+            Value::Bool(b) => b,
+            other => {
+                return Err(DefError {
+                    key: format!("{rkey}.while"),
+                    offset: 0,
+                    message: format!("`while` must be a condition such as `len > 1`, not {other}"),
+                })
+            }
+        };
+        if !again {
+            break;
+        }
+        if values.len() >= MAX_PASSES {
+            return Err(DefError {
+                key: format!("{rkey}.while"),
+                offset: 0,
+                message: format!(
+                    "the launch repeats more than {MAX_PASSES} times at {}: does `next` bring `{}` closer to ending `while`?",
+                    crate::vocab::describe_params(params),
+                    repeat.var
+                ),
+            });
+        }
+        value = next;
+        values.push(value.clone());
+    }
+    let passes = values.len();
+    let mut out = Vec::new();
+    let mut read = repeat.read.clone();
+    for (k, value) in values.into_iter().enumerate() {
+        let write = if k + 1 == passes {
+            repeat.write.clone()
+        } else {
+            repeat.swap[k % 2].clone()
+        };
+        let pass = Pass {
+            var: &repeat.var,
+            value,
+            read: read.clone(),
+            write: write.clone(),
+        };
+        out.push(plan_one(launch, key, params, Some(&pass))?);
+        read = write;
+    }
+    Ok(out)
+}
+
+/// One pass of a repeated launch: its loop variable's value and its ping-pong buffers.
+struct Pass<'a> {
+    var: &'a str,
+    value: Value,
+    read: String,
+    write: String,
+}
+
+fn plan_one(
+    launch: &LaunchDecl,
+    key: &str,
+    params: &Params,
+    pass: Option<&Pass>,
+) -> Result<PlannedLaunch, DefError> {
+    let names = |name: &str| match pass {
+        Some(p) if p.var == name => Some(p.value.clone()),
+        _ => params.get(name).map(param_value),
+    };
+    let dims3 =
+        |exprs: &[String], field: &str, max: [u64; 3]| -> Result<(u32, u32, u32), DefError> {
+            let mut v = [1u32; 3];
+            for (i, text) in exprs.iter().enumerate() {
+                let k = if exprs.len() == 1 {
+                    format!("{key}.{field}")
+                } else {
+                    format!("{key}.{field}[{i}]")
+                };
+                let n = eval_count(text, &k, field, max[i], &names)?;
+                if n == 0 {
+                    return Err(DefError {
+                        key: k,
+                        offset: 0,
+                        message: format!(
+                            "{field} is 0 at {}: a launch needs at least 1 (use max(1, ...))",
+                            crate::vocab::describe_params(params)
+                        ),
+                    });
+                }
+                v[i] = n as u32;
+            }
+            Ok((v[0], v[1], v[2]))
+        };
+    let grid = dims3(&launch.grid, "grid", [i32::MAX as u64, 65535, 65535])?;
+    let block = dims3(
+        &launch.block,
+        "block",
+        [MAX_BLOCK_THREADS, MAX_BLOCK_THREADS, 64],
+    )?;
+    let threads = block.0 as u64 * block.1 as u64 * block.2 as u64;
+    if threads > MAX_BLOCK_THREADS {
+        return Err(DefError {
+            key: format!("{key}.block"),
+            offset: 0,
+            message: format!("the block has {threads} threads, above {MAX_BLOCK_THREADS}"),
+        });
+    }
+    let shared_bytes = eval_count(
+        &launch.shared_bytes,
+        &format!("{key}.shared_bytes"),
+        "shared_bytes",
+        u32::MAX as u64,
+        &names,
+    )? as u32;
+    let mut args = Vec::new();
+    for (i, arg) in launch.args.iter().enumerate() {
+        let akey = format!("{key}.args[{i}]");
+        args.push(match arg {
+            ArgDecl::Buffer(name) => PlannedArg::Buffer(match (name.as_str(), pass) {
+                ("@read", Some(p)) => p.read.clone(),
+                ("@write", Some(p)) => p.write.clone(),
+                _ => name.clone(),
+            }),
+            ArgDecl::Scalar { ctype, expr } => {
+                let value = eval(expr, &akey, &names)?;
+                PlannedArg::Value(scalar(*ctype, &value).map_err(|message| DefError {
+                    key: akey,
+                    offset: 0,
+                    message,
+                })?)
+            }
+        });
+    }
+    Ok(PlannedLaunch {
+        kernel: launch.kernel.clone(),
+        dims: crate::device::Dims {
+            grid,
+            block,
+            shared_bytes,
+        },
+        args,
+    })
+}
+
+/// A value passed as C type `ctype`: integers must fit it; a float is not passed as an integer.
+pub fn scalar(ctype: CType, value: &Value) -> Result<Arg, String> {
+    let doesnt_fit = |v: &dyn std::fmt::Display| format!("{v} does not fit a C `{}`", ctype.name());
+    match (ctype, value) {
+        (CType::Int, Value::Int(i)) => i32::try_from(*i).map(Arg::I32).map_err(|_| doesnt_fit(i)),
+        (CType::Unsigned, Value::Int(i)) => {
+            u32::try_from(*i).map(Arg::U32).map_err(|_| doesnt_fit(i))
+        }
+        // The same 64 bits: a `long long` travels as its two's complement.
+        (CType::LongLong, Value::Int(i)) => Ok(Arg::U64(*i as u64)),
+        (CType::UnsignedLongLong, Value::Int(i)) => {
+            u64::try_from(*i).map(Arg::U64).map_err(|_| doesnt_fit(i))
+        }
+        (CType::Float, Value::Int(i)) => Ok(Arg::F32(*i as f32)),
+        (CType::Float, Value::Float(x)) => Ok(Arg::F32(*x as f32)),
+        (CType::Double, Value::Int(i)) => Ok(Arg::F64(*i as f64)),
+        (CType::Double, Value::Float(x)) => Ok(Arg::F64(*x)),
+        (_, v) => Err(format!("{v} cannot be passed as a C `{}`", ctype.name())),
+    }
+}

@@ -1,0 +1,1047 @@
+//! A custom study's `[custom]` table: its TOML shape (serde, and through schemars the JSON
+//! Schema), and its checks, each mistake reported at its own line and column before anything
+//! runs: names (axes, buffers, kernels) declared once, every expression parsed and naming only
+//! axes (and a repeated launch's loop variable), buffers and arguments that exist, files that
+//! exist, and, over the study's grid, every length, grid, block and argument evaluated
+//! (`check_over_grid`), so a grid of 0, a block above 1024, a negative or overflowing length
+//! is refused at the expression that gives it. The result is a `custom::CustomDef`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{where_source_span, ManifestError, Validator};
+use crate::custom::def::{
+    ArgDecl, AxisDecl, AxisKindDecl, BufferDecl, CType, CustomDef, ElemType, Expected, Init,
+    LaunchDecl, Program, Repeat, Role, SourceFile,
+};
+use crate::custom::schedule::{self, DefError};
+use crate::expr::Expr;
+use crate::grid::{grid_points, AxisValues, WhereExpr};
+use crate::record::Variant;
+use crate::vocab::{DType, ParamValue, Tolerance};
+
+/// A study's own kernels: sources, axes, buffers, kernel sequences, reference and work.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCustom {
+    /// The `.cu` files, relative to the manifest, compiled together by NVRTC.
+    #[schemars(with = "Vec<String>")]
+    sources: Vec<Spanned<String>>,
+    /// Folders searched for the sources' `#include`s, relative to the manifest.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    include_dirs: Vec<Spanned<String>>,
+    /// Compile-time defines: name = expression of the axes (a dtype becomes its C type). `BLOCK`
+    /// (from a `block` axis) and `T` (from a `dtype` axis) are defined unless given here.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, String>")]
+    defines: BTreeMap<String, Spanned<String>>,
+    /// The study's axes, in the order the tables show them.
+    #[serde(default)]
+    #[schemars(with = "Vec<RawAxis>")]
+    axis: Vec<Spanned<RawAxis>>,
+    #[schemars(with = "Vec<RawBuffer>")]
+    buffer: Vec<Spanned<RawBuffer>>,
+    /// Kernel sequences: what a `[[variant]]`'s `kernel` names.
+    #[schemars(with = "Vec<RawKernel>")]
+    kernel: Vec<Spanned<RawKernel>>,
+    /// The kernel sequence trusted to give the reference of every output checked against one.
+    #[schemars(with = "Option<String>")]
+    reference: Option<Spanned<String>>,
+    /// Bytes the kernels must move, as an expression (GB/s). Default 0.
+    #[schemars(with = "Option<String>")]
+    bytes: Option<Spanned<String>>,
+    /// Floating-point operations, as an expression (GFLOP/s). Default 0.
+    #[schemars(with = "Option<String>")]
+    flops: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawAxis {
+    #[schemars(with = "String")]
+    name: Spanned<String>,
+    /// size (an element count), int, float, choice, dtype or block (threads per block).
+    #[schemars(with = "String", extend("enum" = ["size", "int", "float", "choice", "dtype", "block"]))]
+    kind: Spanned<String>,
+    /// A choice's names, or a dtype axis's types (default: i32, f32, f64).
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    values: Option<Spanned<Vec<String>>>,
+    #[schemars(with = "Option<f64>")]
+    min: Option<Spanned<f64>>,
+    #[schemars(with = "Option<f64>")]
+    max: Option<Spanned<f64>>,
+    /// The value when `[grid]` leaves the axis out.
+    #[schemars(with = "Option<serde_json::Value>")]
+    default: Option<Spanned<toml::Value>>,
+    doc: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawBuffer {
+    #[schemars(with = "String")]
+    name: Spanned<String>,
+    /// i32, f32, f64, or dtype (the case's).
+    #[serde(rename = "type")]
+    #[schemars(with = "String", extend("enum" = ["i32", "f32", "f64", "dtype"]))]
+    elem: Spanned<String>,
+    /// Elements, as an expression of the axes (`n`, `m * n`, `ceil_div(n, 256)`).
+    #[schemars(with = "String")]
+    length: Spanned<String>,
+    /// input (read), output (checked), inout (both), scratch (the kernels' own, zeroed once).
+    #[schemars(with = "String", extend("enum" = ["input", "output", "inout", "scratch"]))]
+    role: Spanned<String>,
+    /// An input's contents: "zeros", "iota", { uniform = [lo, hi] }, { normal = [mean, std] },
+    /// { constant = x } or { npy = "file.npy" }. Default: uniform in [0, 1) ([-100, 100] for i32).
+    #[schemars(with = "Option<serde_json::Value>")]
+    init: Option<Spanned<toml::Value>>,
+    /// An output's expected values: "reference" (the reference kernel's, the default) or a
+    /// `.npy` file.
+    #[schemars(with = "Option<String>")]
+    expected: Option<Spanned<String>>,
+    /// An output's tolerance: "exact", or { rel = .., abs = .. }.
+    #[schemars(with = "Option<serde_json::Value>")]
+    tolerance: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawKernel {
+    /// What a `[[variant]]`'s `kernel` names.
+    #[schemars(with = "String")]
+    name: Spanned<String>,
+    /// The launches of one run, in order.
+    #[schemars(with = "Vec<RawLaunch>")]
+    launch: Vec<Spanned<RawLaunch>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawLaunch {
+    /// The `extern "C" __global__` function's name.
+    #[schemars(with = "String")]
+    kernel: Spanned<String>,
+    /// Blocks: an expression, or a list of up to 3 (x, y, z).
+    #[schemars(with = "serde_json::Value")]
+    grid: Spanned<toml::Value>,
+    /// Threads per block: an expression, or a list of up to 3 (x, y, z); at most 1024 in all.
+    #[schemars(with = "serde_json::Value")]
+    block: Spanned<toml::Value>,
+    /// Dynamic shared memory in bytes, as an expression.
+    #[schemars(with = "Option<String>")]
+    shared_bytes: Option<Spanned<String>>,
+    /// The kernel's arguments, in order: { buffer = "x" } or { type = "int", value = "n" }.
+    #[serde(default)]
+    #[schemars(with = "Vec<RawArg>")]
+    args: Vec<Spanned<RawArg>>,
+    /// Repeats the launch while a condition holds (a multi-pass kernel), see the README.
+    #[schemars(with = "Option<RawRepeat>")]
+    repeat: Option<Spanned<RawRepeat>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawArg {
+    /// A buffer's address (in a repeated launch also `@read` and `@write`).
+    #[schemars(with = "Option<String>")]
+    buffer: Option<Spanned<String>>,
+    /// A scalar's C type: int, unsigned, long long, unsigned long long, float, double.
+    #[serde(rename = "type")]
+    #[schemars(with = "Option<String>", extend("enum" = ["int", "unsigned", "long long", "unsigned long long", "float", "double"]))]
+    ctype: Option<Spanned<String>>,
+    /// A scalar's value: a number, or an expression of the axes in a string.
+    #[schemars(with = "Option<serde_json::Value>")]
+    value: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawRepeat {
+    /// The loop variable, usable in the launch's expressions.
+    #[schemars(with = "String")]
+    var: Spanned<String>,
+    /// Its value in the first pass.
+    #[schemars(with = "String")]
+    from: Spanned<String>,
+    /// Its value in the next pass, from this one's.
+    #[schemars(with = "String")]
+    next: Spanned<String>,
+    /// Another pass runs while this holds of the next value.
+    #[serde(rename = "while")]
+    #[schemars(with = "String")]
+    while_: Spanned<String>,
+    /// `@read` in the first pass (later passes read what the pass before wrote).
+    #[schemars(with = "String")]
+    read: Spanned<String>,
+    /// `@write` in the last pass.
+    #[schemars(with = "String")]
+    write: Spanned<String>,
+    /// The two buffers the passes before the last write, in turn.
+    #[schemars(with = "[String; 2]")]
+    swap: Spanned<Vec<String>>,
+}
+
+/// Where each checked expression of the definition is in the source, by its key
+/// (`custom.buffer[1].length`), for the mistakes found over the grid.
+#[derive(Debug, Default)]
+pub(super) struct CustomSpans {
+    exprs: HashMap<String, Range<usize>>,
+    table: Range<usize>,
+}
+
+/// The names an expression may read: the axes, and a repeated launch's loop variable.
+struct Scope<'a> {
+    axes: &'a [String],
+    extra: Option<&'a str>,
+}
+
+impl Validator<'_> {
+    /// `[custom]`, checked into a definition, with the spans `check_over_grid` reports at.
+    pub(super) fn validate_custom(
+        &self,
+        raw: Spanned<RawCustom>,
+    ) -> Result<(CustomDef, CustomSpans), ManifestError> {
+        let mut spans = CustomSpans {
+            exprs: HashMap::new(),
+            table: self.table_header_span(raw.span()),
+        };
+        let raw = raw.into_inner();
+        let dir = self.manifest_dir();
+        let sources = self.custom_sources(&raw, &dir)?;
+        let include_dirs = (raw.include_dirs.iter())
+            .map(|d| {
+                let path = dir.join(d.get_ref());
+                if path.is_dir() {
+                    Ok(path)
+                } else {
+                    Err(self.error(
+                        d.span(),
+                        "custom.include_dirs",
+                        format!(
+                            "no folder `{}` (include folders are relative to the manifest)",
+                            path.display()
+                        ),
+                    ))
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let axes = self.custom_axes(&raw.axis)?;
+        let axis_names: Vec<String> = axes.iter().map(|a| a.name.clone()).collect();
+        let has = |name: &str| axis_names.iter().any(|a| a == name);
+        let scope = Scope {
+            axes: &axis_names,
+            extra: None,
+        };
+
+        let mut defines = Vec::new();
+        if has("block") && !raw.defines.contains_key("BLOCK") {
+            defines.push(("BLOCK".to_string(), "block".to_string()));
+        }
+        if has("dtype") && !raw.defines.contains_key("T") {
+            defines.push(("T".to_string(), "dtype".to_string()));
+        }
+        for (name, text) in &raw.defines {
+            let key = format!("custom.defines.{name}");
+            if !is_identifier(name) {
+                return Err(self.error(
+                    self.key_span_of(text.span()),
+                    key,
+                    format!("`{name}` is not a C identifier"),
+                ));
+            }
+            self.expression(text, &key, &scope, &mut spans)?;
+            defines.push((name.clone(), text.get_ref().clone()));
+        }
+
+        let buffers = self.custom_buffers(&raw.buffer, &dir, &has, &scope, &mut spans)?;
+        let kernels = self.custom_kernels(&raw.kernel, &buffers, &scope, &mut spans)?;
+        let reference = match &raw.reference {
+            Some(r) if !kernels.iter().any(|k| &k.name == r.get_ref()) => {
+                return Err(self.error(
+                    r.span(),
+                    "custom.reference",
+                    format!(
+                        "reference `{}` is not a kernel of [[custom.kernel]]; declared: {}",
+                        r.get_ref(),
+                        kernels
+                            .iter()
+                            .map(|k| k.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ))
+            }
+            r => r.as_ref().map(|r| r.get_ref().clone()),
+        };
+        if reference.is_none() {
+            if let Some((i, b)) = (raw.buffer.iter().enumerate()).find(|(i, _)| {
+                buffers[*i].role.is_output() && buffers[*i].expected == Some(Expected::Reference)
+            }) {
+                return Err(self.error(b.get_ref().name.span(), format!("custom.buffer[{i}]"), format!(
+                    "output `{}` is checked against the reference kernel, and [custom] names none: add `reference = \"<kernel>\"` to [custom], or `expected = \"file.npy\"` here",
+                    b.get_ref().name.get_ref()
+                )));
+            }
+        }
+        let mut work =
+            |value: &Option<Spanned<String>>, key: &str| -> Result<String, ManifestError> {
+                match value {
+                    Some(text) => {
+                        self.expression(text, key, &scope, &mut spans)?;
+                        Ok(text.get_ref().clone())
+                    }
+                    None => Ok("0".into()),
+                }
+            };
+        let bytes = work(&raw.bytes, "custom.bytes")?;
+        let flops = work(&raw.flops, "custom.flops")?;
+        let def = CustomDef {
+            title: String::new(),
+            sources,
+            include_dirs,
+            defines,
+            axes,
+            buffers,
+            kernels,
+            reference,
+            bytes,
+            flops,
+        };
+        Ok((def, spans))
+    }
+
+    /// The folder paths in the manifest are relative to (absolute, so the worker needs none).
+    fn manifest_dir(&self) -> PathBuf {
+        let dir = self.path.parent().unwrap_or(Path::new(""));
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
+    }
+
+    fn custom_sources(
+        &self,
+        raw: &RawCustom,
+        dir: &Path,
+    ) -> Result<Vec<SourceFile>, ManifestError> {
+        if raw.sources.is_empty() {
+            return Err(self.error(
+                self.header_span("custom").unwrap_or(0..0),
+                "custom.sources",
+                "[custom] needs at least one source file: sources = [\"kernels.cu\"]".into(),
+            ));
+        }
+        raw.sources
+            .iter()
+            .map(|s| {
+                let path = dir.join(s.get_ref());
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    self.error(s.span(), "custom.sources", format!("cannot read source file `{}`: {e} (sources are relative to the manifest)", path.display()))
+                })?;
+                Ok(SourceFile { path, text })
+            })
+            .collect()
+    }
+
+    fn custom_axes(&self, raw: &[Spanned<RawAxis>]) -> Result<Vec<AxisDecl>, ManifestError> {
+        let mut axes: Vec<AxisDecl> = Vec::new();
+        for (i, spanned) in raw.iter().enumerate() {
+            let a = spanned.get_ref();
+            let key = |k: &str| format!("custom.axis[{i}].{k}");
+            let name = a.name.get_ref();
+            if !is_identifier(name)
+                || matches!(
+                    name.as_str(),
+                    "and" | "or" | "not" | "ceil_div" | "min" | "max" | "sizeof"
+                )
+            {
+                return Err(self.error(a.name.span(), key("name"), format!("`{name}` cannot name an axis: use letters, digits and `_`, not a word of the expressions")));
+            }
+            if axes.iter().any(|x| &x.name == name) {
+                return Err(self.error(
+                    a.name.span(),
+                    key("name"),
+                    format!("two axes are named `{name}`"),
+                ));
+            }
+            let values = a.values.as_ref();
+            let bound = |v: &Option<Spanned<f64>>, d: f64| v.as_ref().map_or(d, |v| *v.get_ref());
+            let kind = match a.kind.get_ref().as_str() {
+                "size" => AxisKindDecl::Size,
+                "block" => AxisKindDecl::Block,
+                "int" => AxisKindDecl::Int {
+                    min: bound(&a.min, i64::MIN as f64) as i64,
+                    max: bound(&a.max, i64::MAX as f64) as i64,
+                },
+                "float" => AxisKindDecl::Float { min: bound(&a.min, f64::MIN), max: bound(&a.max, f64::MAX) },
+                "choice" => match values {
+                    Some(v) if !v.get_ref().is_empty() => AxisKindDecl::Choice(v.get_ref().clone()),
+                    _ => return Err(self.error(a.kind.span(), key("values"), format!("choice axis `{name}` needs its names: values = [\"a\", \"b\"]"))),
+                },
+                "dtype" => {
+                    if name != "dtype" {
+                        return Err(self.error(a.name.span(), key("name"), "a dtype axis is named `dtype` (buffers of type \"dtype\" and the `T` define read it)".into()));
+                    }
+                    match values {
+                        None => AxisKindDecl::Dtype(DType::ALL.to_vec()),
+                        Some(v) => AxisKindDecl::Dtype(v.get_ref().iter().map(|s| DType::parse(s).ok_or_else(|| {
+                            self.error(v.span(), key("values"), format!("unknown dtype `{s}`; known: i32, f32, f64"))
+                        })).collect::<Result<_, _>>()?),
+                    }
+                }
+                other => return Err(self.error(a.kind.span(), key("kind"), format!("unknown axis kind `{other}`; known: size, int, float, choice, dtype, block"))),
+            };
+            if let (Some(min), Some(max)) = (&a.min, &a.max) {
+                if min.get_ref() > max.get_ref() {
+                    return Err(self.error(
+                        max.span(),
+                        key("max"),
+                        format!("max ({}) is below min ({})", max.get_ref(), min.get_ref()),
+                    ));
+                }
+            }
+            let default = match &a.default {
+                None if name == "block" => Some(ParamValue::Int(256)),
+                None => None,
+                Some(v) => Some(
+                    crate::grid::param_from_toml(v.get_ref())
+                        .map_err(|m| self.error(v.span(), key("default"), m))?,
+                ),
+            };
+            axes.push(AxisDecl {
+                name: name.clone(),
+                kind,
+                default,
+                doc: a.doc.clone().unwrap_or_else(|| a.kind.get_ref().clone()),
+            });
+        }
+        Ok(axes)
+    }
+
+    fn custom_buffers(
+        &self,
+        raw: &[Spanned<RawBuffer>],
+        dir: &Path,
+        has_axis: &dyn Fn(&str) -> bool,
+        scope: &Scope,
+        spans: &mut CustomSpans,
+    ) -> Result<Vec<BufferDecl>, ManifestError> {
+        if raw.is_empty() {
+            return Err(self.error(self.header_span("custom").unwrap_or(0..0), "custom.buffer", "[custom] declares no [[custom.buffer]]: a kernel needs at least one output to check".into()));
+        }
+        let mut buffers: Vec<BufferDecl> = Vec::new();
+        for (i, spanned) in raw.iter().enumerate() {
+            let b = spanned.get_ref();
+            let key = |k: &str| format!("custom.buffer[{i}].{k}");
+            let name = b.name.get_ref();
+            if !is_identifier(name) {
+                return Err(self.error(
+                    b.name.span(),
+                    key("name"),
+                    format!("buffer name `{name}` must be letters, digits and `_`"),
+                ));
+            }
+            if buffers.iter().any(|x| &x.name == name) {
+                return Err(self.error(
+                    b.name.span(),
+                    key("name"),
+                    format!("two buffers are named `{name}`"),
+                ));
+            }
+            let elem = match b.elem.get_ref().as_str() {
+                "dtype" if has_axis("dtype") => ElemType::FromDtype,
+                "dtype" => {
+                    return Err(self.error(
+                        b.elem.span(),
+                        key("type"),
+                        "type \"dtype\" follows the `dtype` axis, and [custom] declares none"
+                            .into(),
+                    ))
+                }
+                other => ElemType::Fixed(DType::parse(other).ok_or_else(|| {
+                    self.error(
+                        b.elem.span(),
+                        key("type"),
+                        format!("unknown element type `{other}`; known: i32, f32, f64, dtype"),
+                    )
+                })?),
+            };
+            let role = match b.role.get_ref().as_str() {
+                "input" => Role::Input,
+                "output" => Role::Output,
+                "inout" => Role::InOut,
+                "scratch" => Role::Scratch,
+                other => {
+                    return Err(self.error(
+                        b.role.span(),
+                        key("role"),
+                        format!("unknown role `{other}`; known: input, output, inout, scratch"),
+                    ))
+                }
+            };
+            self.expression(&b.length, &key("length"), scope, spans)?;
+            let init = match &b.init {
+                Some(v) if !role.is_input() => {
+                    return Err(self.error(
+                        v.span(),
+                        key("init"),
+                        format!(
+                            "`init` sets an input's contents; a{} {} buffer has none to set",
+                            if role == Role::Output { "n" } else { "" },
+                            b.role.get_ref()
+                        ),
+                    ))
+                }
+                Some(v) => self.init(v, &key("init"), dir)?,
+                None if elem == ElemType::Fixed(DType::I32) => Init::Uniform {
+                    low: -100.0,
+                    high: 100.0,
+                },
+                None => Init::Uniform {
+                    low: 0.0,
+                    high: 1.0,
+                },
+            };
+            let not_output = |field: &str, span: Range<usize>| {
+                self.error(
+                    span,
+                    key(field),
+                    format!("`{field}` is for outputs; `{name}` is {}", b.role.get_ref()),
+                )
+            };
+            let expected = match &b.expected {
+                Some(e) if !role.is_output() => return Err(not_output("expected", e.span())),
+                Some(e) if e.get_ref() == "reference" => Some(Expected::Reference),
+                Some(e) => Some(Expected::Npy(self.npy_file(e, &key("expected"), dir)?)),
+                None if role.is_output() => Some(Expected::Reference),
+                None => None,
+            };
+            let tolerance = match &b.tolerance {
+                Some(t) if !role.is_output() => return Err(not_output("tolerance", t.span())),
+                Some(t) => Some(self.tolerance(t, &key("tolerance"))?),
+                None => None,
+            };
+            buffers.push(BufferDecl {
+                name: name.clone(),
+                elem,
+                length: b.length.get_ref().clone(),
+                role,
+                init,
+                expected,
+                tolerance,
+            });
+        }
+        if !buffers.iter().any(|b| b.role.is_output()) {
+            return Err(self.error(raw[0].span(), "custom.buffer", "no buffer has role \"output\" or \"inout\": kbench checks a kernel's outputs, so declare at least one".into()));
+        }
+        Ok(buffers)
+    }
+
+    fn npy_file(
+        &self,
+        value: &Spanned<String>,
+        key: &str,
+        dir: &Path,
+    ) -> Result<PathBuf, ManifestError> {
+        let path = dir.join(value.get_ref());
+        if path.extension().is_none_or(|e| e != "npy") || !path.is_file() {
+            return Err(self.error(
+                value.span(),
+                key,
+                format!(
+                    "no .npy file `{}` (files are relative to the manifest)",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(path)
+    }
+
+    fn init(
+        &self,
+        value: &Spanned<toml::Value>,
+        key: &str,
+        dir: &Path,
+    ) -> Result<Init, ManifestError> {
+        let span = value.span();
+        let bad = |m: &str| {
+            self.error(span.clone(), key, format!("{m}; an init is \"zeros\", \"iota\", {{ uniform = [lo, hi] }}, {{ normal = [mean, std] }}, {{ constant = x }} or {{ npy = \"file.npy\" }}"))
+        };
+        let pair = |v: &toml::Value| -> Option<(f64, f64)> {
+            let a = v.as_array()?;
+            let num = |x: &toml::Value| x.as_float().or_else(|| x.as_integer().map(|i| i as f64));
+            match a.as_slice() {
+                [x, y] => Some((num(x)?, num(y)?)),
+                _ => None,
+            }
+        };
+        match value.get_ref() {
+            toml::Value::String(s) if s == "zeros" => Ok(Init::Zeros),
+            toml::Value::String(s) if s == "iota" => Ok(Init::Iota),
+            toml::Value::Table(t) if t.len() == 1 => {
+                let (k, v) = t.iter().next().expect("one entry");
+                match k.as_str() {
+                    "uniform" => match pair(v) {
+                        Some((low, high)) if low < high => Ok(Init::Uniform { low, high }),
+                        _ => Err(bad("`uniform` takes [lo, hi] with lo < hi")),
+                    },
+                    "normal" => match pair(v) {
+                        Some((mean, std_dev)) if std_dev >= 0.0 => {
+                            Ok(Init::Normal { mean, std_dev })
+                        }
+                        _ => Err(bad("`normal` takes [mean, std] with std >= 0")),
+                    },
+                    "constant" => v
+                        .as_float()
+                        .or_else(|| v.as_integer().map(|i| i as f64))
+                        .map(Init::Constant)
+                        .ok_or_else(|| bad("`constant` takes a number")),
+                    "npy" => match v.as_str() {
+                        Some(file) => {
+                            let path = dir.join(file);
+                            if path.is_file() {
+                                Ok(Init::Npy(path))
+                            } else {
+                                Err(bad(&format!("no .npy file `{}`", path.display())))
+                            }
+                        }
+                        None => Err(bad("`npy` takes a file name")),
+                    },
+                    other => Err(bad(&format!("unknown init `{other}`"))),
+                }
+            }
+            _ => Err(bad("unknown init")),
+        }
+    }
+
+    fn tolerance(
+        &self,
+        value: &Spanned<toml::Value>,
+        key: &str,
+    ) -> Result<Tolerance, ManifestError> {
+        let bad = || {
+            self.error(
+                value.span(),
+                key,
+                "a tolerance is \"exact\" or { rel = 1e-5, abs = 0.0 } (numbers >= 0)".into(),
+            )
+        };
+        match value.get_ref() {
+            toml::Value::String(s) if s == "exact" => Ok(Tolerance::EXACT),
+            toml::Value::Table(t)
+                if t.keys().all(|k| k == "rel" || k == "abs") && !t.is_empty() =>
+            {
+                let get = |k: &str| -> Result<f64, ManifestError> {
+                    match t.get(k) {
+                        None => Ok(0.0),
+                        Some(v) => {
+                            match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
+                                Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
+                                _ => Err(bad()),
+                            }
+                        }
+                    }
+                };
+                Ok(Tolerance {
+                    rel: get("rel")?,
+                    abs: get("abs")?,
+                })
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    fn custom_kernels(
+        &self,
+        raw: &[Spanned<RawKernel>],
+        buffers: &[BufferDecl],
+        scope: &Scope,
+        spans: &mut CustomSpans,
+    ) -> Result<Vec<Program>, ManifestError> {
+        if raw.is_empty() {
+            return Err(self.error(
+                self.header_span("custom").unwrap_or(0..0),
+                "custom.kernel",
+                "[custom] declares no [[custom.kernel]]: what would the variants run?".into(),
+            ));
+        }
+        let mut programs: Vec<Program> = Vec::new();
+        for (i, spanned) in raw.iter().enumerate() {
+            let k = spanned.get_ref();
+            let name = k.name.get_ref();
+            let key = format!("custom.kernel[{i}]");
+            if !super::is_safe_name(name) {
+                return Err(self.error(
+                    k.name.span(),
+                    format!("{key}.name"),
+                    format!("kernel name `{name}` breaks the rule: {}", super::NAME_RULE),
+                ));
+            }
+            if programs.iter().any(|p| &p.name == name) {
+                return Err(self.error(
+                    k.name.span(),
+                    format!("{key}.name"),
+                    format!("two kernels are named `{name}`"),
+                ));
+            }
+            if k.launch.is_empty() {
+                return Err(self.error(
+                    k.name.span(),
+                    format!("{key}.launch"),
+                    format!("kernel `{name}` has no [[custom.kernel.launch]]"),
+                ));
+            }
+            let launches = (k.launch.iter().enumerate())
+                .map(|(j, l)| {
+                    self.launch(
+                        l.get_ref(),
+                        &format!("{key}.launch[{j}]"),
+                        buffers,
+                        scope,
+                        spans,
+                    )
+                })
+                .collect::<Result<_, _>>()?;
+            programs.push(Program {
+                name: name.clone(),
+                launches,
+            });
+        }
+        Ok(programs)
+    }
+
+    fn launch(
+        &self,
+        l: &RawLaunch,
+        key: &str,
+        buffers: &[BufferDecl],
+        scope: &Scope,
+        spans: &mut CustomSpans,
+    ) -> Result<LaunchDecl, ManifestError> {
+        if !is_identifier(l.kernel.get_ref()) {
+            return Err(self.error(
+                l.kernel.span(),
+                format!("{key}.kernel"),
+                format!("`{}` is not a kernel function's name", l.kernel.get_ref()),
+            ));
+        }
+        let buffer_exists = |name: &Spanned<String>, k: &str| -> Result<(), ManifestError> {
+            if buffers.iter().any(|b| &b.name == name.get_ref()) {
+                Ok(())
+            } else {
+                Err(self.error(
+                    name.span(),
+                    k,
+                    format!(
+                        "no buffer `{}`; declared: {}",
+                        name.get_ref(),
+                        buffers
+                            .iter()
+                            .map(|b| b.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ))
+            }
+        };
+        let repeat = match &l.repeat {
+            None => None,
+            Some(r) => {
+                let r = r.get_ref();
+                let rkey = format!("{key}.repeat");
+                let var = r.var.get_ref();
+                if !is_identifier(var) || scope.axes.contains(var) {
+                    return Err(self.error(
+                        r.var.span(),
+                        format!("{rkey}.var"),
+                        format!("the loop variable `{var}` must be a new name (not an axis)"),
+                    ));
+                }
+                self.expression(&r.from, &format!("{rkey}.from"), scope, spans)?;
+                let inner = Scope {
+                    axes: scope.axes,
+                    extra: Some(var),
+                };
+                self.expression(&r.next, &format!("{rkey}.next"), &inner, spans)?;
+                self.expression(&r.while_, &format!("{rkey}.while"), &inner, spans)?;
+                buffer_exists(&r.read, &format!("{rkey}.read"))?;
+                buffer_exists(&r.write, &format!("{rkey}.write"))?;
+                let swap = r.swap.get_ref();
+                let [a, b] = swap.as_slice() else {
+                    return Err(self.error(
+                        r.swap.span(),
+                        format!("{rkey}.swap"),
+                        "swap names two buffers the passes write in turn".into(),
+                    ));
+                };
+                for s in [a, b] {
+                    if !buffers.iter().any(|x| &x.name == s) {
+                        return Err(self.error(
+                            r.swap.span(),
+                            format!("{rkey}.swap"),
+                            format!("no buffer `{s}`"),
+                        ));
+                    }
+                }
+                if a == b {
+                    return Err(self.error(
+                        r.swap.span(),
+                        format!("{rkey}.swap"),
+                        "swap names the same buffer twice: a pass would read what it writes".into(),
+                    ));
+                }
+                Some(Repeat {
+                    var: var.clone(),
+                    from: r.from.get_ref().clone(),
+                    next: r.next.get_ref().clone(),
+                    while_: r.while_.get_ref().clone(),
+                    read: r.read.get_ref().clone(),
+                    write: r.write.get_ref().clone(),
+                    swap: [a.clone(), b.clone()],
+                })
+            }
+        };
+        let inner = Scope {
+            axes: scope.axes,
+            extra: repeat.as_ref().map(|r| r.var.as_str()),
+        };
+        let grid = self.dims(&l.grid, &format!("{key}.grid"), &inner, spans)?;
+        let block = self.dims(&l.block, &format!("{key}.block"), &inner, spans)?;
+        let shared_bytes = match &l.shared_bytes {
+            Some(s) => {
+                self.expression(s, &format!("{key}.shared_bytes"), &inner, spans)?;
+                s.get_ref().clone()
+            }
+            None => "0".into(),
+        };
+        let mut args = Vec::new();
+        for (i, a) in l.args.iter().enumerate() {
+            let akey = format!("{key}.args[{i}]");
+            let arg = a.get_ref();
+            args.push(match (&arg.buffer, &arg.ctype, &arg.value) {
+                (Some(name), None, None) => {
+                    let pass_buffer = matches!(name.get_ref().as_str(), "@read" | "@write");
+                    if pass_buffer && repeat.is_none() {
+                        return Err(self.error(name.span(), akey, format!("`{}` is a repeated launch's buffer, and this launch has no `repeat`", name.get_ref())));
+                    }
+                    if !pass_buffer {
+                        buffer_exists(name, &akey)?;
+                    }
+                    ArgDecl::Buffer(name.get_ref().clone())
+                }
+                (None, Some(t), Some(v)) => {
+                    let ctype = CType::parse(t.get_ref()).ok_or_else(|| {
+                        self.error(t.span(), format!("{akey}.type"), format!("unknown C type `{}`; known: int, unsigned, long long, unsigned long long, float, double (pointers are {{ buffer = \"name\" }})", t.get_ref()))
+                    })?;
+                    let text = match v.get_ref() {
+                        toml::Value::String(s) => {
+                            let spanned = Spanned::new(v.span(), s.clone());
+                            self.expression(&spanned, &akey, &inner, spans)?;
+                            s.clone()
+                        }
+                        toml::Value::Integer(i) => i.to_string(),
+                        toml::Value::Float(x) => format!("{x:?}"),
+                        _ => return Err(self.error(v.span(), format!("{akey}.value"), "an argument's value is a number or an expression in a string".into())),
+                    };
+                    ArgDecl::Scalar { ctype, expr: text }
+                }
+                _ => return Err(self.error(a.span(), akey, "an argument is { buffer = \"name\" } or { type = \"int\", value = \"expression\" }".into())),
+            });
+        }
+        Ok(LaunchDecl {
+            kernel: l.kernel.get_ref().clone(),
+            grid,
+            block,
+            shared_bytes,
+            args,
+            repeat,
+        })
+    }
+
+    /// A grid or block: one expression, or a list of up to three.
+    fn dims(
+        &self,
+        value: &Spanned<toml::Value>,
+        key: &str,
+        scope: &Scope,
+        spans: &mut CustomSpans,
+    ) -> Result<Vec<String>, ManifestError> {
+        let as_text = |v: &toml::Value| match v {
+            toml::Value::String(s) => Some(s.clone()),
+            toml::Value::Integer(i) => Some(i.to_string()),
+            _ => None,
+        };
+        let bad = || {
+            self.error(
+                value.span(),
+                key,
+                "expected an expression in a string (or an integer), or a list of up to 3 of them"
+                    .into(),
+            )
+        };
+        let texts: Vec<String> = match value.get_ref() {
+            toml::Value::Array(items) if (1..=3).contains(&items.len()) => items
+                .iter()
+                .map(as_text)
+                .collect::<Option<_>>()
+                .ok_or_else(bad)?,
+            one => vec![as_text(one).ok_or_else(bad)?],
+        };
+        for (i, text) in texts.iter().enumerate() {
+            let k = if texts.len() == 1 {
+                key.to_string()
+            } else {
+                format!("{key}[{i}]")
+            };
+            // A list's elements share its span: a mistake is shown on the list.
+            let spanned = if matches!(value.get_ref(), toml::Value::String(_)) {
+                Spanned::new(value.span(), text.clone())
+            } else {
+                Spanned::new(value.span().start..value.span().start, text.clone())
+            };
+            self.expression(&spanned, &k, scope, spans)?;
+        }
+        // A fault of the whole (a block of too many threads) is shown on the value.
+        spans.exprs.insert(key.to_string(), value.span());
+        Ok(texts)
+    }
+
+    /// Parses an expression and checks the names it reads; records its span under `key`.
+    fn expression(
+        &self,
+        text: &Spanned<String>,
+        key: &str,
+        scope: &Scope,
+        spans: &mut CustomSpans,
+    ) -> Result<Expr, ManifestError> {
+        let at = |offset: usize| where_source_span(self.source, text.span(), offset);
+        let expr =
+            Expr::parse(text.get_ref()).map_err(|e| self.error(at(e.offset), key, e.message))?;
+        for (name, offset) in expr.names() {
+            if !scope.axes.iter().any(|a| a == name) && scope.extra != Some(name) {
+                let known: Vec<&str> = scope
+                    .axes
+                    .iter()
+                    .map(String::as_str)
+                    .chain(scope.extra)
+                    .collect();
+                return Err(self.error(
+                    at(offset),
+                    key,
+                    format!(
+                        "unknown name `{name}` in the expression; it may use the axes ({})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        spans.exprs.insert(key.to_string(), text.span());
+        Ok(expr)
+    }
+
+    /// The span of the key of the value at `span` (`NAME` in `NAME = "..."`).
+    fn key_span_of(&self, span: Range<usize>) -> Range<usize> {
+        self.key_span(&Spanned::new(span, toml::Value::Boolean(true)))
+    }
+
+    /// Evaluates every length, define, work count and launch of the study's variants at each
+    /// grid point (the first `MAX_CHECKED_POINTS` the filter keeps): a mistake that shows only
+    /// at some sizes is refused here, at its expression, with the point.
+    pub(super) fn check_over_grid(
+        &self,
+        def: &CustomDef,
+        spans: &CustomSpans,
+        axes: &[(String, AxisValues)],
+        zip: &[Vec<String>],
+        filter: Option<&WhereExpr>,
+        variants: &[Variant],
+    ) -> Result<(), ManifestError> {
+        let at = |e: DefError, point: &crate::vocab::Params| {
+            let mut key = e.key.clone();
+            let span = loop {
+                if let Some(span) = spans.exprs.get(&key) {
+                    break where_source_span(self.source, span.clone(), e.offset);
+                }
+                match key.rfind(['.', '[']) {
+                    Some(i) => key.truncate(i),
+                    None => break spans.table.clone(),
+                }
+            };
+            self.error(
+                span,
+                e.key,
+                format!(
+                    "{} (at {})",
+                    e.message,
+                    crate::vocab::describe_params(point)
+                ),
+            )
+        };
+        let mut checked = 0;
+        for point in grid_points(axes, zip) {
+            if let Some(filter) = filter {
+                if !filter.matches(&point).unwrap_or(false) {
+                    continue;
+                }
+            }
+            checked += 1;
+            if checked > MAX_CHECKED_POINTS {
+                break;
+            }
+            let names = |name: &str| point.get(name).map(schedule::param_value);
+            for (i, b) in def.buffers.iter().enumerate() {
+                schedule::eval_count(
+                    &b.length,
+                    &format!("custom.buffer[{i}].length"),
+                    "the length",
+                    isize::MAX as u64,
+                    &names,
+                )
+                .map_err(|e| at(e, &point))?;
+            }
+            for (name, text) in &def.defines {
+                if let Some(e) =
+                    schedule::eval(text, &format!("custom.defines.{name}"), &names).err()
+                {
+                    return Err(at(e, &point));
+                }
+            }
+            for (key, text) in [("custom.bytes", &def.bytes), ("custom.flops", &def.flops)] {
+                schedule::eval_count(text, key, key, u64::MAX, &names)
+                    .map_err(|e| at(e, &point))?;
+            }
+            let used = (variants.iter().map(|v| v.implementation.as_str()))
+                .chain(def.reference.as_deref());
+            for name in used {
+                if let Some((k, program)) =
+                    def.kernels.iter().enumerate().find(|(_, p)| p.name == name)
+                {
+                    schedule::plan(program, &format!("custom.kernel[{k}]"), &point)
+                        .map_err(|e| at(e, &point))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The grid points `check_over_grid` evaluates at most: enough for any study a person writes,
+/// bounded so that `check` stays quick on a generated one.
+pub const MAX_CHECKED_POINTS: usize = 10_000;
+
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}

@@ -1,0 +1,120 @@
+//! Custom studies (`algorithm = "custom"`) end to end without a GPU: every example in
+//! `examples/` passes `kbench check`, and runs on the mock device (`KBENCH_MOCK_GPU`), whose
+//! timing comes from the study's declared bytes and flops; the tables are snapshot-tested.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const MOCK: &str = "[device]\nname = \"H100\"\n\n[timing]\nseed = 3\nlaunch_s = 4e-6\ngbytes_per_s = 2000.0\njitter = 0.02\n";
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn kbench(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("kbench").unwrap();
+    cmd.current_dir(dir)
+        .env_remove("KBENCH_MOCK_GPU")
+        .env("COLUMNS", "80");
+    cmd
+}
+
+/// The table `kbench run` printed: its box-drawn lines alone (paths and times of day left out).
+fn table(stdout: &str) -> String {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with(['╭', '│', '├', '╰']) || l.contains(" cases: "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Runs `example` on the mock; returns what it printed and its results document.
+fn run_on_mock(example: &str) -> (String, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
+    let out = kbench(dir.path())
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .args(["run"])
+        .arg(repo(example))
+        .args(["--out-dir", "out"])
+        // A fixed number of samples: the snapshot must not depend on how fast this machine is.
+        .args([
+            "--warmup",
+            "1",
+            "--min-samples",
+            "10",
+            "--max-samples",
+            "10",
+            "--max-time-s",
+            "600",
+        ])
+        .assert()
+        .success();
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let study_dir = std::fs::read_dir(dir.path().join("out"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let file = std::fs::read_dir(&study_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let doc = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    (stdout, doc)
+}
+
+#[test]
+fn every_example_passes_kbench_check() {
+    let mut checked = 0;
+    for entry in std::fs::read_dir(repo("examples")).unwrap() {
+        let folder = entry.unwrap().path();
+        for file in std::fs::read_dir(&folder).unwrap() {
+            let path = file.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                kbench(&folder)
+                    .arg("check")
+                    .arg(&path)
+                    .assert()
+                    .success()
+                    .stdout(predicates::str::contains("ok: "));
+                checked += 1;
+            }
+        }
+        assert!(folder.join("README.md").is_file(), "{}", folder.display());
+    }
+    assert!(checked >= 2, "{checked}");
+}
+
+#[test]
+fn the_custom_reduction_runs_on_the_mock_device_timed_from_its_declared_bytes() {
+    let (stdout, doc) = run_on_mock("examples/reduction/reduction.toml");
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 12);
+    for case in cases {
+        assert_eq!(case["status"], "passed", "{case}");
+        // bytes = (n + 1) * sizeof(dtype)
+        let n = case["params"]["n"].as_u64().unwrap();
+        let size = if case["params"]["dtype"] == "f64" {
+            8
+        } else {
+            4
+        };
+        assert_eq!(case["bytes_moved"].as_u64().unwrap(), (n + 1) * size);
+        assert_eq!(case["flops"].as_u64().unwrap(), n - 1);
+    }
+    insta::assert_snapshot!("custom_reduction_table", table(&stdout));
+}
+
+#[test]
+fn the_custom_transpose_runs_on_the_mock_device() {
+    let (stdout, doc) = run_on_mock("examples/transpose/transpose.toml");
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 9);
+    assert!(cases.iter().all(|c| c["status"] == "passed"));
+    insta::assert_snapshot!("custom_transpose_table", table(&stdout));
+}

@@ -6,7 +6,8 @@
 
 // Naive: interleaved addressing, `t % stride` (divergent warps, bank conflicts), two elements
 // per thread, 2 * BLOCK elements of shared memory.
-extern "C" __global__ void reduce_naive(const T* in, T* out, unsigned long long n) {
+extern "C" __global__ void reduce_naive(const T* __restrict__ in, T* __restrict__ out,
+                                        unsigned long long n) {
     __shared__ T partialSum[2 * BLOCK];
     const unsigned int t = threadIdx.x;
     const unsigned long long start = 2ull * blockIdx.x * blockDim.x;
@@ -25,7 +26,8 @@ extern "C" __global__ void reduce_naive(const T* in, T* out, unsigned long long 
 
 // Interleaved (the seed's "optimized"): sequential addressing, contiguous active threads, one
 // element per thread.
-extern "C" __global__ void reduce_interleaved(const T* in, T* out, unsigned long long n) {
+extern "C" __global__ void reduce_interleaved(const T* __restrict__ in, T* __restrict__ out,
+                                              unsigned long long n) {
     __shared__ T sh[BLOCK];
     const unsigned int t = threadIdx.x;
     const unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + t;

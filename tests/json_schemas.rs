@@ -72,7 +72,12 @@ fn the_manifest_schema_is_draft_04_and_types_what_serde_reads() {
     let props = &schema["properties"];
     assert!(props["grid"]["properties"]["n"].is_object(), "{props}");
     assert!(props["grid"]["properties"]["where"].is_object());
-    assert_eq!(props["grid"]["additionalProperties"], false);
+    // Open to a custom study's own axes, closed to the built-ins' for the others.
+    assert!(props["grid"]["additionalProperties"].is_object());
+    assert_eq!(
+        schema["anyOf"][1]["properties"]["grid"]["additionalProperties"],
+        false
+    );
     let algorithms = &schema["definitions"]["RawStudy"]["properties"]["algorithm"]["enum"];
     assert!(
         algorithms.as_array().unwrap().contains(&"reduce".into()),
@@ -252,4 +257,31 @@ fn a_real_results_file_passes_the_results_schema() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("schema_version 99"));
+}
+
+/// A custom study names its own axes and kernels: the examples pass the schema, and a built-in
+/// study naming an axis that is not its algorithm's still does not (see `type_errors`).
+#[test]
+fn every_custom_example_passes_the_schema() {
+    let schema = manifest_schema();
+    let validator = jsonschema::draft4::new(&schema).unwrap();
+    let mut checked = 0;
+    for dir in std::fs::read_dir(repo("examples")).unwrap() {
+        for entry in std::fs::read_dir(dir.unwrap().path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let errors = complaints(&validator, &toml_as_json(&text));
+            assert!(
+                errors.is_empty(),
+                "{}:\n{}",
+                path.display(),
+                errors.join("\n")
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "only {checked} example manifests found");
 }

@@ -7,6 +7,10 @@
 //! What one schema cannot say: which axes, implementations and kernels belong to the manifest's
 //! algorithm (it offers those of every algorithm), and the checks across keys (zip lengths,
 //! where-filters, a baseline naming a variant, min below max samples). `kbench check` says those.
+//! A custom study (`algorithm = "custom"`) names its own axes and kernels, so the grid, a
+//! variant's `kernel` and its `params` are open in the schema's properties, and closed to the
+//! built-ins' names by a branch that holds unless the algorithm is `custom` (draft 04 has no
+//! if/then: `anyOf` [algorithm is custom, the names are the built-ins'] says the same).
 
 use schemars::{json_schema, Schema, SchemaGenerator};
 use serde_json::{json, Value};
@@ -23,7 +27,37 @@ pub fn manifest_schema() -> Value {
         timed over it, how to measure, and the tables and claims to report. \
         `kbench check FILE` validates what this schema cannot (see README)."
         .into();
-    crate::json_schema::draft04(schema)
+    let mut schema = crate::json_schema::draft04(schema);
+    open_names_to_custom_studies(&mut schema);
+    schema
+}
+
+/// Opens the grid's axis names, a variant's `kernel` and its `params` to any name (a custom
+/// study's own), and closes them again to the built-ins' unless the study's algorithm is
+/// `custom`.
+fn open_names_to_custom_studies(schema: &mut Value) {
+    let any_axis = json!({
+        "description": "an axis of the study's own ([[custom.axis]]): a value, a list, { pow2 = [lo, hi] } or { start, stop, step }"
+    });
+    let strict_grid = schema["properties"]["grid"].clone();
+    let variant = &mut schema["definitions"]["RawVariant"]["properties"];
+    let strict_kernel = variant["kernel"].clone();
+    let strict_params = variant["params"].clone();
+    variant["kernel"] = json!({
+        "description": "the kernel this variant runs: one of the algorithm's, or a [[custom.kernel]] name",
+        "anyOf": [strict_kernel, { "type": "string" }]
+    });
+    variant["params"]["additionalProperties"] = any_axis.clone();
+    let grid = &mut schema["properties"]["grid"];
+    grid["additionalProperties"] = any_axis;
+    grid["properties"]["zip"]["items"]["items"] = json!({ "type": "string" });
+    schema["anyOf"] = json!([
+        { "properties": { "study": { "properties": { "algorithm": { "enum": [crate::custom::CUSTOM] } } } } },
+        { "properties": {
+            "grid": strict_grid,
+            "variant": { "items": { "properties": { "kernel": strict_kernel, "params": strict_params } } }
+        } }
+    ]);
 }
 
 /// Every axis name of every algorithm, in the order the algorithms declare them, with each

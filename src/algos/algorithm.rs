@@ -298,6 +298,12 @@ pub trait BoundCase {
     fn reference_kernel(&self) -> Option<&str> {
         None
     }
+    /// Whether the case's device buffers get guard zones (see `device::guard`), checked after
+    /// its runs: a custom study's kernels, which kbench cannot vouch for. Built-ins: false
+    /// (their kernels are tested, and their allocations stay exactly the seed's).
+    fn guard_buffers(&self) -> bool {
+        false
+    }
 }
 
 /// The error for an implementation or kernel name an algorithm does not have (the manifest

@@ -316,6 +316,10 @@ impl BoundCase for CustomCase<'_> {
             .any(|b| b.role.is_output() && matches!(b.expected, Some(Expected::Reference) | None));
         def.reference.as_deref().filter(|_| wanted)
     }
+
+    fn guard_buffers(&self) -> bool {
+        true
+    }
 }
 
 /// A buffer's initial contents, drawn from its own stream of the study's seed, so that a

@@ -1,6 +1,10 @@
 //! The launcher of a custom kernel sequence: its planned launches (`schedule`) resolved once per
 //! case, before any timing, into kernels and argument lists over the case's device buffers, and
 //! the scratch buffers allocated then too; a run only queues the launches.
+//!
+//! Every buffer a custom kernel sees has guard zones (`device::guard`): the case's inputs and
+//! outputs because `BoundCase::guard_buffers` asks the executor for them, the scratch because
+//! they are allocated here with them. `check_guards` reads all of them after the runs.
 
 use anyhow::{anyhow, Result};
 
@@ -11,8 +15,8 @@ use crate::vocab::DType;
 pub struct CustomLauncher<'a> {
     launches: Vec<(Kernel, Dims, Vec<Arg>)>,
     /// Kept alive while the launches use them.
-    _scratch: Vec<(String, DeviceBuf)>,
-    _io: &'a DeviceIo,
+    scratch: Vec<(String, DeviceBuf)>,
+    io: &'a DeviceIo,
 }
 
 impl<'a> CustomLauncher<'a> {
@@ -23,7 +27,7 @@ impl<'a> CustomLauncher<'a> {
         planned: Vec<PlannedLaunch>,
     ) -> Result<Self> {
         let scratch: Vec<(String, DeviceBuf)> = scratch
-            .map(|(name, dtype, len)| Ok((name, gpu.alloc(dtype, len)?)))
+            .map(|(name, dtype, len)| Ok((name, gpu.alloc_guarded(dtype, len)?)))
             .collect::<Result<_>>()?;
         // An output is what the kernels write (an in-out buffer's copy of its input included);
         // then the inputs; then the scratch.
@@ -55,8 +59,8 @@ impl<'a> CustomLauncher<'a> {
         }
         Ok(CustomLauncher {
             launches,
-            _scratch: scratch,
-            _io: io,
+            scratch,
+            io,
         })
     }
 }
@@ -68,8 +72,8 @@ impl Launcher for CustomLauncher<'_> {
             // kbench passes exactly those (pointers to whole allocations of the declared length,
             // scalars of the declared width). That they match the kernel's parameters and that
             // the kernel stays within the buffers is the user's declaration, which kbench cannot
-            // prove: checking the list against the kernel's PTX parameters, and guard regions
-            // around the buffers, are separate checks (see `custom` module docs).
+            // prove: checking the list against the kernel's PTX parameters, and the guard
+            // zones around the buffers (`check_guards`), are separate checks.
             unsafe { kernel.launch(*dims, args)? };
         }
         Ok(())
@@ -77,5 +81,16 @@ impl Launcher for CustomLauncher<'_> {
 
     fn launches_per_run(&self) -> usize {
         self.launches.len()
+    }
+
+    fn check_guards(&self) -> Result<()> {
+        let io = (self.io.inputs.iter()).chain(&self.io.outputs);
+        for (name, buf) in io {
+            buf.check_guards(name)?;
+        }
+        for (name, buf) in &self.scratch {
+            buf.check_guards(name)?;
+        }
+        Ok(())
     }
 }

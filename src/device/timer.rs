@@ -68,6 +68,12 @@ pub trait Launcher<S = super::Stream> {
             "this kernel's work cannot be split into chunks over streams (it is not elementwise)"
         )
     }
+    /// Waits for the device and checks the guard zones of the buffers the runs used (see
+    /// `super::guard`): the error names the buffer written out of bounds. Called after the runs
+    /// whose outputs are checked, outside the timing. Launchers over unguarded buffers: Ok.
+    fn check_guards(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// How one kernel-scope sample is taken.

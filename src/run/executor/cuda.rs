@@ -169,7 +169,13 @@ impl Primitives for Cuda<'_> {
     type Stream = Stream;
 
     fn alloc(&self, dtype: DType, len: usize) -> Result<DeviceBuf> {
-        self.device.alloc(dtype, len)
+        // A case that asks for guard zones gets them on every buffer; its launcher checks them
+        // (`Launcher::check_guards`) after the runs whose outputs are verified.
+        if self.bound.guard_buffers() {
+            self.device.alloc_guarded(dtype, len)
+        } else {
+            self.device.alloc(dtype, len)
+        }
     }
     fn copy_in(&self, dst: &DeviceBuf, host: &HostData) -> Result<()> {
         dst.copy_from_host(host)
@@ -338,6 +344,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         launcher.launch()?;
         let mut outputs = self.data.output_buffers();
         self.download(&io, &mut outputs)?;
+        launcher.check_guards()?;
         Ok(outputs)
     }
 
@@ -357,6 +364,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             Ok(taken(&sample))
         })?;
         self.download(&io, record.outputs)?;
+        launcher.check_guards()?;
         self.profile(&io, &mut *launcher, &measured, record.timer)?;
         Ok(measured)
     }
@@ -372,7 +380,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         let Record {
             outputs, clocks, ..
         } = record;
-        measure::measure(self.settings, self.deadline, || {
+        let measured = measure::measure(self.settings, self.deadline, || {
             device.reset_outputs(&io)?;
             let sample = device.sample_region(cold_l2, &mut || {
                 for (host, target) in &targets {
@@ -383,7 +391,9 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             })?;
             clocks.extend(sample.clocks);
             Ok(taken(&sample))
-        })
+        })?;
+        launcher.check_guards()?;
+        Ok(measured)
     }
 
     /// As `pageable_transfers`, from and to page-locked copies of the host buffers; with
@@ -425,11 +435,13 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         for ((_, host), (_, pinned)) in record.outputs.0.iter_mut().zip(&pinned_out) {
             device.unpin(pinned, host)?;
         }
+        launcher.check_guards()?;
         Ok(measured)
     }
 
     /// Allocation, copies, the launcher's own setup, kernels, copy back and free, all inside the
-    /// window: the seed's whole program.
+    /// window: the seed's whole program. Guard zones are not checked here: the buffers are freed
+    /// inside the timed window, and reading the zones there would be timed too.
     fn program_scope(&self, record: &mut Record) -> Result<Measured> {
         let device = self.device;
         let cold_l2 = record.timer.cold_l2;

@@ -21,6 +21,8 @@ use crate::vocab::HostData;
 pub const INPUTS_ENV: &str = "KBENCH_INPUTS";
 /// The folder the command writes its outputs into.
 pub const OUTPUTS_ENV: &str = "KBENCH_OUTPUTS";
+/// A custom study's case parameters (axis name to value), as one JSON object.
+pub const PARAMS_ENV: &str = "KBENCH_PARAMS";
 
 /// The most of the command's stderr an error quotes: its last lines, up to this many.
 const STDERR_TAIL_LINES: usize = 20;
@@ -35,6 +37,8 @@ pub struct ReferenceCommand {
     pub working_dir: PathBuf,
     /// Past this the command (and everything it started) is killed.
     pub time_limit: Duration,
+    /// More environment variables for it (a custom study passes the case's axis values).
+    pub env: Vec<(String, String)>,
 }
 
 /// An output the command must write: `<name>.npy` holding `len` values.
@@ -166,6 +170,7 @@ fn run_to_completion(
         .current_dir(&command.working_dir)
         .env(INPUTS_ENV, inputs_dir)
         .env(OUTPUTS_ENV, outputs_dir)
+        .envs(command.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
@@ -359,6 +364,7 @@ mod tests {
             argv: vec!["sh".into(), "-c".into(), script.into()],
             working_dir: dir.to_path_buf(),
             time_limit: Duration::from_millis(limit_ms),
+            env: Vec::new(),
         }
     }
 

@@ -117,6 +117,12 @@ const CASES: &[(&str, &str, &str, &str, &str)] = &[
     ("define that is not an identifier", "flops = \"n\"", "flops = \"n\"\ndefines = { 2X = \"n\" }", "not a C identifier", "defines ="),
     ("axis not in the study in [grid]", "block = [128, 256]", "block = [128, 256]\nitems = [4]", "`items` is not an axis of algorithm `custom`", "items = [4]"),
     ("block axis value that is not a block", "block = [128, 256]", "block = [128, 2048]", "power of two from 32 to 1024", "block = [128, 2048]"),
+    ("output expecting a reference command none declares", "tolerance = { rel = 1e-6 }", "expected = \"command\"", "checked against the reference command, and [custom] declares none", "expected = \"command\""),
+    ("reference command without a program", "flops = \"n\"", "flops = \"n\"\nreference_command = { argv = [] }", "names no program", "reference_command ="),
+    ("reference command naming a missing script", "flops = \"n\"", "flops = \"n\"\nreference_command = { argv = [\"./ref.sh\"] }", "no program", "reference_command ="),
+    ("reference command with a time limit of 0", "flops = \"n\"", "flops = \"n\"\nreference_command = { argv = [\"python3\", \"ref.py\"], timeout_s = 0 }", "must be a positive number of seconds", "reference_command ="),
+    ("reference command no output uses", "flops = \"n\"", "flops = \"n\"\nreference_command = { argv = [\"python3\", \"ref.py\"] }", "no output is checked against the reference command", "reference_command ="),
+    ("misspelt key in reference_command", "flops = \"n\"", "flops = \"n\"\nreference_command = { args = [\"python3\"] }", "unknown field `args`", "reference_command ="),
 ];
 
 fn line_of(text: &str, needle: &str) -> usize {

@@ -118,3 +118,142 @@ fn the_custom_transpose_runs_on_the_mock_device() {
     assert!(cases.iter().all(|c| c["status"] == "passed"));
     insta::assert_snapshot!("custom_transpose_table", table(&stdout));
 }
+
+/// A study whose output is checked against an external reference command (a shell script that
+/// copies the input, so no NumPy is needed), written into `dir`; `script` is the command.
+fn copy_study(dir: &Path, script: &str) -> PathBuf {
+    std::fs::write(
+        dir.join("copy.cu"),
+        "extern \"C\" __global__ void copy(const float* x, float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = x[i];\n}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("ref.sh"), script).unwrap();
+    let manifest = r#"[study]
+name = "copy"
+algorithm = "custom"
+seed = 1
+
+[grid]
+n = [1000, 5000]
+
+[custom]
+sources = ["copy.cu"]
+reference_command = { argv = ["sh", "ref.sh"], timeout_s = 30 }
+bytes = "8 * n"
+
+[[custom.axis]]
+name = "n"
+kind = "size"
+
+[[custom.buffer]]
+name = "x"
+type = "f32"
+length = "n"
+role = "input"
+
+[[custom.buffer]]
+name = "y"
+type = "f32"
+length = "n"
+role = "output"
+tolerance = "exact"
+
+[[custom.kernel]]
+name = "copy"
+
+[[custom.kernel.launch]]
+kernel = "copy"
+grid = "ceil_div(n, 256)"
+block = "256"
+args = [{ buffer = "x" }, { buffer = "y" }, { type = "int", value = "n" }]
+
+[[variant]]
+name = "copy"
+backend = "cuda"
+kernel = "copy"
+"#;
+    let path = dir.join("copy.toml");
+    std::fs::write(&path, manifest).unwrap();
+    path
+}
+
+/// Runs the manifest at `path` on the mock device; returns its results document.
+fn run_manifest_on_mock(path: &Path) -> Value {
+    let dir = path.parent().unwrap();
+    std::fs::write(dir.join("mock.toml"), MOCK).unwrap();
+    kbench(dir)
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .arg("run")
+        .arg(path)
+        .args(["--out-dir", "out", "--warmup", "1", "--min-samples", "3"])
+        .args(["--max-samples", "3"])
+        // A failed case changes the exit code; the results file is what is checked.
+        .output()
+        .unwrap();
+    let study_dir = std::fs::read_dir(dir.join("out"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let file = std::fs::read_dir(&study_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
+}
+
+#[test]
+fn outputs_are_checked_against_the_reference_commands_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy_study(
+        dir.path(),
+        "echo \"$KBENCH_PARAMS\" >> params.log\ncp \"$KBENCH_INPUTS/x.npy\" \"$KBENCH_OUTPUTS/y.npy\"\n",
+    );
+    kbench(dir.path())
+        .arg("check")
+        .arg(&path)
+        .assert()
+        .success();
+    let doc = run_manifest_on_mock(&path);
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    assert!(cases.iter().all(|c| c["status"] == "passed"), "{doc}");
+    // Once per case, in the manifest's folder, with the case's axis values.
+    let log = std::fs::read_to_string(dir.path().join("params.log")).unwrap();
+    assert_eq!(log, "{\"n\":1000}\n{\"n\":5000}\n");
+}
+
+#[test]
+fn a_failing_reference_command_fails_its_cases_with_its_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy_study(dir.path(), "echo 'no numpy here' >&2\nexit 3\n");
+    let doc = run_manifest_on_mock(&path);
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    for case in cases {
+        assert_eq!(case["status"], "error", "{case}");
+        let reason = case["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("failed (exit code 3)") && reason.contains("no numpy here"),
+            "{reason}"
+        );
+    }
+}
+
+#[test]
+fn the_numpy_reference_example_runs_where_numpy_is_installed() {
+    let numpy = std::process::Command::new("python3")
+        .args(["-c", "import numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !numpy {
+        eprintln!("skipped: python3 with NumPy is not installed");
+        return;
+    }
+    let (_, doc) = run_on_mock("examples/numpy_reference/saxpy.toml");
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 6);
+    assert!(cases.iter().all(|c| c["status"] == "passed"), "{doc}");
+}

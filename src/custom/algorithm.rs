@@ -1,13 +1,15 @@
 //! `Custom`: a manifest's own kernels as an algorithm (`DynAlgorithm`), built from its checked
 //! definition (`def::CustomDef`), and `CustomCase`, one grid point of it (`BoundCase`): the
-//! buffers' lengths, seeded inputs, the outputs' expected values (from `.npy` files, or left for
-//! the reference kernel sequence, which the case runs once, outside the timing), the bytes and
-//! flops, and the kernel file compiled with the case's defines.
+//! buffers' lengths, seeded inputs, the outputs' expected values (from `.npy` files, from the
+//! study's reference command, or left for the reference kernel sequence; the command and the
+//! kernel run once per case, outside the timing), the bytes and flops, and the kernel file
+//! compiled with the case's defines.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use rand::{Rng, SeedableRng};
@@ -21,6 +23,7 @@ use crate::algos::{
 };
 use crate::device::{DeviceIo, Gpu, KernelFile, Launcher};
 use crate::expr::Value;
+use crate::reference_command::{self, ExpectedOutput, ReferenceCommand, PARAMS_ENV};
 use crate::vocab::{DType, HostData, ParamValue, Params, Tolerance};
 
 /// The name a manifest gives as `study.algorithm` for its own kernels.
@@ -203,6 +206,48 @@ impl CustomCase<'_> {
     fn count(&self, text: &str, key: &str) -> Result<u64> {
         schedule::eval_count(text, key, key, u64::MAX, &self.names()).map_err(|e| anyhow!("{e}"))
     }
+
+    /// Fills the expected values of the outputs checked against the study's reference command
+    /// (`outputs` are the output buffers in declaration order), running it once on `inputs`.
+    fn command_references(
+        &self,
+        inputs: &[(&'static str, HostData)],
+        outputs: &mut [OutputSpec],
+    ) -> Result<()> {
+        let def = &self.algorithm.def;
+        let by_command: Vec<usize> = (def.buffers.iter().filter(|b| b.role.is_output()))
+            .enumerate()
+            .filter(|(_, b)| b.expected == Some(Expected::Command))
+            .map(|(i, _)| i)
+            .collect();
+        let Some(decl) = def
+            .reference_command
+            .as_ref()
+            .filter(|_| !by_command.is_empty())
+        else {
+            return Ok(());
+        };
+        let params = serde_json::to_string(&self.params).context("the case's parameters")?;
+        let command = ReferenceCommand {
+            argv: decl.argv.clone(),
+            working_dir: decl.working_dir.clone(),
+            // The manifest's check keeps it positive; a huge one means no limit.
+            time_limit: Duration::try_from_secs_f64(decl.timeout_s).unwrap_or(Duration::MAX),
+            env: vec![(PARAMS_ENV.to_string(), params)],
+        };
+        let expected: Vec<ExpectedOutput> = (by_command.iter())
+            .map(|&i| ExpectedOutput {
+                name: outputs[i].name,
+                len: outputs[i].capacity,
+            })
+            .collect();
+        let inputs: Vec<(&str, &HostData)> = inputs.iter().map(|(n, d)| (*n, d)).collect();
+        let values = reference_command::run(&command, &inputs, &expected)?;
+        for (i, reference) in by_command.into_iter().zip(values) {
+            outputs[i].reference = reference;
+        }
+        Ok(())
+    }
 }
 
 /// The default tolerance of a float output checked against a reference kernel that sums in
@@ -254,6 +299,8 @@ impl BoundCase for CustomCase<'_> {
             if decl.role.is_output() {
                 let reference = match &decl.expected {
                     Some(Expected::Npy(path)) => read_npy(path, dtype, len)?.to_f64(),
+                    // Filled in below, once every input is made.
+                    Some(Expected::Command) => Vec::new(),
                     // Filled in by the reference kernel sequence's run (see `reference_kernel`).
                     Some(Expected::Reference) | None => Vec::new(),
                 };
@@ -269,6 +316,7 @@ impl BoundCase for CustomCase<'_> {
                 });
             }
         }
+        self.command_references(&inputs, &mut outputs)?;
         Ok(CaseData {
             inputs: Buffers(inputs),
             outputs,

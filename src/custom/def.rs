@@ -24,6 +24,9 @@ pub struct CustomDef {
     pub kernels: Vec<Program>,
     /// The kernel sequence whose outputs are the reference of every output checked against one.
     pub reference: Option<String>,
+    /// The user's program that computes the expected values of every output checked against
+    /// `Expected::Command`, from the inputs as `.npy` files.
+    pub reference_command: Option<CommandDecl>,
     /// Bytes moved and flops, as expressions: GB/s and GFLOP/s.
     pub bytes: String,
     pub flops: String,
@@ -106,6 +109,21 @@ pub enum Expected {
     Reference,
     /// A `.npy` file of the expected values (absolute path).
     Npy(PathBuf),
+    /// What the study's reference command writes (`CustomDef::reference_command`).
+    Command,
+}
+
+/// An external reference command as the manifest declares it; run by
+/// `crate::reference_command::run` once per case, outside the timing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandDecl {
+    /// The program and its arguments, run without a shell. A program named by a path (one
+    /// with a `/`) is made absolute against the manifest's folder.
+    pub argv: Vec<String>,
+    /// The manifest's folder (absolute): the command runs there.
+    pub working_dir: PathBuf,
+    /// Past this the command is stopped and the case fails.
+    pub timeout_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,9 +10,9 @@
 //! Not here, and where they plug in: guard regions around buffers (out-of-bounds writes) belong
 //! where `launch::CustomLauncher::new` allocates and `Scoped::run_once` downloads; checking a
 //! launch's arguments against the kernel's PTX parameters belongs beside
-//! `manifest::custom::check_over_grid`, which already has each launch's planned argument list;
-//! an external reference command writing `.npy` is one more `def::Expected` variant, filled in
-//! `algorithm::CustomCase::prepare` like `Expected::Npy`.
+//! `manifest::custom::check_over_grid`, which already has each launch's planned argument list.
+//! An external reference command (`def::Expected::Command`) is run by
+//! `crate::reference_command` from `algorithm::CustomCase::prepare`.
 
 pub mod algorithm;
 pub mod def;

@@ -16,8 +16,8 @@ use toml::Spanned;
 
 use super::{where_source_span, ManifestError, Validator};
 use crate::custom::def::{
-    ArgDecl, AxisDecl, AxisKindDecl, BufferDecl, CType, CustomDef, ElemType, Expected, Init,
-    LaunchDecl, Program, Repeat, Role, SourceFile,
+    ArgDecl, AxisDecl, AxisKindDecl, BufferDecl, CType, CommandDecl, CustomDef, ElemType, Expected,
+    Init, LaunchDecl, Program, Repeat, Role, SourceFile,
 };
 use crate::custom::schedule::{self, DefError};
 use crate::expr::Expr;
@@ -53,12 +53,31 @@ pub(super) struct RawCustom {
     /// The kernel sequence trusted to give the reference of every output checked against one.
     #[schemars(with = "Option<String>")]
     reference: Option<Spanned<String>>,
+    /// A program of yours (a NumPy script, say) that computes the expected values of the
+    /// outputs with `expected = "command"` (the default when no `reference` kernel is named)
+    /// from the inputs, as `.npy` files: see the README.
+    #[schemars(with = "Option<RawReferenceCommand>")]
+    reference_command: Option<Spanned<RawReferenceCommand>>,
     /// Bytes the kernels must move, as an expression (GB/s). Default 0.
     #[schemars(with = "Option<String>")]
     bytes: Option<Spanned<String>>,
     /// Floating-point operations, as an expression (GFLOP/s). Default 0.
     #[schemars(with = "Option<String>")]
     flops: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawReferenceCommand {
+    /// The program and its arguments, run without a shell in the manifest's folder (a program
+    /// named by a path, `./ref.sh`, is relative to it). It finds the inputs as `<buffer>.npy` in
+    /// the folder `$KBENCH_INPUTS`, the case's axis values as a JSON object in `$KBENCH_PARAMS`,
+    /// and writes each output as `<buffer>.npy` into the folder `$KBENCH_OUTPUTS`.
+    #[schemars(with = "Vec<String>")]
+    argv: Spanned<Vec<String>>,
+    /// Past this many seconds the command is stopped and the case fails. Default 60.
+    #[schemars(with = "Option<f64>")]
+    timeout_s: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -260,7 +279,21 @@ impl Validator<'_> {
             defines.push((name.clone(), text.get_ref().clone()));
         }
 
-        let buffers = self.custom_buffers(&raw.buffer, &dir, &has, &scope, &mut spans)?;
+        // An output without `expected` is checked against the reference kernel if [custom]
+        // names one, else against the reference command if it declares one.
+        let default_expected = match (&raw.reference, &raw.reference_command) {
+            (None, Some(_)) => Expected::Command,
+            _ => Expected::Reference,
+        };
+        let buffers = self.custom_buffers(
+            &raw.buffer,
+            &dir,
+            &has,
+            &scope,
+            &default_expected,
+            &mut spans,
+        )?;
+        let reference_command = self.custom_reference_command(&raw, &buffers, &dir)?;
         let kernels = self.custom_kernels(&raw.kernel, &buffers, &scope, &mut spans)?;
         let reference = match &raw.reference {
             Some(r) if !kernels.iter().any(|k| &k.name == r.get_ref()) => {
@@ -285,7 +318,7 @@ impl Validator<'_> {
                 buffers[*i].role.is_output() && buffers[*i].expected == Some(Expected::Reference)
             }) {
                 return Err(self.error(b.get_ref().name.span(), format!("custom.buffer[{i}]"), format!(
-                    "output `{}` is checked against the reference kernel, and [custom] names none: add `reference = \"<kernel>\"` to [custom], or `expected = \"file.npy\"` here",
+                    "output `{}` is checked against the reference kernel, and [custom] names none: add `reference = \"<kernel>\"` or a `reference_command` to [custom], or `expected = \"file.npy\"` here",
                     b.get_ref().name.get_ref()
                 )));
             }
@@ -311,6 +344,7 @@ impl Validator<'_> {
             buffers,
             kernels,
             reference,
+            reference_command,
             bytes,
             flops,
         };
@@ -433,6 +467,7 @@ impl Validator<'_> {
         dir: &Path,
         has_axis: &dyn Fn(&str) -> bool,
         scope: &Scope,
+        default_expected: &Expected,
         spans: &mut CustomSpans,
     ) -> Result<Vec<BufferDecl>, ManifestError> {
         if raw.is_empty() {
@@ -521,8 +556,9 @@ impl Validator<'_> {
             let expected = match &b.expected {
                 Some(e) if !role.is_output() => return Err(not_output("expected", e.span())),
                 Some(e) if e.get_ref() == "reference" => Some(Expected::Reference),
+                Some(e) if e.get_ref() == "command" => Some(Expected::Command),
                 Some(e) => Some(Expected::Npy(self.npy_file(e, &key("expected"), dir)?)),
-                None if role.is_output() => Some(Expected::Reference),
+                None if role.is_output() => Some(default_expected.clone()),
                 None => None,
             };
             let tolerance = match &b.tolerance {
@@ -544,6 +580,73 @@ impl Validator<'_> {
             return Err(self.error(raw[0].span(), "custom.buffer", "no buffer has role \"output\" or \"inout\": kbench checks a kernel's outputs, so declare at least one".into()));
         }
         Ok(buffers)
+    }
+
+    /// `[custom.reference_command]`, checked: a program, a positive time limit, and outputs
+    /// that use it; and no output that expects it when it is missing.
+    fn custom_reference_command(
+        &self,
+        raw: &RawCustom,
+        buffers: &[BufferDecl],
+        dir: &Path,
+    ) -> Result<Option<CommandDecl>, ManifestError> {
+        let key = "custom.reference_command";
+        let users = buffers
+            .iter()
+            .position(|b| b.expected == Some(Expected::Command));
+        let Some(command) = &raw.reference_command else {
+            let Some(i) = users else { return Ok(None) };
+            let b = raw.buffer[i].get_ref();
+            let span = b.expected.as_ref().map_or(b.name.span(), |e| e.span());
+            return Err(self.error(span, format!("custom.buffer[{i}].expected"), format!(
+                "output `{}` is checked against the reference command, and [custom] declares none: add `reference_command = {{ argv = [\"python3\", \"reference.py\"] }}` to [custom]",
+                b.name.get_ref()
+            )));
+        };
+        let raw_command = command.get_ref();
+        let argv_span = raw_command.argv.span();
+        let mut argv = raw_command.argv.get_ref().clone();
+        let Some(program) = argv.first_mut().filter(|p| !p.trim().is_empty()) else {
+            return Err(self.error(argv_span, format!("{key}.argv"), "`argv` names no program: give the program and its arguments, e.g. [\"python3\", \"reference.py\"]".into()));
+        };
+        // A path is the manifest's, whatever folder kbench runs in (a bare name is looked
+        // up on PATH when the case runs).
+        if program.contains('/') {
+            let path = dir.join(&*program);
+            if !path.is_file() {
+                return Err(self.error(
+                    argv_span,
+                    format!("{key}.argv"),
+                    format!(
+                        "no program `{}` (a path is relative to the manifest)",
+                        path.display()
+                    ),
+                ));
+            }
+            *program = path.display().to_string();
+        }
+        let timeout_s = match &raw_command.timeout_s {
+            Some(t) if !(t.get_ref().is_finite() && *t.get_ref() > 0.0) => {
+                return Err(self.error(
+                    t.span(),
+                    format!("{key}.timeout_s"),
+                    format!(
+                        "`timeout_s` must be a positive number of seconds, not {}",
+                        t.get_ref()
+                    ),
+                ))
+            }
+            Some(t) => *t.get_ref(),
+            None => DEFAULT_REFERENCE_TIMEOUT_S,
+        };
+        if users.is_none() {
+            return Err(self.error(argv_span, key, "no output is checked against the reference command: give an output `expected = \"command\"`, or leave `reference` out of [custom] so that outputs default to it".into()));
+        }
+        Ok(Some(CommandDecl {
+            argv,
+            working_dir: dir.to_path_buf(),
+            timeout_s,
+        }))
     }
 
     fn npy_file(
@@ -1033,6 +1136,9 @@ impl Validator<'_> {
         Ok(())
     }
 }
+
+/// How long a reference command may run for one case unless the manifest says.
+pub const DEFAULT_REFERENCE_TIMEOUT_S: f64 = 60.0;
 
 /// The grid points `check_over_grid` evaluates at most: enough for any study a person writes,
 /// bounded so that `check` stays quick on a generated one.

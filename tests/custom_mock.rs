@@ -249,6 +249,11 @@ fn the_numpy_reference_example_runs_where_numpy_is_installed() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !numpy {
+        // CI installs NumPy (.ci/run): there a missing one is a failure, not a skip.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI=true and python3 has no NumPy: .ci/run should have installed it"
+        );
         eprintln!("skipped: python3 with NumPy is not installed");
         return;
     }

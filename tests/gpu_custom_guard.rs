@@ -5,9 +5,10 @@
 //! Needs a CUDA GPU: ignored by a plain `cargo test`, run on the GPU machine with
 //! `--include-ignored`, where a missing GPU fails it.
 
-use std::path::Path;
+mod common;
 
-use assert_cmd::Command;
+use std::path::Path;
+use std::process::Command;
 use serde_json::Value;
 
 /// `copy_ok` copies `x` into `y`; `copy_over` also writes 3 floats past `y`'s end, `copy_under`
@@ -100,8 +101,8 @@ args = [{{ buffer = "x" }}, {{ buffer = "y" }}, {{ buffer = "s" }}, {{ type = "i
 
 /// Runs the manifest in `dir` with `kbench run`; returns the results document's cases.
 fn run(dir: &Path) -> Vec<Value> {
-    let out = Command::cargo_bin("kbench")
-        .unwrap()
+    // The bundled binary on a GPU machine (KBENCH_EXE), else the one cargo built.
+    let out = Command::new(common::kbench_exe())
         .current_dir(dir)
         .env_remove("KBENCH_MOCK_GPU")
         .args(["run", "guards.toml", "--out-dir", "out"])

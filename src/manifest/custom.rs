@@ -4,7 +4,9 @@
 //! axes (and a repeated launch's loop variable), buffers and arguments that exist, files that
 //! exist, and, over the study's grid, every length, grid, block and argument evaluated
 //! (`check_over_grid`), so a grid of 0, a block above 1024, a negative or overflowing length
-//! is refused at the expression that gives it. The result is a `custom::CustomDef`.
+//! is refused at the expression that gives it. The result is a `custom::CustomDef`. Apart from
+//! parsing, `check_kernel_params` (run by `check` and before `run`) compiles the sources with
+//! NVRTC and checks each launch's arguments against its kernel's PTX parameters.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;

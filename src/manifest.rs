@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 mod custom;
+pub use custom::check_kernel_params;
 mod findings;
 mod json_schema;
 

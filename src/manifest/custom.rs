@@ -4,7 +4,9 @@
 //! axes (and a repeated launch's loop variable), buffers and arguments that exist, files that
 //! exist, and, over the study's grid, every length, grid, block and argument evaluated
 //! (`check_over_grid`), so a grid of 0, a block above 1024, a negative or overflowing length
-//! is refused at the expression that gives it. The result is a `custom::CustomDef`.
+//! is refused at the expression that gives it. The result is a `custom::CustomDef`. Apart from
+//! parsing, `check_kernel_params` (run by `check` and before `run`) compiles the sources with
+//! NVRTC and checks each launch's arguments against its kernel's PTX parameters.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -1150,4 +1152,208 @@ fn is_identifier(name: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The distinct define sets `check_kernel_params` compiles at most: a study's sources are
+/// compiled once per set, and NVRTC takes a good fraction of a second for each.
+pub const MAX_CHECKED_DEFINE_SETS: usize = 16;
+
+/// The architecture the parameter check compiles for: PTX parameter lists do not depend on it,
+/// and every GPU kbench runs on has sm_80 or above.
+const PTX_CHECK_ARCH: &str = "sm_80";
+
+/// Just the `[custom]` table of a manifest, read again for the spans of its launches: the
+/// validated `Manifest` keeps the definition, not where each of its keys is.
+#[derive(Deserialize)]
+struct CustomOnly {
+    custom: Option<RawCustom>,
+}
+
+/// A custom study's launches checked against its kernels' parameters as NVRTC compiles them:
+/// for each distinct define set over the grid (the first `MAX_CHECKED_DEFINE_SETS`), the
+/// sources compile (else NVRTC's log, naming the user's file and line), every launched kernel
+/// is an entry of the PTX, and each launch passes as many arguments as it takes, each of its
+/// parameter's size. Run by `check` and before `run` (not by `parse`, which reports and shards
+/// use too). Where NVRTC cannot be loaded it prints one note and checks nothing: `check` must
+/// work without CUDA.
+pub fn check_kernel_params(m: &super::Manifest) -> Result<(), ManifestError> {
+    let Some(def) = &m.custom else {
+        return Ok(());
+    };
+    if let Err(why) = crate::device::nvrtc::nvrtc_present() {
+        note_unchecked(&why);
+        return Ok(());
+    }
+    let v = Validator {
+        path: &m.path,
+        source: &m.source,
+    };
+    // The manifest parsed once already, so this parse succeeds; without it there is no span.
+    let Some(raw) = toml::from_str::<CustomOnly>(&m.source)
+        .ok()
+        .and_then(|doc| doc.custom)
+    else {
+        return Ok(());
+    };
+    let used: Vec<&str> = (m.variants.iter().map(|x| x.implementation.as_str()))
+        .chain(def.reference.as_deref())
+        .collect();
+    for (file, point) in v.define_sets(def, m)? {
+        let entries = v.compile_entries(&raw, def, &file, &point)?;
+        for (k, program) in def.kernels.iter().enumerate() {
+            if used.contains(&program.name.as_str()) {
+                v.check_launches(&raw, k, program, &entries, &point)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Says once per process that the kernels' parameters were not checked, and why.
+fn note_unchecked(why: &str) {
+    static NOTED: std::sync::Once = std::sync::Once::new();
+    NOTED.call_once(|| {
+        eprintln!("note: kernel arguments not checked against the kernels' parameters: {why}");
+    });
+}
+
+/// The size in bytes a scalar of C type `ctype` is passed with.
+fn ctype_size_bytes(ctype: CType) -> u64 {
+    match ctype {
+        CType::Int | CType::Unsigned | CType::Float => 4,
+        CType::LongLong | CType::UnsignedLongLong | CType::Double => 8,
+    }
+}
+
+impl Validator<'_> {
+    /// The kernel file (the sources with a define set in front) of each distinct define set
+    /// over the grid, with the first point that has it: the same text the run compiles, made by
+    /// the same code (`Custom`'s `kernel_file`).
+    fn define_sets(
+        &self,
+        def: &CustomDef,
+        m: &super::Manifest,
+    ) -> Result<Vec<(crate::device::KernelFile, crate::vocab::Params)>, ManifestError> {
+        use crate::algos::DynAlgorithm;
+        let algorithm = crate::custom::Custom::new(def.clone());
+        let at_custom = |e: anyhow::Error, point: &crate::vocab::Params| {
+            self.error(
+                self.header_span("custom").unwrap_or(0..0),
+                "custom",
+                format!("{e:#} (at {})", crate::vocab::describe_params(point)),
+            )
+        };
+        let mut sets: Vec<(crate::device::KernelFile, crate::vocab::Params)> = Vec::new();
+        let points = grid_points(&m.axes, &m.zip)
+            .into_iter()
+            .filter(|p| (m.filter.as_ref()).is_none_or(|f| f.matches(p).unwrap_or(false)));
+        for point in points.take(MAX_CHECKED_POINTS) {
+            let file = (algorithm.bind(&point))
+                .and_then(|case| {
+                    case.kernel_file()
+                        .unwrap_or_else(|| Ok(algorithm.spec().kernel_file))
+                })
+                .map_err(|e| at_custom(e, &point))?;
+            if !sets.iter().any(|(f, _)| f.name == file.name) {
+                sets.push((file, point));
+                if sets.len() == MAX_CHECKED_DEFINE_SETS {
+                    break;
+                }
+            }
+        }
+        Ok(sets)
+    }
+
+    /// `file` compiled to PTX as the run compiles it (its include folders searched), and the
+    /// kernels the PTX defines; a compile error is NVRTC's log at the `sources` key.
+    fn compile_entries(
+        &self,
+        raw: &RawCustom,
+        def: &CustomDef,
+        file: &crate::device::KernelFile,
+        point: &crate::vocab::Params,
+    ) -> Result<Vec<crate::device::ptx::PtxEntry>, ManifestError> {
+        let sources_span = match (raw.sources.first(), raw.sources.last()) {
+            (Some(first), Some(last)) => first.span().start..last.span().end,
+            _ => self.header_span("custom").unwrap_or(0..0),
+        };
+        let fail = |message: String| {
+            self.error(
+                sources_span.clone(),
+                "custom.sources",
+                format!(
+                    "{message}\n(compiled at {})",
+                    crate::vocab::describe_params(point)
+                ),
+            )
+        };
+        let options: Vec<String> = (def.include_dirs.iter())
+            .map(|d| format!("--include-path={}", d.display()))
+            .collect();
+        let ptx = crate::device::nvrtc::ptx_text(file.name, file.source, PTX_CHECK_ARCH, &options)
+            .map_err(|e| fail(format!("the sources do not compile: {e:#}")))?;
+        crate::device::ptx::entries(&ptx).map_err(|e| fail(e.to_string()))
+    }
+
+    /// Each launch of `program` (the `k`th kernel sequence) against the kernels in `entries`:
+    /// the kernel is there, and takes the arguments the launch passes.
+    fn check_launches(
+        &self,
+        raw: &RawCustom,
+        k: usize,
+        program: &Program,
+        entries: &[crate::device::ptx::PtxEntry],
+        point: &crate::vocab::Params,
+    ) -> Result<(), ManifestError> {
+        use crate::device::ptx::{check_args, find_entry, ArgMismatch, DeclaredArg};
+        let Some(raw_kernel) = raw.kernel.get(k) else {
+            return Ok(());
+        };
+        let at = |span: Range<usize>, key: String, message: String| {
+            self.error(
+                span,
+                key,
+                format!("{message} (at {})", crate::vocab::describe_params(point)),
+            )
+        };
+        for (j, (launch, raw_launch)) in (program.launches.iter())
+            .zip(&raw_kernel.get_ref().launch)
+            .enumerate()
+        {
+            let key = format!("custom.kernel[{k}].launch[{j}]");
+            let raw_launch = raw_launch.get_ref();
+            let entry = find_entry(entries, &launch.kernel).map_err(|message| {
+                at(raw_launch.kernel.span(), format!("{key}.kernel"), message)
+            })?;
+            let declared: Vec<DeclaredArg> = (launch.args.iter())
+                .map(|arg| match arg {
+                    ArgDecl::Buffer(name) => DeclaredArg {
+                        name,
+                        size_bytes: 8,
+                    },
+                    ArgDecl::Scalar { ctype, expr } => DeclaredArg {
+                        name: expr,
+                        size_bytes: ctype_size_bytes(*ctype),
+                    },
+                })
+                .collect();
+            match check_args(entry, &declared) {
+                Ok(()) => {}
+                Err(e @ ArgMismatch::Count { .. }) => {
+                    let span = match (raw_launch.args.first(), raw_launch.args.last()) {
+                        (Some(first), Some(last)) => first.span().start..last.span().end,
+                        _ => raw_launch.kernel.span(),
+                    };
+                    return Err(at(span, format!("{key}.args"), e.to_string()));
+                }
+                Err(e @ ArgMismatch::Size { position, .. }) => {
+                    let span = (raw_launch.args.get(position - 1))
+                        .map_or(raw_launch.kernel.span(), |a| a.span());
+                    let akey = format!("{key}.args[{}]", position - 1);
+                    return Err(at(span, akey, e.to_string()));
+                }
+            }
+        }
+        Ok(())
+    }
 }

@@ -384,6 +384,8 @@ pub fn load_and_plan(
     interrupted: &AtomicBool,
 ) -> Result<(Manifest, Vec<Case>), NotPlanned> {
     let m = manifest::load(path).map_err(|e| NotPlanned::Error(e.to_string()))?;
+    // A custom study's launches against its kernels' parameters (NVRTC, no GPU), before anything runs.
+    manifest::check_kernel_params(&m).map_err(|e| NotPlanned::Error(e.to_string()))?;
     match plan::plan(&m, interrupted) {
         Ok(cases) => Ok((m, cases)),
         Err(plan::PlanError::Interrupted) => Err(NotPlanned::Interrupted),

@@ -1,0 +1,192 @@
+//! A custom study's launches checked against its kernels' PTX parameters (`kbench check`, and
+//! before `kbench run`): a launch with an argument too few or of the wrong size, a kernel the
+//! sources do not define, and sources that do not compile are refused at the manifest's line;
+//! the examples pass. Every test needs NVRTC (no GPU): CI runs them with `--include-ignored`.
+
+use std::path::{Path, PathBuf};
+
+use kbench::manifest::{self, ManifestError};
+
+/// The kernel the base study launches: `T` and `BLOCK` come from its axes.
+const KERNEL_SOURCE: &str = "extern \"C\" __global__ void scale(const T* x, T* y, int n) {\n  \
+    int i = blockIdx.x * BLOCK + threadIdx.x;\n  if (i < n) y[i] = 2 * x[i];\n}\n";
+
+/// A valid custom study; each test breaks one thing in it.
+const BASE: &str = r#"[study]
+name = "c"
+algorithm = "custom"
+seed = 1
+
+[grid]
+n = [1000, 4096]
+dtype = ["f32", "f64"]
+block = [128, 256]
+
+[custom]
+sources = ["k.cu"]
+reference = "simple"
+bytes = "2 * n * sizeof(dtype)"
+
+[[custom.axis]]
+name = "n"
+kind = "size"
+
+[[custom.axis]]
+name = "dtype"
+kind = "dtype"
+
+[[custom.axis]]
+name = "block"
+kind = "block"
+
+[[custom.buffer]]
+name = "x"
+type = "dtype"
+length = "n"
+role = "input"
+
+[[custom.buffer]]
+name = "y"
+type = "dtype"
+length = "n"
+role = "output"
+
+[[custom.kernel]]
+name = "simple"
+
+[[custom.kernel.launch]]
+kernel = "scale"
+grid = "ceil_div(n, block)"
+block = "block"
+args = [{ buffer = "x" }, { buffer = "y" }, { type = "int", value = "n" }]
+
+[[variant]]
+name = "simple"
+backend = "cuda"
+kernel = "simple"
+"#;
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn line_of(text: &str, needle: &str) -> usize {
+    let at = text
+        .find(needle)
+        .unwrap_or_else(|| panic!("`{needle}` is not in the manifest"));
+    text[..at].matches('\n').count() + 1
+}
+
+/// The base study with `from` replaced by `to` (and `source` as its `.cu` file, named
+/// `source_name`), loaded and checked against its kernels' parameters.
+fn check(
+    from: &str,
+    to: &str,
+    source_name: &str,
+    source: &str,
+) -> (String, Result<(), ManifestError>) {
+    assert!(BASE.contains(from), "`{from}` is not in the base manifest");
+    let text = BASE
+        .replacen(from, to, 1)
+        .replace("\"k.cu\"", &format!("\"{source_name}\""));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(source_name), source).unwrap();
+    let path = dir.path().join("m.toml");
+    std::fs::write(&path, &text).unwrap();
+    let m = manifest::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let checked = manifest::check_kernel_params(&m);
+    (text, checked)
+}
+
+/// Asserts the check failed with `message` in its message, at the line holding `line_needle`.
+fn assert_refused(
+    text: &str,
+    checked: Result<(), ManifestError>,
+    message: &str,
+    line_needle: &str,
+) {
+    let e = checked.expect_err("the manifest was accepted");
+    assert!(e.message.contains(message), "expected `{message}` in:\n{e}");
+    assert_eq!(e.line, line_of(text, line_needle), "{e}");
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn the_base_study_passes() {
+    let (_, checked) = check("", "", "k.cu", KERNEL_SOURCE);
+    checked.unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn a_launch_with_an_argument_too_few_is_refused_at_its_args() {
+    let (text, checked) = check(
+        ", { type = \"int\", value = \"n\" }]",
+        "]",
+        "k.cu",
+        KERNEL_SOURCE,
+    );
+    assert_refused(
+        &text,
+        checked,
+        "kernel `scale` takes 3 parameters (8, 8, 4 bytes); the launch passes 2",
+        "args = ",
+    );
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn an_int_where_the_kernel_takes_a_double_is_refused_at_the_argument() {
+    let source = KERNEL_SOURCE.replace("int n)", "double n)");
+    let (text, checked) = check("", "", "k.cu", &source);
+    assert_refused(
+        &text,
+        checked,
+        "kernel `scale`'s parameter 3 (.f64) is 8 bytes; the launch passes `n` there, of 4 bytes",
+        "args = ",
+    );
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn a_kernel_the_sources_do_not_define_is_refused_at_its_name() {
+    let (text, checked) = check(
+        "kernel = \"scale\"",
+        "kernel = \"scal\"",
+        "k.cu",
+        KERNEL_SOURCE,
+    );
+    assert_refused(
+        &text,
+        checked,
+        "kernel `scal` is not in the compiled PTX; it defines `scale`",
+        "kernel = \"scal\"",
+    );
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn a_source_that_does_not_compile_shows_nvrtcs_log_with_the_users_file_and_line() {
+    // Line 3 of the user's file lacks its semicolon: NVRTC finds out at line 4.
+    let source = KERNEL_SOURCE.replace("2 * x[i];", "2 * x[i]");
+    let (text, checked) = check("", "", "reduce.cu", &source);
+    let e = checked.expect_err("the manifest was accepted");
+    assert!(e.message.contains("the sources do not compile"), "{e}");
+    assert!(
+        e.message.contains("reduce.cu(4): error: expected a \";\""),
+        "{e}"
+    );
+    assert_eq!(e.line, line_of(&text, "sources = "), "{e}");
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn the_examples_pass() {
+    for example in [
+        "examples/reduction/reduction.toml",
+        "examples/transpose/transpose.toml",
+    ] {
+        let m = manifest::load(&repo(example)).unwrap_or_else(|e| panic!("{e}"));
+        manifest::check_kernel_params(&m).unwrap_or_else(|e| panic!("{example}: {e}"));
+    }
+}

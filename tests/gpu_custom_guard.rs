@@ -7,9 +7,9 @@
 
 mod common;
 
+use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use serde_json::Value;
 
 /// `copy_ok` copies `x` into `y`; `copy_over` also writes 3 floats past `y`'s end, `copy_under`
 /// one before its start, `copy_scratch_over` 2 floats past the end of its scratch `s`. Every

@@ -7,12 +7,11 @@
 //! a `DynAlgorithm`), `launch` (the launcher). The manifest's keys are read and checked in
 //! `manifest::custom`; the expressions are `crate::expr`.
 //!
-//! Not here, and where they plug in: guard regions around buffers (out-of-bounds writes) belong
-//! where `launch::CustomLauncher::new` allocates and `Scoped::run_once` downloads; checking a
-//! launch's arguments against the kernel's PTX parameters belongs beside
-//! `manifest::custom::check_over_grid`, which already has each launch's planned argument list.
-//! An external reference command (`def::Expected::Command`) is run by
-//! `crate::reference_command` from `algorithm::CustomCase::prepare`.
+//! Where the checks live: guard zones around every buffer (`device::guard`) are asked for by
+//! `CustomCase::guard_buffers` and read by `CustomLauncher::check_guards` after the runs; a
+//! launch's arguments are checked against the kernel's PTX parameters before anything runs by
+//! `manifest::custom::check_kernel_params` (NVRTC, no GPU); an external reference command
+//! (`def::Expected::Command`) is run by `crate::reference_command` from `CustomCase::prepare`.
 
 pub mod algorithm;
 pub mod def;

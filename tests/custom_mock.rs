@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use predicates::prelude::PredicateBooleanExt;
 use serde_json::Value;
 
 const MOCK: &str = "[device]\nname = \"H100\"\n\n[timing]\nseed = 3\nlaunch_s = 4e-6\ngbytes_per_s = 2000.0\njitter = 0.02\n";
@@ -261,4 +262,36 @@ fn the_numpy_reference_example_runs_where_numpy_is_installed() {
     let cases = doc["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 6);
     assert!(cases.iter().all(|c| c["status"] == "passed"), "{doc}");
+}
+
+/// The README's smallest custom study, as a newcomer copies it into a blank folder: its `.cu`
+/// and `.toml` blocks (the first of each under "Benchmark your own kernel") pass `kbench check`
+/// and run on the mock device, every case checked against the reference kernel.
+#[test]
+fn the_readmes_smallest_custom_study_runs_from_a_blank_folder() {
+    let readme = std::fs::read_to_string(repo("README.md")).unwrap();
+    let section = &readme[readme.find("## Benchmark your own kernel").unwrap()..];
+    let block = |fence: &str| -> String {
+        let start = section.find(fence).unwrap() + fence.len();
+        let end = start + section[start..].find("```").unwrap();
+        section[start..end].to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("scale.cu"), block("```cuda\n")).unwrap();
+    std::fs::write(dir.path().join("scale.toml"), block("```toml\n")).unwrap();
+    std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
+    kbench(dir.path())
+        .args(["check", "scale.toml"])
+        .assert()
+        .success();
+    kbench(dir.path())
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .args(["run", "scale.toml", "--out-dir", "out", "--json"])
+        .args(["--min-samples", "3", "--max-samples", "3"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("\"status\":\"passed\""))
+        .stdout(predicates::str::contains("\"status\":\"error\"").not())
+        .stdout(predicates::str::contains("\"status\":\"accuracy_failed\"").not())
+        .stdout(predicates::str::contains("\"status\":\"skipped\"").not());
 }

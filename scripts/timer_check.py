@@ -29,11 +29,20 @@ def toml_value(v):
     raise TypeError(v)
 
 
-def one_case_manifest(manifest, case, samples):
-    """The study reduced to one variant at one grid point, with a fixed number of samples."""
+def one_case_manifest(manifest, case, samples, folder):
+    """The study reduced to one variant at one grid point, with a fixed number of samples. A
+    custom study's `[custom]` table comes along whole, its sources and include folders made
+    absolute (`folder`: the manifest's), as the reduced manifest is written elsewhere."""
     variant = next(v for v in manifest["variant"] if v["name"] == case["variant"])
     variant = {k: x for k, x in variant.items() if k != "params"}
-    lines = ["[study]"]
+    lines = []
+    if "custom" in manifest:
+        custom = dict(manifest["custom"])
+        for key in ("sources", "include_dirs"):
+            if key in custom:
+                custom[key] = [os.path.join(folder, p) for p in custom[key]]
+        lines.append(f"custom = {toml_value(custom)}")
+    lines.append("[study]")
     study = dict(manifest["study"], name=manifest["study"]["name"] + "_ncu")
     lines += [f"{k} = {toml_value(x)}" for k, x in study.items()]
     lines.append("[grid]")
@@ -136,7 +145,8 @@ def main():
                 continue
             one = os.path.join(a.out, f"{study}-case{case['index']}.toml")
             with open(one, "w") as f:
-                f.write(one_case_manifest(manifest, case, a.samples))
+                f.write(one_case_manifest(manifest, case, a.samples,
+                                          os.path.dirname(os.path.abspath(path))))
             launches = ncu_durations_s(a.kbench, one, os.path.join(a.out, "ncu-runs"), a.cache_control)
             by_kernel = {}
             for name, s in launches:

@@ -11,6 +11,7 @@ use crate::record::{MeasureOverrides, ShardRecord};
 use crate::report::export::{self, Export};
 use crate::run::case::SaveOutputs;
 use crate::run::lanes::{self, DeviceSelection};
+use crate::run::sanitize::SanitizerTool;
 use crate::shard;
 
 #[derive(Parser)]
@@ -223,6 +224,11 @@ pub struct RunArgs {
     /// `--export html=out/{study}.html`. Formats as for `kbench report --format`.
     #[arg(long, value_name = "FORMAT=PATH", value_parser = Export::parse)]
     pub export: Vec<Export>,
+    /// Run each CUDA case once more, untimed, under NVIDIA's compute-sanitizer (memcheck unless
+    /// another tool is named): a case it finds errors in fails with them. Its reports are kept
+    /// beside the results file.
+    #[arg(long, value_name = "TOOL", num_args = 0..=1, require_equals = true, default_missing_value = "memcheck")]
+    pub sanitize: Option<SanitizerTool>,
 }
 
 fn parse_baseline_name(name: &str) -> Result<String, String> {

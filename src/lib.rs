@@ -30,6 +30,7 @@ pub mod grid;
 pub mod json_schema;
 pub mod manifest;
 pub mod measure;
+pub mod npy;
 pub mod numerics;
 pub mod plan;
 pub mod record;

@@ -506,6 +506,25 @@ pub struct CaseResult {
     /// recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<CaseDevice>,
+    /// `run --sanitize`: what compute-sanitizer found in one more run of the case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sanitizer: Option<SanitizerCheck>,
+}
+
+/// One run of a CUDA case under compute-sanitizer, outside the timing (`run --sanitize`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SanitizerCheck {
+    /// `memcheck`, `racecheck`, `initcheck` or `synccheck`.
+    pub tool: String,
+    /// From its `ERROR SUMMARY`; None when it wrote none (the run did not finish).
+    pub errors: Option<u64>,
+    /// Its first error lines.
+    pub report: Vec<String>,
+    /// Its whole report, relative to the results file's folder.
+    pub log_file: String,
+    /// Why the run under the sanitizer did not finish (it faulted, hung or could not start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// Which GPU a case ran on: a GPU is named by its host and PCI bus id together (identical

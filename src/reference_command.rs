@@ -262,7 +262,7 @@ fn read_output(
         name: expected.name.to_string(),
         reason,
     };
-    let values = read_npy_f64(&path).map_err(bad)?;
+    let values = crate::npy::read_f64(&path).map_err(bad)?;
     if values.len() != expected.len {
         return Err(bad(format!(
             "holds {} values; the output has {}",
@@ -271,88 +271,6 @@ fn read_output(
         )));
     }
     Ok(values)
-}
-
-/// A `.npy` file's values as f64, in C order whatever order the file was written in; any
-/// float, signed or unsigned integer dtype of either byte order. The error reads after the
-/// file's name ("is not a .npy file: ...").
-pub fn read_npy_f64(path: &Path) -> Result<Vec<f64>, String> {
-    let file = fs::File::open(path).map_err(|e| format!("cannot be opened: {e}"))?;
-    let npy = npyz::NpyFile::new(std::io::BufReader::new(file))
-        .map_err(|e| format!("is not a .npy file: {e}"))?;
-    let shape = npy.shape().to_vec();
-    let fortran = npy.order() == npyz::Order::Fortran;
-    let dtype = npy.dtype();
-    let npyz::DType::Plain(type_str) = &dtype else {
-        return Err(format!(
-            "holds records ({}); kbench reads arrays of numbers",
-            dtype.descr()
-        ));
-    };
-    use npyz::TypeChar::{Float, Int, Uint};
-    let unreadable = |e: std::io::Error| format!("cannot be read: {e}");
-    let values: Vec<f64> = match (type_str.type_char(), type_str.size_field()) {
-        (Float, 8) => npy.into_vec::<f64>().map_err(unreadable)?,
-        (Float, 4) => widen(npy.into_vec::<f32>().map_err(unreadable)?),
-        (Int, 8) => npy
-            .into_vec::<i64>()
-            .map_err(unreadable)?
-            .into_iter()
-            .map(|v| v as f64)
-            .collect(),
-        (Int, 4) => widen(npy.into_vec::<i32>().map_err(unreadable)?),
-        (Int, 2) => widen(npy.into_vec::<i16>().map_err(unreadable)?),
-        (Int, 1) => widen(npy.into_vec::<i8>().map_err(unreadable)?),
-        (Uint, 8) => npy
-            .into_vec::<u64>()
-            .map_err(unreadable)?
-            .into_iter()
-            .map(|v| v as f64)
-            .collect(),
-        (Uint, 4) => widen(npy.into_vec::<u32>().map_err(unreadable)?),
-        (Uint, 2) => widen(npy.into_vec::<u16>().map_err(unreadable)?),
-        (Uint, 1) => widen(npy.into_vec::<u8>().map_err(unreadable)?),
-        _ => {
-            return Err(format!(
-                "has dtype {type_str}; kbench reads float, int and uint arrays"
-            ))
-        }
-    };
-    Ok(if fortran && shape.len() > 1 {
-        fortran_to_c_order(&values, &shape)
-    } else {
-        values
-    })
-}
-
-fn widen<T: Into<f64>>(values: Vec<T>) -> Vec<f64> {
-    values.into_iter().map(Into::into).collect()
-}
-
-/// Reorders an array stored column-major (NumPy saves a transposed array so) into row-major.
-fn fortran_to_c_order(values: &[f64], shape: &[u64]) -> Vec<f64> {
-    let mut out = Vec::with_capacity(values.len());
-    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
-    let mut index = vec![0usize; dims.len()];
-    for _ in 0..values.len() {
-        // The column-major offset of `index`: the first dimension varies fastest.
-        let mut offset = 0;
-        let mut stride = 1;
-        for (i, d) in index.iter().zip(&dims) {
-            offset += i * stride;
-            stride *= d;
-        }
-        out.push(values[offset]);
-        // The next row-major index: the last dimension varies fastest.
-        for (i, d) in index.iter_mut().zip(&dims).rev() {
-            *i += 1;
-            if *i < *d {
-                break;
-            }
-            *i = 0;
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -505,23 +423,5 @@ mod tests {
             err.starts_with("cannot start the reference command `kbench-no-such-program`"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn a_column_major_file_reads_in_row_major_order() {
-        use npyz::WriterBuilder;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.npy");
-        // The 2 x 3 matrix [[1, 2, 3], [4, 5, 6]] stored by columns, as `np.save` writes a transposed (Fortran-ordered) array.
-        let mut writer = npyz::WriteOptions::<i64>::new()
-            .default_dtype()
-            .shape(&[2, 3])
-            .order(npyz::Order::Fortran)
-            .writer(std::io::BufWriter::new(fs::File::create(&path).unwrap()))
-            .begin_nd()
-            .unwrap();
-        writer.extend([1i64, 4, 2, 5, 3, 6]).unwrap();
-        writer.finish().unwrap();
-        assert_eq!(read_npy_f64(&path).unwrap(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     }
 }

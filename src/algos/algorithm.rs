@@ -273,8 +273,15 @@ pub trait DynAlgorithm: Send + Sync + fmt::Debug {
 /// An algorithm with one case's parameters. `implementation` names a CPU implementation or a
 /// kernel of the algorithm's spec.
 pub trait BoundCase {
-    fn supports(&self, implementation: &str) -> bool;
-    fn tolerance(&self, implementation: &str, output: &OutputSpec) -> Tolerance;
+    /// Whether `implementation` can run this case (every one, unless the algorithm says not).
+    fn supports(&self, _implementation: &str) -> bool {
+        true
+    }
+    /// The tolerance `output` is checked with: the output's own, unless the algorithm's
+    /// implementations differ in accuracy.
+    fn tolerance(&self, _implementation: &str, output: &OutputSpec) -> Tolerance {
+        output.tolerance
+    }
     /// The bytes of the case's data and of what `implementation` allocates (None: overflow).
     fn footprint_bytes(&self, implementation: &str) -> Option<u64>;
     fn prepare(&self, seed: u64) -> Result<CaseData>;

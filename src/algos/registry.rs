@@ -192,12 +192,6 @@ mod tests {
     }
 
     impl BoundCase for ScaledCase<'_> {
-        fn supports(&self, _implementation: &str) -> bool {
-            true
-        }
-        fn tolerance(&self, _implementation: &str, output: &OutputSpec) -> Tolerance {
-            output.tolerance
-        }
         fn footprint_bytes(&self, _implementation: &str) -> Option<u64> {
             (self.n as u64).checked_mul(3 * 8)
         }

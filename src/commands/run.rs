@@ -18,6 +18,7 @@ use crate::record::CaseResult;
 use crate::report::{case_table, export};
 use crate::run::executor::mock::{self, MockSpec};
 use crate::run::lanes;
+use crate::run::sanitize::Sanitizer;
 use crate::run::session::{self, Request, Sink, Source, StudyStart};
 use crate::run::study::{case_line, Progress, RunOptions};
 
@@ -71,6 +72,10 @@ fn run_options(args: &RunArgs) -> Result<RunOptions, Exit> {
         interrupted: interrupt_flag(),
         overrides: args.overrides.clone(),
         worker_fault: std::env::var("KBENCH_WORKER_FAULT").ok(),
+        sanitizer: match args.sanitize {
+            Some(tool) => Some(Sanitizer::find(tool).map_err(bad_input)?),
+            None => None,
+        },
         ..RunOptions::new(worker_exe)
     };
     // Without --devices, the one lane RunOptions::new gives.

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -261,14 +261,6 @@ fn default_tolerance(dtype: DType) -> Tolerance {
 }
 
 impl BoundCase for CustomCase<'_> {
-    fn supports(&self, _implementation: &str) -> bool {
-        true
-    }
-
-    fn tolerance(&self, _implementation: &str, output: &OutputSpec) -> Tolerance {
-        output.tolerance
-    }
-
     fn footprint_bytes(&self, _implementation: &str) -> Option<u64> {
         let mut total: u64 = 0;
         for ((dtype, len), decl) in self.buffers.iter().zip(&self.algorithm.def.buffers) {
@@ -403,17 +395,9 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
     })
 }
 
-/// A `.npy` file's values, which must be `len` elements of `dtype`.
-pub fn read_npy(path: &PathBuf, dtype: DType, len: usize) -> Result<HostData> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let npy = npyz::NpyFile::new(&bytes[..])
-        .with_context(|| format!("{} is not a .npy file", path.display()))?;
-    let data = match dtype {
-        DType::I32 => npy.into_vec::<i32>().map(HostData::I32),
-        DType::F32 => npy.into_vec::<f32>().map(HostData::F32),
-        DType::F64 => npy.into_vec::<f64>().map(HostData::F64),
-    }
-    .with_context(|| format!("{} does not hold {} values", path.display(), dtype.name()))?;
+/// A `.npy` file's contents as a `len`-element buffer of `dtype`.
+pub fn read_npy(path: &Path, dtype: DType, len: usize) -> Result<HostData> {
+    let data = crate::npy::read_as(path, dtype).map_err(|e| anyhow!("{} {e}", path.display()))?;
     if data.len() != len {
         bail!(
             "{} holds {} elements; the buffer has {len}",

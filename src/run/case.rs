@@ -122,6 +122,7 @@ fn result_of(variants: &[Variant], case: &Case) -> CaseResult {
         saved_files: Vec::new(),
         wall_s: 0.0,
         device: None,
+        sanitizer: None,
     }
 }
 

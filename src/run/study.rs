@@ -21,6 +21,7 @@ use crate::results::ResultsFile;
 use crate::run::case::{self, SaveOutputs, WorkerStudy};
 use crate::run::executor::mock::MockSpec;
 use crate::run::lanes::{run_pool, After, Kind, LaneDevice, PoolEnd};
+use crate::run::sanitize::{self, Sanitizer};
 use crate::run::worker::{StudyJob, Worker, WorkerOutcome, SETUP_LIMIT_S};
 use crate::vocab::{describe_params, Backend};
 
@@ -44,6 +45,8 @@ pub struct RunOptions {
     /// Run the CUDA cases on this mock device instead of a GPU (`kbench run` reads the file
     /// KBENCH_MOCK_GPU names).
     pub mock_gpu: Option<MockSpec>,
+    /// `run --sanitize`: each CUDA case runs once more under compute-sanitizer.
+    pub sanitizer: Option<Sanitizer>,
 }
 
 impl RunOptions {
@@ -61,6 +64,7 @@ impl RunOptions {
                 std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
             )],
             mock_gpu: None,
+            sanitizer: None,
         }
     }
 
@@ -258,7 +262,7 @@ fn lane_runner<'a>(
             },
         };
         let timeout_s = job.settings.timeout_s;
-        let outcome = running.run_case(case, timeout_s, options.setup_limit_s, halt);
+        let mut outcome = running.run_case(case, timeout_s, options.setup_limit_s, halt);
         // A kernel fault leaves the CUDA context unusable for good, and CUDA offers no way
         // back within the process; a worker killed or dead is gone: the lane's next case
         // gets a new worker.
@@ -266,6 +270,22 @@ fn lane_runner<'a>(
             WorkerOutcome::Finished(report) if !report.gpu_broken => worker = Some(running),
             WorkerOutcome::Interrupted => worker = Some(running),
             _ => {}
+        }
+        if let (Some(sanitizer), WorkerOutcome::Finished(report)) =
+            (&options.sanitizer, &mut outcome)
+        {
+            let result = &mut report.result;
+            if result.backend == Backend::Cuda && result.status != CaseStatus::Skipped {
+                let check = sanitizer.check_case(
+                    &options.worker_exe,
+                    job,
+                    lane.visible.as_deref(),
+                    case,
+                    options.setup_limit_s,
+                    halt,
+                );
+                sanitize::apply(result, check);
+            }
         }
         (Ok(outcome), started.elapsed().as_secs_f64())
     }

@@ -116,7 +116,32 @@ impl Worker {
     /// Starts `exe worker` and sends it the study; `visible_device` (a CUDA_VISIBLE_DEVICES
     /// value) gives it one GPU of several.
     pub fn spawn(exe: &Path, job: &StudyJob, visible_device: Option<&str>) -> Result<Worker> {
-        let mut command = Command::new(exe);
+        Worker::spawn_wrapped(&[], exe, job, visible_device)
+    }
+
+    /// As `spawn`, with the worker started by `wrapper` (a program and its arguments, then the
+    /// worker's command line): `compute-sanitizer ... kbench worker` for `run --sanitize`.
+    pub fn spawn_wrapped(
+        wrapper: &[std::ffi::OsString],
+        exe: &Path,
+        job: &StudyJob,
+        visible_device: Option<&str>,
+    ) -> Result<Worker> {
+        let mut command = match wrapper.split_first() {
+            None => {
+                let mut command = Command::new(exe);
+                name_kbench(&mut command);
+                command
+            }
+            Some((program, arguments)) => {
+                let mut command = Command::new(program);
+                command.args(arguments).arg(exe);
+                // Under the sanitizer, its tools interface is its own: CUPTI's profiler would
+                // only fail to attach.
+                command.env("KBENCH_CUPTI_PROFILER", "off");
+                command
+            }
+        };
         // CUDA numbers the GPUs fastest first unless told otherwise; by PCI bus id, its numbers
         // (and the physical ordinals recorded) are `nvidia-smi`'s. A user's own order is kept.
         if std::env::var_os(crate::device::DEVICE_ORDER_ENV).is_none() {
@@ -132,7 +157,11 @@ impl Worker {
             .stderr(Stdio::piped());
         isolate(&mut command);
         let mut child = command.spawn().with_context(|| {
-            format!("cannot start the worker process `{} worker`", exe.display())
+            let words: Vec<String> = (wrapper.iter())
+                .map(|word| word.to_string_lossy().into_owned())
+                .chain([exe.display().to_string(), "worker".into()])
+                .collect();
+            format!("cannot start the worker process `{}`", words.join(" "))
         })?;
 
         let stdout = child.stdout.take().expect("stdout is piped");
@@ -261,6 +290,13 @@ impl Worker {
         stdin.flush()
     }
 
+    /// Closes the worker's stdin, which ends it, and waits for it (killing it after a while):
+    /// a program it runs under (the sanitizer) writes its report as it exits.
+    pub fn finish(mut self) {
+        self.stdin = None;
+        self.wait_or_kill(Duration::from_secs(60));
+    }
+
     /// Kills the worker's whole process group, so nothing it started keeps its pipes open.
     fn kill(&mut self) {
         #[cfg(unix)]
@@ -315,12 +351,22 @@ impl Drop for Worker {
     }
 }
 
+/// The worker shows as `kbench` in `ps`, whatever the executable's file is called.
+#[cfg(unix)]
+fn name_kbench(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    command.arg0("kbench");
+}
+
+#[cfg(not(unix))]
+fn name_kbench(_command: &mut Command) {}
+
 /// Puts the worker in its own process group, so a terminal's Ctrl-C (and Ctrl-Z) goes to the
 /// parent alone, and has the kernel kill it when the parent dies.
 #[cfg(target_os = "linux")]
 fn isolate(command: &mut Command) {
     use std::os::unix::process::CommandExt;
-    command.process_group(0).arg0("kbench");
+    command.process_group(0);
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the forked child before exec, calls only prctl and getppid
     // (async-signal-safe) and allocates nothing.
@@ -343,7 +389,7 @@ fn isolate(command: &mut Command) {
 #[cfg(all(unix, not(target_os = "linux")))]
 fn isolate(command: &mut Command) {
     use std::os::unix::process::CommandExt;
-    command.process_group(0).arg0("kbench");
+    command.process_group(0);
 }
 
 #[cfg(not(unix))]

@@ -1,0 +1,181 @@
+//! Reading `.npy` files (NumPy's array format), the one way every reader in kbench does: a
+//! custom study's `init = { npy }` inputs and `expected = "file.npy"` outputs, and a reference
+//! command's outputs. Arrays come back flattened in C (row-major) order, kbench's buffers'
+//! order, whatever order the file was written in (NumPy writes a transposed array column-major).
+//! Writing is `HostData::write_npy`'s.
+
+use std::path::Path;
+
+use crate::vocab::{DType, HostData};
+
+/// A `.npy` file's values as `dtype` exactly (a file of another dtype is refused: a buffer's
+/// contents are not converted behind the user's back), in C order.
+pub fn read_as(path: &Path, dtype: DType) -> Result<HostData, String> {
+    let npy = open(path)?;
+    let order = Layout::of(&npy);
+    let unreadable = |e: std::io::Error| format!("does not hold {} values: {e}", dtype.name());
+    Ok(match dtype {
+        DType::I32 => HostData::I32(order.to_c_order(npy.into_vec::<i32>().map_err(unreadable)?)),
+        DType::F32 => HostData::F32(order.to_c_order(npy.into_vec::<f32>().map_err(unreadable)?)),
+        DType::F64 => HostData::F64(order.to_c_order(npy.into_vec::<f64>().map_err(unreadable)?)),
+    })
+}
+
+/// A `.npy` file's values as f64, in C order whatever order the file was written in; any
+/// float, signed or unsigned integer dtype of either byte order. The error reads after the
+/// file's name ("is not a .npy file: ...").
+pub fn read_f64(path: &Path) -> Result<Vec<f64>, String> {
+    let npy = open(path)?;
+    let order = Layout::of(&npy);
+    let dtype = npy.dtype();
+    let npyz::DType::Plain(type_str) = &dtype else {
+        return Err(format!(
+            "holds records ({}); kbench reads arrays of numbers",
+            dtype.descr()
+        ));
+    };
+    use npyz::TypeChar::{Float, Int, Uint};
+    let unreadable = |e: std::io::Error| format!("cannot be read: {e}");
+    let values: Vec<f64> = match (type_str.type_char(), type_str.size_field()) {
+        (Float, 8) => npy.into_vec::<f64>().map_err(unreadable)?,
+        (Float, 4) => widen(npy.into_vec::<f32>().map_err(unreadable)?),
+        (Int, 8) => npy
+            .into_vec::<i64>()
+            .map_err(unreadable)?
+            .into_iter()
+            .map(|v| v as f64)
+            .collect(),
+        (Int, 4) => widen(npy.into_vec::<i32>().map_err(unreadable)?),
+        (Int, 2) => widen(npy.into_vec::<i16>().map_err(unreadable)?),
+        (Int, 1) => widen(npy.into_vec::<i8>().map_err(unreadable)?),
+        (Uint, 8) => npy
+            .into_vec::<u64>()
+            .map_err(unreadable)?
+            .into_iter()
+            .map(|v| v as f64)
+            .collect(),
+        (Uint, 4) => widen(npy.into_vec::<u32>().map_err(unreadable)?),
+        (Uint, 2) => widen(npy.into_vec::<u16>().map_err(unreadable)?),
+        (Uint, 1) => widen(npy.into_vec::<u8>().map_err(unreadable)?),
+        _ => {
+            return Err(format!(
+                "has dtype {type_str}; kbench reads float, int and uint arrays"
+            ))
+        }
+    };
+    Ok(order.to_c_order(values))
+}
+
+fn widen<T: Into<f64>>(values: Vec<T>) -> Vec<f64> {
+    values.into_iter().map(Into::into).collect()
+}
+
+/// Reorders an array stored column-major (NumPy saves a transposed array so) into row-major.
+fn fortran_to_c_order<T: Copy>(values: &[T], shape: &[u64]) -> Vec<T> {
+    let mut out = Vec::with_capacity(values.len());
+    let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let mut index = vec![0usize; dims.len()];
+    for _ in 0..values.len() {
+        // The column-major offset of `index`: the first dimension varies fastest.
+        let mut offset = 0;
+        let mut stride = 1;
+        for (i, d) in index.iter().zip(&dims) {
+            offset += i * stride;
+            stride *= d;
+        }
+        out.push(values[offset]);
+        // The next row-major index: the last dimension varies fastest.
+        for (i, d) in index.iter_mut().zip(&dims).rev() {
+            *i += 1;
+            if *i < *d {
+                break;
+            }
+            *i = 0;
+        }
+    }
+    out
+}
+
+fn open(path: &Path) -> Result<npyz::NpyFile<std::io::BufReader<std::fs::File>>, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot be opened: {e}"))?;
+    npyz::NpyFile::new(std::io::BufReader::new(file))
+        .map_err(|e| format!("is not a .npy file: {e}"))
+}
+
+/// How a file's values are laid out: its shape, and whether column-major.
+struct Layout {
+    shape: Vec<u64>,
+    fortran: bool,
+}
+
+impl Layout {
+    fn of<R: std::io::Read>(npy: &npyz::NpyFile<R>) -> Layout {
+        Layout {
+            shape: npy.shape().to_vec(),
+            fortran: npy.order() == npyz::Order::Fortran,
+        }
+    }
+
+    fn to_c_order<T: Copy>(&self, values: Vec<T>) -> Vec<T> {
+        if self.fortran && self.shape.len() > 1 {
+            fortran_to_c_order(&values, &self.shape)
+        } else {
+            values
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 2 x 3 matrix [[1, 2, 3], [4, 5, 6]] stored by columns, as `np.save` writes a
+    /// transposed (Fortran-ordered) array.
+    fn write_column_major<T: npyz::Serialize + npyz::AutoSerialize + Copy>(
+        path: &Path,
+        values: [T; 6],
+    ) {
+        use npyz::WriterBuilder;
+        let mut writer = npyz::WriteOptions::<T>::new()
+            .default_dtype()
+            .shape(&[2, 3])
+            .order(npyz::Order::Fortran)
+            .writer(std::io::BufWriter::new(
+                std::fs::File::create(path).unwrap(),
+            ))
+            .begin_nd()
+            .unwrap();
+        writer.extend(values).unwrap();
+        writer.finish().unwrap();
+    }
+
+    #[test]
+    fn a_column_major_file_reads_in_row_major_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.npy");
+        write_column_major(&path, [1i64, 4, 2, 5, 3, 6]);
+        assert_eq!(read_f64(&path).unwrap(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        write_column_major(&path, [1.5f32, 4.5, 2.5, 5.5, 3.5, 6.5]);
+        assert_eq!(
+            read_as(&path, DType::F32).unwrap(),
+            HostData::F32(vec![1.5, 2.5, 3.5, 4.5, 5.5, 6.5])
+        );
+    }
+
+    #[test]
+    fn a_file_of_another_dtype_is_refused_as_a_buffers_contents() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.npy");
+        HostData::F64(vec![0.25; 5]).write_npy(&path).unwrap();
+        let err = read_as(&path, DType::F32).unwrap_err();
+        assert!(err.starts_with("does not hold f32 values"), "{err}");
+        assert_eq!(
+            read_as(&path, DType::F64).unwrap(),
+            HostData::F64(vec![0.25; 5])
+        );
+        std::fs::write(&path, b"not numpy").unwrap();
+        assert!(read_f64(&path)
+            .unwrap_err()
+            .starts_with("is not a .npy file"));
+    }
+}

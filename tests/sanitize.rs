@@ -1,0 +1,185 @@
+//! `kbench run --sanitize`: each CUDA case runs once more under compute-sanitizer, and what the
+//! sanitizer reports decides the case. Without a GPU, the cases run on the mock device and a
+//! stand-in for compute-sanitizer (KBENCH_COMPUTE_SANITIZER) runs the worker as the real one
+//! does (its own options, then the worker's command line) and writes a report in its format;
+//! `gpu_custom_guard.rs` runs the real one on a GPU.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const MOCK: &str =
+    "[device]\nname = \"H100\"\n\n[timing]\nseed = 3\nlaunch_s = 4e-6\ngbytes_per_s = 2000.0\n";
+
+/// Records its arguments, runs the worker after `--log-file F`, then writes F as
+/// compute-sanitizer does: a banner, FAKE_SANITIZER_ERRORS errors, the summary.
+const FAKE_SANITIZER: &str = r#"#!/bin/bash
+echo "$@" >> "$(dirname "$0")/sanitizer-args.txt"
+while [ "$#" -gt 0 ] && [ "$1" != "--log-file" ]; do shift; done
+log="$2"; shift 2
+echo "========= COMPUTE-SANITIZER" > "$log"
+"$@"
+status=$?
+errors="${FAKE_SANITIZER_ERRORS:-0}"
+if [ "$errors" != 0 ]; then
+  echo "========= Invalid __global__ write of size 4 bytes" >> "$log"
+  echo "=========     at 0x90 in saxpy.cu:9:saxpy4" >> "$log"
+fi
+echo "=========" >> "$log"
+echo "========= ERROR SUMMARY: $errors errors" >> "$log"
+exit $status
+"#;
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// A folder with the mock device and the stand-in sanitizer.
+fn setup() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
+    let sanitizer = dir.path().join("compute-sanitizer");
+    std::fs::write(&sanitizer, FAKE_SANITIZER).unwrap();
+    std::fs::set_permissions(&sanitizer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn kbench(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("kbench").unwrap();
+    cmd.current_dir(dir)
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .env("KBENCH_COMPUTE_SANITIZER", dir.join("compute-sanitizer"))
+        .env("COLUMNS", "100")
+        .args([
+            "run",
+            "--out-dir",
+            "out",
+            "--warmup",
+            "0",
+            "--max-samples",
+            "3",
+        ])
+        .args(["--min-samples", "3"])
+        .arg(repo("examples/numpy_reference/saxpy.toml"));
+    cmd
+}
+
+/// The run's results document, and the folder it lies in.
+fn results(dir: &Path) -> (Value, PathBuf) {
+    let study = std::fs::read_dir(dir.join("out"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let file = std::fs::read_dir(&study)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let doc = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    (doc, study)
+}
+
+fn numpy_available() -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", "import numpy"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_clean_report_records_the_check_and_keeps_the_timed_figures() {
+    if !numpy_available() {
+        // The example's reference is a NumPy script; CI installs NumPy, so there this fails.
+        assert!(std::env::var_os("CI").is_none(), "NumPy is required in CI");
+        return;
+    }
+    let dir = setup();
+    kbench(dir.path()).arg("--sanitize").assert().success();
+    let (doc, folder) = results(dir.path());
+    let cases = doc["cases"].as_array().unwrap();
+    assert!(!cases.is_empty());
+    for case in cases {
+        assert_eq!(case["status"], "passed", "{case}");
+        let check = &case["sanitizer"];
+        assert_eq!(check["tool"], "memcheck");
+        assert_eq!(check["errors"], 0);
+        // The timed run's samples, not the single sanitized run's.
+        assert_eq!(case["summary"]["samples"], 3, "{case}");
+        let log = folder.join(check["log_file"].as_str().unwrap());
+        assert!(log.is_file(), "{}", log.display());
+    }
+    let args = std::fs::read_to_string(dir.path().join("sanitizer-args.txt")).unwrap();
+    // One sanitized worker per case, memcheck without leak checks, the worker last.
+    assert_eq!(args.lines().count(), cases.len());
+    for line in args.lines() {
+        assert!(line.starts_with("--tool memcheck "), "{line}");
+        assert!(line.contains("--leak-check no"), "{line}");
+        assert!(line.ends_with(" worker"), "{line}");
+    }
+}
+
+#[test]
+fn errors_the_sanitizer_reports_fail_the_case_with_them() {
+    if !numpy_available() {
+        assert!(std::env::var_os("CI").is_none(), "NumPy is required in CI");
+        return;
+    }
+    let dir = setup();
+    let out = kbench(dir.path())
+        .arg("--sanitize=racecheck")
+        .env("FAKE_SANITIZER_ERRORS", "2")
+        .assert()
+        .code(1);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("compute-sanitizer racecheck found 2 errors"),
+        "{stdout}"
+    );
+    let (doc, _) = results(dir.path());
+    for case in doc["cases"].as_array().unwrap() {
+        assert_eq!(case["status"], "error", "{case}");
+        let reason = case["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("Invalid __global__ write of size 4 bytes"),
+            "{reason}"
+        );
+        assert!(reason.contains("at 0x90 in saxpy.cu:9:saxpy4"), "{reason}");
+        assert!(reason.contains("racecheck.log"), "{reason}");
+        assert_eq!(case["sanitizer"]["errors"], 2);
+    }
+}
+
+#[test]
+fn a_missing_sanitizer_is_refused_before_anything_runs() {
+    let dir = setup();
+    let out = kbench(dir.path())
+        .arg("--sanitize")
+        .env(
+            "KBENCH_COMPUTE_SANITIZER",
+            dir.path().join("no-such-sanitizer"),
+        )
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("no-such-sanitizer names no file"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("out").exists());
+}
+
+#[test]
+fn an_unknown_tool_is_refused() {
+    let dir = setup();
+    let out = kbench(dir.path())
+        .arg("--sanitize=leakcheck")
+        .assert()
+        .code(2);
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(stderr.contains("leakcheck"), "{stderr}");
+    assert!(stderr.contains("memcheck"), "{stderr}");
+}

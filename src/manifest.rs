@@ -210,6 +210,9 @@ pub struct Manifest {
     /// The files each value of a file axis named (`matrix = "datasets/*.mtx"`): on disk when
     /// the manifest was read from a file, else as its results file recorded them.
     pub files: Vec<FileExpansion>,
+    /// Read back from a results file (`FileSource::Recorded`): planning reads no file then (the
+    /// run that recorded it checked each case's size when it planned).
+    pub files_recorded: bool,
 }
 
 /// Where parts of a manifest are in its source: the plan reports a filter that divides by zero
@@ -751,6 +754,7 @@ impl<'a> Validator<'a> {
             },
             custom: custom.map(|(def, _)| def),
             files: self.expansions.take(),
+            files_recorded: !self.files.on_disk(),
         })
     }
 

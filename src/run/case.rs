@@ -339,15 +339,24 @@ fn timed_out_reason(measurement: &Measurement, settings: &MeasureSettings) -> Op
 }
 
 /// Why the case's time is no measurement, when some sample is infinite or NaN (a timer, or the
-/// mock device's time model, overflowed): the case is an error, recorded with those figures.
+/// mock device's time model, overflowed) or the samples' statistics overflowed (a mean of
+/// 1e308 s): the case is an error, recorded with those figures.
 fn non_finite_time(result: &CaseResult) -> Option<String> {
     let samples_s = &result.measurement.as_ref()?.samples_s;
+    let summary = result.summary.as_ref()?;
     let bad = samples_s.iter().filter(|s| !s.is_finite()).count();
-    let median_s = result.median_s()?;
-    (bad > 0).then(|| {
+    if bad > 0 {
+        return Some(format!(
+            "{bad} of its {} samples are not a finite time (median {} s): the timer or the device's time model overflowed",
+            samples_s.len(),
+            summary.median_s
+        ));
+    }
+    let figures_s = [summary.median_s, summary.mean_s, summary.std_dev_s];
+    (!figures_s.iter().all(|x| x.is_finite())).then(|| {
         format!(
-            "{bad} of its {} samples are not a finite time (median {median_s} s): the timer or the device's time model overflowed",
-            samples_s.len()
+            "its samples are too large to summarize: mean {} s, standard deviation {} s",
+            summary.mean_s, summary.std_dev_s
         )
     })
 }

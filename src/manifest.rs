@@ -16,8 +16,8 @@ use toml::Spanned;
 
 mod custom;
 mod file_axes;
-pub use file_axes::{check_unchanged, parse_recorded, record_files, FileExpansion, FileSource};
 pub use custom::check_kernel_params;
+pub use file_axes::{check_unchanged, parse_recorded, record_files, FileExpansion, FileSource};
 mod findings;
 mod json_schema;
 

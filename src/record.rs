@@ -847,12 +847,12 @@ pub struct AccuracyReport {
     /// NaN when some output is NaN (written as "nan" in JSON, see `Figure`).
     #[serde(with = "figure::one")]
     #[schemars(with = "Figure")]
-        pub max_abs_err: f64,
+    pub max_abs_err: f64,
     /// Norm-wise relative error, max |got - expected| / max |expected|: unlike an element-wise
     /// ratio it stays meaningful where some expected elements are (nearly) zero.
     #[serde(with = "figure::one")]
     #[schemars(with = "Figure")]
-        pub max_rel_err: f64,
+    pub max_rel_err: f64,
     /// Elements of the reference: every element of the output, or the ones checked.
     pub elements: usize,
     /// Where only some elements were checked (a float64 reference of every element would take
@@ -872,7 +872,7 @@ pub struct WrongElement {
     pub index: usize,
     #[serde(with = "figure::one")]
     #[schemars(with = "Figure")]
-        pub got: f64,
+    pub got: f64,
     #[serde(with = "figure::one")]
     #[schemars(with = "Figure")]
     pub expected: f64,

@@ -246,10 +246,18 @@ fn array_script_text(
 ) -> Result<String> {
     let (out_s, n) = (&paths.out_s, request.shards);
     let mut array = header;
-    writeln!(array, "#SBATCH --job-name={}", sbatch_word(&format!("kbench-{study}")))?;
+    writeln!(
+        array,
+        "#SBATCH --job-name={}",
+        sbatch_word(&format!("kbench-{study}"))
+    )?;
     writeln!(array, "#SBATCH --array=1-{n}")?;
     writeln!(array, "#SBATCH --ntasks=1")?;
-    writeln!(array, "#SBATCH --output={}", log_pattern(out_s, "shard-%a.out"))?;
+    writeln!(
+        array,
+        "#SBATCH --output={}",
+        log_pattern(out_s, "shard-%a.out")
+    )?;
     if let Some(g) = request.gpus_per_task {
         writeln!(array, "#SBATCH --gpus-per-task={g}")?;
     }
@@ -310,7 +318,11 @@ fn merge_script_text(
         sbatch_word(&format!("kbench-{study}-merge"))
     )?;
     writeln!(merge, "#SBATCH --ntasks=1")?;
-    writeln!(merge, "#SBATCH --output={}", log_pattern(out_s, "merge-%j.out"))?;
+    writeln!(
+        merge,
+        "#SBATCH --output={}",
+        log_pattern(out_s, "merge-%j.out")
+    )?;
     merge.push_str(common);
     merge.push_str("set -u\nshopt -s nullglob\n");
     writeln!(
@@ -375,7 +387,10 @@ mod tests {
     fn sbatch_words_escape_what_sbatch_reads_specially() {
         assert_eq!(sbatch_word("/a b/c"), r#""/a b/c""#);
         assert_eq!(sbatch_word(r##"x"#y'z\w"##), r##""x\"\#y\'z\\w""##);
-        assert_eq!(log_pattern("/o/100%", "shard-%a.out"), r#""/o/100%%/logs/shard-%a.out""#);
+        assert_eq!(
+            log_pattern("/o/100%", "shard-%a.out"),
+            r#""/o/100%%/logs/shard-%a.out""#
+        );
     }
 
     #[test]

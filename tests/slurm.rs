@@ -530,7 +530,12 @@ fn hostile_names_reach_the_scripts_as_data(name: &str) {
     let calls: Vec<Vec<String>> = std::fs::read_to_string(bin.join("sbatch.log"))
         .unwrap()
         .lines()
-        .map(|l| l.split('\x1f').filter(|w| !w.is_empty()).map(String::from).collect())
+        .map(|l| {
+            l.split('\x1f')
+                .filter(|w| !w.is_empty())
+                .map(String::from)
+                .collect()
+        })
         .collect();
     assert_eq!(
         calls,
@@ -544,7 +549,10 @@ fn hostile_names_reach_the_scripts_as_data(name: &str) {
         ]
     );
     assert!(
-        said.contains(&format!("merged results: {}/sharded-merged-42.json", out.display())),
+        said.contains(&format!(
+            "merged results: {}/sharded-merged-42.json",
+            out.display()
+        )),
         "{said}"
     );
 
@@ -561,15 +569,26 @@ fn hostile_names_reach_the_scripts_as_data(name: &str) {
     }
     let options = sbatch_options(&std::fs::read_to_string(&merge).unwrap());
     assert!(options.contains(&chdir), "{options:?}");
-    assert!(options.contains(&format!("--output={logs}/merge-%j.out")), "{options:?}");
+    assert!(
+        options.contains(&format!("--output={logs}/merge-%j.out")),
+        "{options:?}"
+    );
 
     // As Slurm runs them: in --chdir, each task with its id, then the merge with its job id.
     for task in ["1", "2"] {
         let ran = run_script(&array, &out, &[("SLURM_ARRAY_TASK_ID", task)]);
-        assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+        assert!(
+            ran.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ran.stderr)
+        );
     }
     let ran = run_script(&merge, &out, &[("SLURM_JOB_ID", "42")]);
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
     let doc = read(&out.join("sharded-merged-42.json"));
     assert_eq!(case_set(&doc), whole);
     assert_eq!(pwned(dir.path()), Vec::<PathBuf>::new());
@@ -621,7 +640,11 @@ fn a_file_axis_study_runs_as_array_tasks_under_chdir() {
     std::fs::create_dir_all(home.join("datasets")).unwrap();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     for file in ["hpcg_4x4x4.mtx", "laplace2d_8x8.mtx"] {
-        std::fs::copy(repo.join("datasets").join(file), home.join("datasets").join(file)).unwrap();
+        std::fs::copy(
+            repo.join("datasets").join(file),
+            home.join("datasets").join(file),
+        )
+        .unwrap();
     }
     std::fs::write(
         home.join("sym.toml"),
@@ -639,13 +662,35 @@ fn a_file_axis_study_runs_as_array_tasks_under_chdir() {
         .assert()
         .success();
     for task in ["1", "2", "3"] {
-        let ran = run_script(&out.join("sym.array.sbatch"), &out, &[("SLURM_ARRAY_TASK_ID", task)]);
-        assert!(ran.status.success(), "task {task}: {}", String::from_utf8_lossy(&ran.stderr));
+        let ran = run_script(
+            &out.join("sym.array.sbatch"),
+            &out,
+            &[("SLURM_ARRAY_TASK_ID", task)],
+        );
+        assert!(
+            ran.status.success(),
+            "task {task}: {}",
+            String::from_utf8_lossy(&ran.stderr)
+        );
     }
-    let ran = run_script(&out.join("sym.merge.sbatch"), &out, &[("SLURM_JOB_ID", "7")]);
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let ran = run_script(
+        &out.join("sym.merge.sbatch"),
+        &out,
+        &[("SLURM_JOB_ID", "7")],
+    );
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
     let doc = read(&out.join("sym-merged-7.json"));
     assert_eq!(doc["complete"], true);
     assert_eq!(doc["cases"].as_array().unwrap().len(), 6);
-    assert_eq!(doc["manifest"]["files"][0]["files"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        doc["manifest"]["files"][0]["files"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
 }

@@ -21,13 +21,15 @@ pub fn parse_recorded(doc: &ResultsDoc, results: &Path) -> anyhow::Result<Manife
         files: &doc.manifest.files,
         cases: &doc.cases,
     };
-    let manifest = super::parse_with_files(Path::new(&doc.manifest.path), &doc.manifest.toml, files)
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "the manifest recorded in {} no longer parses:\n{e}",
-                results.display()
-            )
-        })?;
+    let manifest =
+        super::parse_with_files(Path::new(&doc.manifest.path), &doc.manifest.toml, files).map_err(
+            |e| {
+                anyhow::anyhow!(
+                    "the manifest recorded in {} no longer parses:\n{e}",
+                    results.display()
+                )
+            },
+        )?;
     if manifest.study.name != doc.study.name {
         anyhow::bail!(
             "{}: the file holds study `{}`, but the manifest recorded in it is study `{}`: was \
@@ -175,7 +177,11 @@ impl FileSource<'_> {
                         )
                     })?;
                 let paths = record.files.iter().map(|f| f.path.clone()).collect();
-                let absolute = record.files.iter().map(|f| f.absolute.clone().into()).collect();
+                let absolute = record
+                    .files
+                    .iter()
+                    .map(|f| f.absolute.clone().into())
+                    .collect();
                 Ok(expansion(paths, absolute))
             }
             FileSource::Recorded { cases, .. } => {

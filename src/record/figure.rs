@@ -169,7 +169,8 @@ pub mod option_pair {
     use super::*;
 
     pub fn serialize<S: Serializer>(p: &Option<(f64, f64)>, s: S) -> Result<S::Ok, S::Error> {
-        p.map(|(low, high)| (Figure(low), Figure(high))).serialize(s)
+        p.map(|(low, high)| (Figure(low), Figure(high)))
+            .serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<(f64, f64)>, D::Error> {

@@ -170,7 +170,14 @@ pub fn run_case(
 ) -> CaseResult {
     let mut result = result_of(&study.variants, case);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        measure_case(study, &located(study, case), gpu, settings, on_stage, &mut result)
+        measure_case(
+            study,
+            &located(study, case),
+            gpu,
+            settings,
+            on_stage,
+            &mut result,
+        )
     }));
     let (status, reason) = match outcome {
         Ok(Ok(())) => return result,

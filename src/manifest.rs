@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 mod custom;
+mod file_axes;
 pub use custom::check_kernel_params;
+pub use file_axes::{check_unchanged, parse_recorded, record_files, FileExpansion, FileSource};
 mod findings;
 mod json_schema;
 
@@ -24,7 +26,7 @@ pub use findings::{
 };
 pub use json_schema::manifest_schema;
 
-use crate::algos::{self, AlgorithmRef, AxisKind, Spec};
+use crate::algos::{self, AlgorithmRef, AxisDef, AxisKind, Spec};
 use crate::grid::{AxisValues, WhereExpr};
 use crate::record::{CompareDefaults, MeasureSettings, Study, Variant};
 use crate::vocab::{
@@ -205,6 +207,12 @@ pub struct Manifest {
     /// A custom study's definition (`algorithm = "custom"`), which `algorithm` was built from
     /// and which the workers rebuild it from.
     pub custom: Option<crate::custom::CustomDef>,
+    /// The files each value of a file axis named (`matrix = "datasets/*.mtx"`): on disk when
+    /// the manifest was read from a file, else as its results file recorded them.
+    pub files: Vec<FileExpansion>,
+    /// Read back from a results file (`FileSource::Recorded`): planning reads no file then (the
+    /// run that recorded it checked each case's size when it planned).
+    pub files_recorded: bool,
 }
 
 /// Where parts of a manifest are in its source: the plan reports a filter that divides by zero
@@ -533,10 +541,20 @@ pub fn read_source(path: &Path) -> Result<String, ManifestError> {
     })
 }
 
-/// Parses and validates manifest text; `path` is used only in error messages.
+/// Parses and validates manifest text; `path` is used only in error messages. A file axis's
+/// paths and globs are resolved on disk, against the current folder.
 pub fn parse(path: &Path, source: &str) -> Result<Manifest, ManifestError> {
+    parse_with_files(path, source, FileSource::Disk)
+}
+
+/// As `parse`, with a file axis's values resolved from `files` (a results file's record).
+pub fn parse_with_files(
+    path: &Path,
+    source: &str,
+    files: FileSource,
+) -> Result<Manifest, ManifestError> {
     let raw: RawManifest = toml::from_str(source).map_err(|e| serde_error(path, source, e))?;
-    Validator { path, source }.validate(raw)
+    Validator::new(path, source, files).validate(raw)
 }
 
 fn serde_error(path: &Path, source: &str, error: toml::de::Error) -> ManifestError {
@@ -633,9 +651,21 @@ fn plain_serde_message(message: &str, key: Option<&str>, line: &str) -> String {
 struct Validator<'a> {
     path: &'a Path,
     source: &'a str,
+    files: FileSource<'a>,
+    /// What each file axis value named, as validation meets them.
+    expansions: std::cell::RefCell<Vec<FileExpansion>>,
 }
 
-impl Validator<'_> {
+impl<'a> Validator<'a> {
+    fn new(path: &'a Path, source: &'a str, files: FileSource<'a>) -> Validator<'a> {
+        Validator {
+            path,
+            source,
+            files,
+            expansions: Default::default(),
+        }
+    }
+
     /// Refuses control characters (tabs aside) in text kbench prints to terminals: titles, the
     /// claims' quoted sentences.
     fn plain_text(
@@ -723,6 +753,8 @@ impl Validator<'_> {
                 variant_params,
             },
             custom: custom.map(|(def, _)| def),
+            files: self.expansions.take(),
+            files_recorded: !self.files.on_disk(),
         })
     }
 
@@ -950,7 +982,7 @@ impl Validator<'_> {
         let mut axes = Vec::new();
         for def in spec.axes {
             let values = match grid.get(def.name) {
-                Some(value) => self.axis_values(&format!("grid.{}", def.name), def.kind, value)?,
+                Some(value) => self.axis_values(&format!("grid.{}", def.name), def, value)?,
                 None => match def.default {
                     Some(default) => AxisValues(vec![default.to_param()]),
                     None => {
@@ -1069,9 +1101,10 @@ impl Validator<'_> {
     fn axis_values(
         &self,
         key: &str,
-        kind: AxisKind,
+        def: &AxisDef,
         value: &Spanned<toml::Value>,
     ) -> Result<AxisValues, ManifestError> {
+        let kind = def.kind;
         let span = value.span();
         let values = AxisValues::from_toml(value.get_ref())
             .map_err(|message| self.error(span.clone(), key, message))?;
@@ -1090,15 +1123,22 @@ impl Validator<'_> {
                         checked.push(ParamValue::Str(value));
                     }
                     None => {
-                        let files = expand_files(&value, axis.extensions)
+                        let files = (self.files)
+                            .expand(def.name, &value, axis.extensions)
                             .map_err(|message| self.error(span.clone(), key, message))?;
-                        for file in &files {
-                            if let ParamValue::Str(path) = file {
+                        // Recorded files were checked when the run read them; a reader of
+                        // its results has no business on the disk.
+                        if self.files.on_disk() {
+                            for path in &files.paths {
                                 (axis.check_file)(Path::new(path))
                                     .map_err(|message| self.error(span.clone(), key, message))?;
                             }
                         }
-                        checked.extend(files);
+                        checked.extend(files.paths.iter().cloned().map(ParamValue::Str));
+                        let mut expansions = self.expansions.borrow_mut();
+                        if !expansions.contains(&files) {
+                            expansions.push(files);
+                        }
                     }
                 },
                 (_, v) => checked.push(v),
@@ -1354,7 +1394,7 @@ impl Validator<'_> {
                     format!("axis `{name}` applies only to {backend} variants; this {} variant would ignore it", raw.backend),
                 ));
             }
-            let values = self.axis_values(&param_key, def.kind, value)?;
+            let values = self.axis_values(&param_key, def, value)?;
             let grid_len = axes
                 .iter()
                 .find(|(a, _)| a == name)
@@ -1557,7 +1597,7 @@ fn cases_before_where(
 
 /// The files a file axis names: a path, or a glob matching at least one file, each with one of
 /// the axis's extensions.
-fn expand_files(pattern: &str, extensions: &[&str]) -> Result<Vec<ParamValue>, String> {
+fn expand_files(pattern: &str, extensions: &[&str]) -> Result<Vec<String>, String> {
     let paths: Vec<PathBuf> = if pattern.contains(['*', '?', '[']) {
         let matches =
             glob::glob(pattern).map_err(|e| format!("bad glob pattern `{pattern}`: {e}"))?;
@@ -1591,10 +1631,7 @@ fn expand_files(pattern: &str, extensions: &[&str]) -> Result<Vec<ParamValue>, S
             ));
         }
     }
-    Ok(paths
-        .into_iter()
-        .map(|p| ParamValue::Str(p.display().to_string()))
-        .collect())
+    Ok(paths.into_iter().map(|p| p.display().to_string()).collect())
 }
 
 /// `is_safe_name`'s rule, as error messages state it.

@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
+
+mod figure;
+pub use figure::Figure;
 
 use crate::vocab::{Backend, CacheMode, HostMemory, Params, Scope, TimingMode, Tolerance};
 
@@ -116,12 +119,17 @@ pub struct ClaimCase {
     pub status: ClaimStatus,
     pub skipped: bool,
     /// The ratio or share the claim is about.
+    #[serde(with = "figure::option")]
+    #[schemars(with = "Option<Figure>")]
     pub estimate: Option<f64>,
+    #[serde(with = "figure::option_pair")]
+    #[schemars(with = "Option<(Figure, Figure)>")]
     pub ci95: Option<(f64, f64)>,
     pub evidence: String,
     /// How far the case is on the claim's side of its bound (above 1: holds): which case came
     /// closest to deciding the other way.
-    #[serde(default)]
+    #[serde(default, with = "figure::option")]
+    #[schemars(with = "Option<Figure>")]
     pub margin: Option<f64>,
 }
 
@@ -148,6 +156,34 @@ pub struct ManifestRecord {
     pub baseline: Option<String>,
     #[serde(default)]
     pub compare: CompareDefaults,
+    /// The files each value of a file axis named when the run started (`matrix =
+    /// "datasets/*.mtx"`): readers of the results take these and never expand the glob again, so
+    /// a results file reads the same from any folder. Absent: no file axis, or a file written
+    /// before kbench recorded them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileAxisRecord>,
+}
+
+/// One value of a file axis (a path or a glob) and the files it named.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FileAxisRecord {
+    pub axis: String,
+    /// The manifest's value, as written.
+    pub pattern: String,
+    pub files: Vec<RecordedFile>,
+}
+
+/// A file a case read, as the run found it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecordedFile {
+    /// As the cases' `params` name it (relative to the folder the run started in, when the
+    /// manifest's value was relative).
+    pub path: String,
+    /// Its absolute path: where `run --resume` reads it, from whatever folder.
+    pub absolute: String,
+    pub bytes: u64,
+    /// FNV-1a (64-bit) of its content, 16 hex digits: `run --resume` refuses a file that changed.
+    pub fnv1a64: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -491,16 +527,23 @@ pub struct CaseResult {
     pub flops: u64,
     pub summary: Option<Summary>,
     /// From the median time and the fewest bytes the case must move.
+    #[serde(with = "figure::option")]
+    #[schemars(with = "Option<Figure>")]
     pub gbytes_per_s: Option<f64>,
+    #[serde(with = "figure::option")]
+    #[schemars(with = "Option<Figure>")]
     pub gflops_per_s: Option<f64>,
     pub measurement: Option<Measurement>,
     /// Each output checked against its reference.
     pub outputs: Vec<OutputCheck>,
     /// Numbers an algorithm reports about a case (levels, colours, iterations).
-    #[serde(default)]
+    #[serde(default, with = "figure::map")]
+    #[schemars(with = "BTreeMap<String, Figure>")]
     pub facts: BTreeMap<String, f64>,
     /// `.npy` files written for `--save-outputs`, relative to the results file's folder.
     pub saved_files: Vec<String>,
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub wall_s: f64,
     /// The GPU a CUDA case ran on (None for CPU cases, and in files written before kbench
     /// recorded it).
@@ -658,6 +701,8 @@ pub enum StopReason {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Measurement {
     /// One per sample: seconds per run (a batch's time divided by its runs).
+    #[serde(with = "figure::list")]
+    #[schemars(with = "Vec<Figure>")]
     pub samples_s: Vec<f64>,
     pub warmup_runs: u32,
     pub stop_reason: StopReason,
@@ -684,21 +729,28 @@ pub struct GpuTimer {
     /// Whether the L2 was flushed before each sample (never in batch mode).
     pub cold_l2: bool,
     /// CUPTI's own GPU duration of each sample's kernels, per run, paired with `samples_s`.
+    #[serde(with = "figure::list")]
+    #[schemars(with = "Vec<Figure>")]
     pub cupti_samples_s: Vec<f64>,
     /// CUPTI's median over the event median, minus 1; flagged past the tolerance.
+    #[serde(with = "figure::option")]
+    #[schemars(with = "Option<Figure>")]
     pub cupti_vs_events: Option<f64>,
     /// CUPTI's median less the events' median, in seconds.
-    #[serde(default)]
+    #[serde(default, with = "figure::option")]
+    #[schemars(with = "Option<Figure>")]
     pub cupti_minus_events_s: Option<f64>,
     /// The summed `gpu__time_duration` (CUPTI's range profiler, as Nsight Compute reads it) of
     /// the kernels of each of a few extra runs after the samples, each kernel run alone.
-    #[serde(default)]
+    #[serde(default, with = "figure::list")]
+    #[schemars(with = "Vec<Figure>")]
     pub profiler_samples_s: Vec<f64>,
     /// The most kernels the profiler saw in one of those runs.
     #[serde(default)]
     pub profiler_kernels_per_run: Option<u32>,
     /// The profiler's median over the event median, minus 1.
-    #[serde(default)]
+    #[serde(default, with = "figure::option")]
+    #[schemars(with = "Option<Figure>")]
     pub profiler_vs_events: Option<f64>,
     /// Why the case has no profiler samples, where the device has the profiler.
     #[serde(default)]
@@ -750,18 +802,38 @@ pub struct ClockRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
     pub samples: usize,
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub median_s: f64,
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub mean_s: f64,
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub std_dev_s: f64,
     /// Coefficient of variation: std_dev / mean.
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub cv: f64,
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub min_s: f64,
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub max_s: f64,
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub q1_s: f64,
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub q3_s: f64,
     /// 95% confidence interval of the median.
+    #[serde(with = "figure::pair")]
+    #[schemars(with = "(Figure, Figure)")]
     pub median_ci95_s: (f64, f64),
     /// 95% confidence interval of the mean.
+    #[serde(with = "figure::pair")]
+    #[schemars(with = "(Figure, Figure)")]
     pub mean_ci95_s: (f64, f64),
     pub outliers: Outliers,
 }
@@ -791,14 +863,14 @@ pub struct OutputCheck {
 pub struct AccuracyReport {
     pub passed: bool,
     pub tolerance: Tolerance,
-    /// NaN when some output is NaN (written as null in JSON).
-    #[serde(deserialize_with = "null_as_nan")]
-    #[schemars(with = "Option<f64>")]
+    /// NaN when some output is NaN (written as "nan" in JSON, see `Figure`).
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub max_abs_err: f64,
     /// Norm-wise relative error, max |got - expected| / max |expected|: unlike an element-wise
     /// ratio it stays meaningful where some expected elements are (nearly) zero.
-    #[serde(deserialize_with = "null_as_nan")]
-    #[schemars(with = "Option<f64>")]
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub max_rel_err: f64,
     /// Elements of the reference: every element of the output, or the ones checked.
     pub elements: usize,
@@ -817,9 +889,11 @@ pub struct AccuracyReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WrongElement {
     pub index: usize,
-    #[serde(deserialize_with = "null_as_nan")]
-    #[schemars(with = "Option<f64>")]
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub got: f64,
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
     pub expected: f64,
 }
 
@@ -836,11 +910,6 @@ pub fn json_schema() -> serde_json::Value {
     .into();
     schema["properties"]["schema_version"]["enum"] = serde_json::json!([SCHEMA_VERSION]);
     schema
-}
-
-/// JSON has no NaN: serde_json writes it as null, and this reads null back as NaN.
-fn null_as_nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 #[cfg(test)]

@@ -127,6 +127,8 @@ impl ResultsFile {
         measure: MeasureSettings,
         shard: Option<ShardRecord>,
     ) -> Result<ResultsFile> {
+        // Read before anything is written: a file axis's file gone since `check` leaves no file.
+        let files = crate::manifest::record_files(&manifest.files).map_err(anyhow::Error::msg)?;
         let dir = out_dir.join(&manifest.study.name);
         fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create the output folder {}", dir.display()))?;
@@ -153,6 +155,7 @@ impl ResultsFile {
                     overrides: MeasureOverrides::default(),
                     baseline: manifest.report.baseline.clone(),
                     compare: manifest.compare,
+                    files,
                 },
                 environment: crate::env::detect(),
                 started_at: now.to_rfc3339(),

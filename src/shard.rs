@@ -122,13 +122,7 @@ pub fn merge(inputs: &[(PathBuf, ResultsDoc)]) -> Result<Merged> {
             )?;
         }
     }
-    let mut manifest = manifest::parse(Path::new(&first.manifest.path), &first.manifest.toml)
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "the manifest recorded in {} no longer parses:\n{e}",
-                first_path.display()
-            )
-        })?;
+    let mut manifest = manifest::parse_recorded(first, first_path)?;
     manifest.measure = first.manifest.measure.clone();
     let plan = plan::expand(&manifest)?;
     let mut held: HashMap<usize, &Path> = HashMap::new();

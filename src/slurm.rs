@@ -10,6 +10,12 @@
 //! A task that finds its shard's results file (requeued, or the scripts submitted again into the
 //! same folder) resumes it, or does nothing when it is complete: each shard keeps one file, and
 //! a new merge takes them all. A fresh measurement wants a fresh `--out`.
+//!
+//! Every value written into a script is quoted for its reader: single quotes for bash (`quote`),
+//! double quotes with backslash escapes for sbatch's own parser of `#SBATCH` lines
+//! (`sbatch_word`). A path holding a control character (a newline would end a comment or an
+//! `#SBATCH` line and start a command) is refused, as is a backslash in `--out` (it would turn
+//! off the `%a` and `%j` of the log files' names).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -42,10 +48,42 @@ pub fn quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
 }
 
-/// `#SBATCH` values go unquoted to sbatch, which ends them at white space.
+/// A value for an `#SBATCH` line, as sbatch's parser reads it: in double quotes, with `\`, `"`,
+/// `'` and `#` escaped by a backslash (an unescaped `#` starts a comment even in quotes, for
+/// older sbatch). Bash never reads these lines: they are comments to it.
+pub fn sbatch_word(word: &str) -> String {
+    let mut quoted = String::from('"');
+    for c in word.chars() {
+        if matches!(c, '\\' | '"' | '\'' | '#') {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// Refuses text with a control character: in a script, a newline would end the comment or
+/// `#SBATCH` line holding it and start a command.
+fn check_script_text(what: &str, text: &str) -> Result<()> {
+    if let Some(c) = text.chars().find(|c| c.is_control()) {
+        bail!(
+            "{what} {text:?} holds the control character {}: it cannot be written into a batch \
+             script safely; rename it",
+            c.escape_unicode()
+        );
+    }
+    Ok(())
+}
+
+/// `#SBATCH` values such as `--time` go to sbatch as they are: one word, without quotes.
 fn check_sbatch_value(flag: &str, value: &str) -> Result<()> {
-    if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        bail!("--{flag} {value:?}: expected one word, without spaces");
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_:.,+=@/".contains(c);
+    if value.is_empty() || !value.chars().all(plain) {
+        bail!(
+            "--{flag} {value:?}: expected one word of letters, digits and `-_:.,+=@/` (it goes \
+             into an #SBATCH line as it is)"
+        );
     }
     Ok(())
 }
@@ -57,6 +95,9 @@ struct ScriptPaths {
     out_s: String,
     manifest_s: String,
     exe_s: String,
+    /// The folder `kbench slurm` ran in: the array tasks run kbench there, so a file axis's
+    /// relative paths and globs name the files `kbench slurm` checked.
+    cwd_s: String,
 }
 
 /// Writes the batch scripts and `submit.sh` under `request.out` (created if need be) and says
@@ -122,15 +163,21 @@ fn resolve_paths(manifest: &Manifest, request: &Request) -> Result<ScriptPaths> 
     let exe = std::env::current_exe()
         .and_then(|e| e.canonicalize())
         .context("cannot find the kbench executable")?;
-    let (out_s, manifest_s, exe_s) = (
+    let cwd = std::env::current_dir().context("cannot find the current folder")?;
+    let (out_s, manifest_s, exe_s, cwd_s) = (
         path_text(&out)?,
         path_text(&manifest_path)?,
         path_text(&exe)?,
+        path_text(&cwd)?,
     );
-    if out_s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+    check_script_text("--out", &out_s)?;
+    check_script_text("the manifest's path", &manifest_s)?;
+    check_script_text("the kbench executable's path", &exe_s)?;
+    check_script_text("the current folder", &cwd_s)?;
+    if out_s.contains('\\') {
         bail!(
-            "--out {}: a folder without spaces, please (#SBATCH lines cannot quote one)",
-            out.display()
+            "--out {out_s:?} holds a backslash: Slurm would then not replace the %a and %j of \
+             the log files' names; choose a folder without one"
         );
     }
     Ok(ScriptPaths {
@@ -138,6 +185,7 @@ fn resolve_paths(manifest: &Manifest, request: &Request) -> Result<ScriptPaths> 
         out_s,
         manifest_s,
         exe_s,
+        cwd_s,
     })
 }
 
@@ -150,6 +198,12 @@ fn path_text(p: &Path) -> Result<String> {
             p.display()
         ),
     }
+}
+
+/// `--output`'s value: a log file `name` (with Slurm's `%a` or `%j`) under `out`'s `logs/`, a `%`
+/// of `out` itself doubled so that Slurm keeps it.
+fn log_pattern(out_s: &str, name: &str) -> String {
+    sbatch_word(&format!("{}/logs/{name}", out_s.replace('%', "%%")))
 }
 
 /// The first lines of both batch scripts: the shell, and what wrote them for which study.
@@ -169,7 +223,7 @@ fn common_sbatch_lines(request: &Request, paths: &ScriptPaths) -> Result<String>
     if let Some(t) = &request.time {
         writeln!(common, "#SBATCH --time={t}")?;
     }
-    writeln!(common, "#SBATCH --chdir={}", paths.out_s)?;
+    writeln!(common, "#SBATCH --chdir={}", sbatch_word(&paths.out_s))?;
     Ok(common)
 }
 
@@ -192,10 +246,18 @@ fn array_script_text(
 ) -> Result<String> {
     let (out_s, n) = (&paths.out_s, request.shards);
     let mut array = header;
-    writeln!(array, "#SBATCH --job-name=kbench-{study}")?;
+    writeln!(
+        array,
+        "#SBATCH --job-name={}",
+        sbatch_word(&format!("kbench-{study}"))
+    )?;
     writeln!(array, "#SBATCH --array=1-{n}")?;
     writeln!(array, "#SBATCH --ntasks=1")?;
-    writeln!(array, "#SBATCH --output={out_s}/logs/shard-%a.out")?;
+    writeln!(
+        array,
+        "#SBATCH --output={}",
+        log_pattern(out_s, "shard-%a.out")
+    )?;
     if let Some(g) = request.gpus_per_task {
         writeln!(array, "#SBATCH --gpus-per-task={g}")?;
     }
@@ -204,6 +266,13 @@ fn array_script_text(
     }
     array.push_str(common);
     array.push_str("set -u\n");
+    // Relative paths and globs of a file axis name files relative to the folder `kbench slurm`
+    // checked them in; the job itself runs in --out (--chdir) for its logs.
+    writeln!(
+        array,
+        "cd {} || {{ echo \"kbench: cannot enter the folder kbench slurm ran in\" >&2; exit 2; }}",
+        quote(&paths.cwd_s)
+    )?;
     let devices = devices_flag(request);
     // A requeued task, or a second submission into the same folder, finds its shard's file:
     // it completes that file (or leaves a complete one be), so each shard keeps one file and
@@ -243,9 +312,17 @@ fn merge_script_text(
 ) -> Result<String> {
     let out_s = &paths.out_s;
     let mut merge = header;
-    writeln!(merge, "#SBATCH --job-name=kbench-{study}-merge")?;
+    writeln!(
+        merge,
+        "#SBATCH --job-name={}",
+        sbatch_word(&format!("kbench-{study}-merge"))
+    )?;
     writeln!(merge, "#SBATCH --ntasks=1")?;
-    writeln!(merge, "#SBATCH --output={out_s}/logs/merge-%j.out")?;
+    writeln!(
+        merge,
+        "#SBATCH --output={}",
+        log_pattern(out_s, "merge-%j.out")
+    )?;
     merge.push_str(common);
     merge.push_str("set -u\nshopt -s nullglob\n");
     writeln!(
@@ -256,7 +333,8 @@ fn merge_script_text(
     )?;
     writeln!(
         merge,
-        "if [ ${{#files[@]}} -eq 0 ]; then\n  echo \"kbench merge: no shard wrote a results file (see {out_s}/logs)\" >&2\n  exit 1\nfi"
+        "if [ ${{#files[@]}} -eq 0 ]; then\n  echo \"kbench merge: no shard wrote a results file (see \"{}\")\" >&2\n  exit 1\nfi",
+        quote(&format!("{out_s}/logs"))
     )?;
     writeln!(
         merge,
@@ -288,8 +366,8 @@ fn submit_script_text(
          merge=$(sbatch --parsable --dependency=afterany:\"$array\" {merge_q})\n\
          merge=${{merge%%;*}}\n\
          echo \"shards: job $array (array 1-{shards}); merge: job $merge\"\n\
-         echo \"merged results: {out_s}/{study}-merged-$merge.json\"\n",
-        out_s = paths.out_s,
+         echo \"merged results: \"{merged_q}\"$merge.json\"\n",
+        merged_q = quote(&format!("{}/{study}-merged-", paths.out_s)),
         array_q = quote(&path_text(array_script)?),
         merge_q = quote(&path_text(merge_script)?),
     ))
@@ -303,6 +381,23 @@ mod tests {
     fn words_are_quoted_for_the_shell() {
         assert_eq!(quote("a b"), "'a b'");
         assert_eq!(quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn sbatch_words_escape_what_sbatch_reads_specially() {
+        assert_eq!(sbatch_word("/a b/c"), r#""/a b/c""#);
+        assert_eq!(sbatch_word(r##"x"#y'z\w"##), r##""x\"\#y\'z\\w""##);
+        assert_eq!(
+            log_pattern("/o/100%", "shard-%a.out"),
+            r#""/o/100%%/logs/shard-%a.out""#
+        );
+    }
+
+    #[test]
+    fn control_characters_cannot_go_into_a_script() {
+        assert!(check_script_text("--out", "/tmp/a b$(x)`y`").is_ok());
+        let e = check_script_text("--out", "/tmp/a\ntouch PWNED").unwrap_err();
+        assert!(e.to_string().contains(r"\u{a}"), "{e}");
     }
 
     #[test]

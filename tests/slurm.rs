@@ -373,3 +373,324 @@ fn slurm_warns_of_cuda_tasks_without_gpus_and_refuses_bad_manifests() {
         "{e}"
     );
 }
+
+/// The `#SBATCH` options of a batch script as sbatch reads them (Slurm's src/sbatch/opt.c,
+/// `_opt_batch_script` and `_get_argument`): the lines from the top up to the first command,
+/// each `#SBATCH` line's words split at white space outside quotes, a backslash escaping the next
+/// character, an unquoted `#` ending the line.
+fn sbatch_options(script: &str) -> Vec<String> {
+    let mut options = Vec::new();
+    for line in script.lines().skip(1) {
+        let line = line.trim_start();
+        if line.is_empty() {
+            continue;
+        }
+        if !line.starts_with('#') {
+            break;
+        }
+        let Some(rest) = line.strip_prefix("#SBATCH") else {
+            continue;
+        };
+        let chars: Vec<char> = rest.chars().collect();
+        let mut i = 0;
+        'words: while i < chars.len() {
+            while i < chars.len() && chars[i].is_whitespace() {
+                i += 1;
+            }
+            let (mut word, mut quote) = (String::new(), None);
+            while i < chars.len() && (quote.is_some() || !chars[i].is_whitespace()) {
+                let c = chars[i];
+                i += 1;
+                match (c, quote) {
+                    ('\\', _) if i < chars.len() => {
+                        word.push(chars[i]);
+                        i += 1;
+                    }
+                    (c, Some(q)) if c == q => quote = None,
+                    (c, Some(_)) => word.push(c),
+                    ('"' | '\'', None) => quote = Some(c),
+                    ('#', None) => {
+                        if !word.is_empty() {
+                            options.push(word);
+                        }
+                        break 'words;
+                    }
+                    (c, None) => word.push(c),
+                }
+            }
+            assert!(quote.is_none(), "sbatch: unmatched quote in {line:?}");
+            if !word.is_empty() {
+                options.push(word);
+            }
+        }
+    }
+    options
+}
+
+/// A fake `sbatch` first on PATH: it records its arguments, one call a line, in `sbatch.log`
+/// beside it, answers a job id as `--parsable` does, and runs nothing.
+fn fake_sbatch(dir: &Path) -> PathBuf {
+    let bin = dir.join("fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sbatch = bin.join("sbatch");
+    std::fs::write(
+        &sbatch,
+        "#!/bin/bash\nlog=\"$(dirname \"$0\")/sbatch.log\"\nprintf '%s\\x1f' \"$@\" >> \"$log\"\n\
+         printf '\\n' >> \"$log\"\necho \"$(( $(wc -l < \"$log\") + 40 ));fake-cluster\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sbatch, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// Every file named PWNED under `dir`: a hostile name's command that ran.
+fn pwned(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().is_some_and(|n| n == "PWNED") {
+                found.push(path.clone());
+            }
+            if path.is_dir() && !path.is_symlink() {
+                stack.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// Runs `script` with bash in `cwd` with `env`, as Slurm would; returns its output.
+fn run_script(script: &Path, cwd: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = Process::new("bash");
+    command.arg(script).current_dir(cwd);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().unwrap()
+}
+
+/// The folder names an attacker (or an unlucky CI variable) could give: each must reach the
+/// scripts as data, never as shell.
+const HOSTILE: [&str; 7] = [
+    "with space",
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "\";touch PWNED;\"",
+    "it's 'quoted'",
+    "#hash 100%",
+    "a\\b$HOME${IFS}touch${IFS}PWNED",
+];
+
+/// `kbench slurm` for a manifest in a folder named `name` and `--out` named `name`, then
+/// `bash submit.sh` under the fake sbatch and every script run as Slurm would run it: no command
+/// hidden in a name runs, the `#SBATCH` lines keep their array and folders, and the shards merge
+/// into the unsharded cases.
+fn hostile_names_reach_the_scripts_as_data(name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, whole) = setup(&std::fs::canonicalize(dir.path()).unwrap());
+    let home = dir.path().canonicalize().unwrap().join(name);
+    std::fs::create_dir_all(&home).unwrap();
+    let manifest = {
+        let moved = home.join("sharded.toml");
+        std::fs::rename(&manifest, &moved).unwrap();
+        moved
+    };
+    let out = home.join(format!("out {name}"));
+    let written = kbench()
+        .current_dir(&home)
+        .arg("slurm")
+        .arg(&manifest)
+        .args(["--shards", "2", "--out"])
+        .arg(&out)
+        .assert();
+    let stderr = String::from_utf8_lossy(&written.get_output().stderr).into_owned();
+    if name.contains('\\') {
+        // A backslash in --out would turn off %a and %j in the log files' names: refused.
+        written.code(2);
+        assert!(stderr.contains("backslash"), "{stderr}");
+        return;
+    }
+    written.success();
+    let out = out.canonicalize().unwrap();
+    let array = out.join("sharded.array.sbatch");
+    let merge = out.join("sharded.merge.sbatch");
+
+    let bin = fake_sbatch(dir.path());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let submitted = run_script(&out.join("submit.sh"), dir.path(), &[("PATH", &path)]);
+    let said = String::from_utf8_lossy(&submitted.stdout).into_owned();
+    assert!(
+        submitted.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&submitted.stderr)
+    );
+    let calls: Vec<Vec<String>> = std::fs::read_to_string(bin.join("sbatch.log"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            l.split('\x1f')
+                .filter(|w| !w.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            vec!["--parsable".to_string(), array.display().to_string()],
+            vec![
+                "--parsable".to_string(),
+                "--dependency=afterany:41".to_string(),
+                merge.display().to_string()
+            ],
+        ]
+    );
+    assert!(
+        said.contains(&format!(
+            "merged results: {}/sharded-merged-42.json",
+            out.display()
+        )),
+        "{said}"
+    );
+
+    let options = sbatch_options(&std::fs::read_to_string(&array).unwrap());
+    let chdir = format!("--chdir={}", out.display());
+    let logs = format!("{}/logs", out.display().to_string().replace('%', "%%"));
+    for expected in [
+        "--array=1-2".to_string(),
+        "--job-name=kbench-sharded".to_string(),
+        chdir.clone(),
+        format!("--output={logs}/shard-%a.out"),
+    ] {
+        assert!(options.contains(&expected), "{expected} not in {options:?}");
+    }
+    let options = sbatch_options(&std::fs::read_to_string(&merge).unwrap());
+    assert!(options.contains(&chdir), "{options:?}");
+    assert!(
+        options.contains(&format!("--output={logs}/merge-%j.out")),
+        "{options:?}"
+    );
+
+    // As Slurm runs them: in --chdir, each task with its id, then the merge with its job id.
+    for task in ["1", "2"] {
+        let ran = run_script(&array, &out, &[("SLURM_ARRAY_TASK_ID", task)]);
+        assert!(
+            ran.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ran.stderr)
+        );
+    }
+    let ran = run_script(&merge, &out, &[("SLURM_JOB_ID", "42")]);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let doc = read(&out.join("sharded-merged-42.json"));
+    assert_eq!(case_set(&doc), whole);
+    assert_eq!(pwned(dir.path()), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn hostile_folder_and_out_names_never_run_under_a_fake_sbatch() {
+    for name in HOSTILE {
+        hostile_names_reach_the_scripts_as_data(name);
+    }
+}
+
+/// A newline in the manifest's folder would end the scripts' header comment and start a command
+/// (and end sbatch's reading of `#SBATCH` lines): refused, with no script written.
+#[test]
+fn a_control_character_in_a_path_is_refused_before_any_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("x\ntouch PWNED\n#");
+    std::fs::create_dir_all(&home).unwrap();
+    let manifest = home.join("sharded.toml");
+    std::fs::write(&manifest, STUDY).unwrap();
+    for (manifest, out) in [
+        (manifest.clone(), dir.path().join("out")),
+        (dir.path().join("plain.toml"), dir.path().join("o\nu t")),
+    ] {
+        std::fs::write(dir.path().join("plain.toml"), STUDY).unwrap();
+        let refused = kbench()
+            .current_dir(dir.path())
+            .arg("slurm")
+            .arg(&manifest)
+            .args(["--shards", "2", "--out"])
+            .arg(&out)
+            .assert()
+            .code(2);
+        let e = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+        assert!(e.contains("control character"), "{e}");
+        assert!(!out.join("submit.sh").exists());
+    }
+    assert_eq!(pwned(dir.path()), Vec::<PathBuf>::new());
+}
+
+/// The README's symgs pattern: a file axis globbed relative to the folder `kbench slurm` ran
+/// in. The array tasks run in --out (Slurm's --chdir), yet each runs its shard on the same
+/// files, and the merge (in --out too) reads the shards' recorded files.
+#[test]
+fn a_file_axis_study_runs_as_array_tasks_under_chdir() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().canonicalize().unwrap().join("study");
+    std::fs::create_dir_all(home.join("datasets")).unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for file in ["hpcg_4x4x4.mtx", "laplace2d_8x8.mtx"] {
+        std::fs::copy(
+            repo.join("datasets").join(file),
+            home.join("datasets").join(file),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        home.join("sym.toml"),
+        "[study]\nname = \"sym\"\nalgorithm = \"symgs\"\nseed = 2\n[grid]\n\
+         matrix = [\"datasets/*.mtx\", \"laplace2d:6\"]\ndtype = [\"f32\", \"f64\"]\n\
+         [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+         [measure]\nwarmup = 0\nmin_samples = 2\nmax_samples = 2\n",
+    )
+    .unwrap();
+    let out = dir.path().canonicalize().unwrap().join("slurm");
+    kbench()
+        .current_dir(&home)
+        .args(["slurm", "sym.toml", "--shards", "3", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    for task in ["1", "2", "3"] {
+        let ran = run_script(
+            &out.join("sym.array.sbatch"),
+            &out,
+            &[("SLURM_ARRAY_TASK_ID", task)],
+        );
+        assert!(
+            ran.status.success(),
+            "task {task}: {}",
+            String::from_utf8_lossy(&ran.stderr)
+        );
+    }
+    let ran = run_script(
+        &out.join("sym.merge.sbatch"),
+        &out,
+        &[("SLURM_JOB_ID", "7")],
+    );
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let doc = read(&out.join("sym-merged-7.json"));
+    assert_eq!(doc["complete"], true);
+    assert_eq!(doc["cases"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        doc["manifest"]["files"][0]["files"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}

@@ -1184,10 +1184,7 @@ pub fn check_kernel_params(m: &super::Manifest) -> Result<(), ManifestError> {
         note_unchecked(&why);
         return Ok(());
     }
-    let v = Validator {
-        path: &m.path,
-        source: &m.source,
-    };
+    let v = Validator::new(&m.path, &m.source, super::FileSource::Disk);
     // The manifest parsed once already, so this parse succeeds; without it there is no span.
     let Some(raw) = toml::from_str::<CustomOnly>(&m.source)
         .ok()

@@ -187,7 +187,7 @@ pub fn write_plots(doc: &ResultsDoc, axis_order: &[&str], dir: &Path) -> Result<
                 y_format: YFormat::Percent,
             });
         }
-        let suffix: String = facet.replace(' ', "-").replace('=', "_");
+        let suffix = file_suffix(facet, &facets);
         for chart in charts.iter().filter(|c| !c.series.is_empty()) {
             let name = if suffix.is_empty() {
                 chart.file_stem.to_string()
@@ -210,6 +210,28 @@ pub fn write_plots(doc: &ResultsDoc, axis_order: &[&str], dir: &Path) -> Result<
         }
     }
     Ok(written)
+}
+
+/// The file-name part for `facet` (`dtype=f32 matrix=datasets/a.mtx` -> `dtype_f32-matrix_
+/// datasets_a.mtx`): a parameter value may hold `/` or anything else a file name cannot, so only
+/// ASCII letters, digits, `-`, `_` and `.` are kept (a name at most 120 characters long); a facet
+/// whose name another one already has gets its position in `facets` after it.
+fn file_suffix(facet: &str, facets: &[String]) -> String {
+    let plain = |f: &str| -> String {
+        let kept = f.chars().map(|c| match c {
+            ' ' => '-',
+            c if c.is_ascii_alphanumeric() || c == '-' || c == '.' => c,
+            _ => '_',
+        });
+        kept.take(120).collect()
+    };
+    let name = plain(facet);
+    let position = facets.iter().position(|f| f == facet).unwrap_or(0);
+    if facets[..position].iter().any(|f| plain(f) == name) {
+        format!("{name}-{}", position + 1)
+    } else {
+        name
+    }
 }
 
 /// Round ticks for a log axis covering `lo..hi`: 1, 2 and 5 times each power of ten where the
@@ -406,6 +428,26 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn facet_file_names_hold_no_separator_and_stay_apart() {
+        let facets = vec![
+            "dtype=f32 matrix=datasets/a.mtx".to_string(),
+            "dtype=f32 matrix=datasets_a.mtx".to_string(),
+            "dtype=f32 matrix=../../x".to_string(),
+        ];
+        assert_eq!(
+            file_suffix(&facets[0], &facets),
+            "dtype_f32-matrix_datasets_a.mtx"
+        );
+        assert_eq!(
+            file_suffix(&facets[1], &facets),
+            "dtype_f32-matrix_datasets_a.mtx-2"
+        );
+        let third = file_suffix(&facets[2], &facets);
+        assert!(!third.contains('/'), "{third}");
+        assert_eq!(file_suffix("n=1", &["n=1".to_string()]), "n_1");
+    }
 
     #[test]
     fn log_ticks_label_both_ends_and_every_decade() {

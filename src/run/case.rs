@@ -4,7 +4,9 @@
 //! reference, and save what `--save-outputs` asks for. A skip or failure is a typed `CaseError`;
 //! it and any panic become the case's status and reason here, so nothing aborts a study.
 
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
@@ -20,7 +22,7 @@ use crate::record::{
 use crate::run::executor::{self, CaseError, Executed, Executor, GpuState, Job};
 use crate::stats;
 use crate::verify;
-use crate::vocab::{describe_params, Backend, HostData, Scope, ToleranceOverrides};
+use crate::vocab::{describe_params, Backend, HostData, ParamValue, Scope, ToleranceOverrides};
 
 /// When `--save-outputs` writes a case's inputs and outputs as `.npy` files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
@@ -60,6 +62,10 @@ pub struct WorkerStudy {
     /// rebuilds the algorithm; None for a built-in.
     #[serde(default)]
     pub custom: Option<CustomDef>,
+    /// Where each file a file axis names is, by axis and then by the path the cases' parameters
+    /// hold: its absolute path, so a run resumed from another folder reads the same file.
+    #[serde(default)]
+    pub files: BTreeMap<String, BTreeMap<String, PathBuf>>,
     /// The custom algorithm, rebuilt once per worker rather than once per case.
     #[serde(skip)]
     built: std::sync::OnceLock<AlgorithmRef>,
@@ -73,6 +79,7 @@ impl WorkerStudy {
             variants: manifest.variants.clone(),
             accuracy: manifest.accuracy,
             custom: manifest.custom.clone(),
+            files: files_by_axis(manifest),
             built: std::sync::OnceLock::new(),
         }
     }
@@ -91,6 +98,34 @@ impl WorkerStudy {
             )
         })
     }
+}
+
+/// `WorkerStudy::files`: each relative path of a file axis, with its absolute path.
+fn files_by_axis(manifest: &Manifest) -> BTreeMap<String, BTreeMap<String, PathBuf>> {
+    let mut by_axis: BTreeMap<String, BTreeMap<String, PathBuf>> = BTreeMap::new();
+    for expansion in &manifest.files {
+        for (path, absolute) in expansion.paths.iter().zip(&expansion.absolute) {
+            if Path::new(path) != absolute {
+                (by_axis.entry(expansion.axis.clone()).or_default())
+                    .insert(path.clone(), absolute.clone());
+            }
+        }
+    }
+    by_axis
+}
+
+/// The case as its data is made: each file-axis path replaced by where the file is (its
+/// record keeps the path as the manifest's glob matched it).
+fn located(study: &WorkerStudy, case: &Case) -> Case {
+    let mut located = case.clone();
+    for (axis, files) in &study.files {
+        if let Some(ParamValue::Str(path)) = located.params.get_mut(axis) {
+            if let Some(absolute) = files.get(path.as_str()) {
+                *path = absolute.display().to_string();
+            }
+        }
+    }
+    located
 }
 
 /// A case's record before it has run.
@@ -136,7 +171,14 @@ pub fn run_case(
 ) -> CaseResult {
     let mut result = result_of(&study.variants, case);
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        measure_case(study, case, gpu, settings, on_stage, &mut result)
+        measure_case(
+            study,
+            &located(study, case),
+            gpu,
+            settings,
+            on_stage,
+            &mut result,
+        )
     }));
     let (status, reason) = match outcome {
         Ok(Ok(())) => return result,
@@ -206,11 +248,14 @@ fn measure_case(
     }
     summarize(result, measurement, &data);
     let wrong = judge(result, &data, &mut outputs);
-    // A wrong answer outranks a time limit; a right one does not clear it.
-    (result.status, result.reason) = match (&wrong, timed_out) {
-        (Some(why), _) => (CaseStatus::AccuracyFailed, Some(why.clone())),
-        (None, Some(why)) => (CaseStatus::TimedOut, Some(why)),
-        (None, None) => (CaseStatus::Passed, None),
+    // A wrong answer outranks a time that is no number, which outranks a time limit; a right
+    // answer clears neither.
+    let no_time = non_finite_time(result);
+    (result.status, result.reason) = match (&wrong, no_time, timed_out) {
+        (Some(why), _, _) => (CaseStatus::AccuracyFailed, Some(why.clone())),
+        (None, Some(why), _) => (CaseStatus::Error, Some(why)),
+        (None, None, Some(why)) => (CaseStatus::TimedOut, Some(why)),
+        (None, None, None) => (CaseStatus::Passed, None),
     };
     save(
         settings,
@@ -297,6 +342,29 @@ fn timed_out_reason(measurement: &Measurement, settings: &MeasureSettings) -> Op
             "still running at its time limit of {} s; {} samples kept",
             settings.timeout_s,
             measurement.samples_s.len()
+        )
+    })
+}
+
+/// Why the case's time is no measurement, when some sample is infinite or NaN (a timer, or the
+/// mock device's time model, overflowed) or the samples' statistics overflowed (a mean of
+/// 1e308 s): the case is an error, recorded with those figures.
+fn non_finite_time(result: &CaseResult) -> Option<String> {
+    let samples_s = &result.measurement.as_ref()?.samples_s;
+    let summary = result.summary.as_ref()?;
+    let bad = samples_s.iter().filter(|s| !s.is_finite()).count();
+    if bad > 0 {
+        return Some(format!(
+            "{bad} of its {} samples are not a finite time (median {} s): the timer or the device's time model overflowed",
+            samples_s.len(),
+            summary.median_s
+        ));
+    }
+    let figures_s = [summary.median_s, summary.mean_s, summary.std_dev_s];
+    (!figures_s.iter().all(|x| x.is_finite())).then(|| {
+        format!(
+            "its samples are too large to summarize: mean {} s, standard deviation {} s",
+            summary.mean_s, summary.std_dev_s
         )
     })
 }

@@ -401,7 +401,7 @@ pub fn load_and_plan(
 fn resume_study(path: &Path, overrides: &MeasureOverrides) -> anyhow::Result<Prepared> {
     let results = ResultsFile::resume(path)?;
     let doc = &results.doc;
-    let mut manifest = manifest::parse(Path::new(&doc.manifest.path), &doc.manifest.toml)?;
+    let mut manifest = manifest::parse_recorded(doc, path)?;
     let recorded = &doc.manifest.measure;
     let conflicts = overrides.conflicts(recorded);
     if !conflicts.is_empty() {
@@ -437,6 +437,10 @@ fn resume_study(path: &Path, overrides: &MeasureOverrides) -> anyhow::Result<Pre
         .into_iter()
         .filter(|c| !done.contains(&c.index))
         .collect();
+    if !cases.is_empty() {
+        manifest::check_unchanged(&doc.manifest.files)
+            .map_err(|e| anyhow::anyhow!("cannot resume {}: {e}", path.display()))?;
+    }
     Ok(Prepared {
         manifest,
         cases,

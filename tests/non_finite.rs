@@ -1,0 +1,120 @@
+//! Figures that are not finite travel from the worker to the parent and are reported as what
+//! they are: a time that overflows to infinity on the mock device (its documented 1e308-scale
+//! time model), and NaN in a CPU case's answer (durbin in PolyBench 3.2's form on PolyBench's
+//! input, whose recurrence overflows at n = 2000). The results file stays valid JSON, with
+//! `"inf"` and `"nan"` where JSON has no number (docs/results-format.md).
+
+mod common;
+use common::results_file_in;
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+fn kbench_in(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("kbench").unwrap();
+    cmd.current_dir(dir)
+        .env_remove("KBENCH_MOCK_GPU")
+        .env("COLUMNS", "200");
+    cmd
+}
+
+/// Runs `study` in a new folder (with the mock `mock`, if given), expecting exit `code`; the
+/// results document (which must parse as JSON), what `run` printed, and the folder.
+fn run(study: &str, mock: Option<&str>, code: i32) -> (Value, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("study.toml"), study).unwrap();
+    let mut cmd = kbench_in(dir.path());
+    if let Some(mock) = mock {
+        std::fs::write(dir.path().join("mock.toml"), mock).unwrap();
+        cmd.env("KBENCH_MOCK_GPU", "mock.toml");
+    }
+    let out = cmd
+        .args(["run", "study.toml", "--out-dir", "out"])
+        .assert()
+        .code(code);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(!stderr.contains("kbench bug"), "{stderr}");
+    let dirs: Vec<_> = std::fs::read_dir(dir.path().join("out")).unwrap().collect();
+    let file = results_file_in(&dirs[0].as_ref().unwrap().path());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}:\n{text}"));
+    (doc, stdout, dir)
+}
+
+const REDUCE_ON_MOCK: &str = "[study]\nname = \"overflow\"\nalgorithm = \"reduce\"\nseed = 4\n\
+    [grid]\nn = [1000]\ndtype = \"f32\"\n\
+    [[variant]]\nname = \"optimized\"\nbackend = \"cuda\"\nkernel = \"reduce_optimized\"\n\
+    [measure]\nwarmup = 0\nmin_samples = 3\nmax_samples = 3\n";
+
+#[test]
+fn an_infinite_time_on_the_mock_is_recorded_and_reported_as_inf() {
+    // 1.7e308 s a run, spread by +-50%: a sample above the model overflows to infinity.
+    let mock = "[device]\nname = \"H100 (test)\"\n[timing]\nlaunch_s = 1.7e308\njitter = 0.5\n";
+    let (doc, stdout, dir) = run(REDUCE_ON_MOCK, Some(mock), 1);
+    let case = &doc["cases"][0];
+    assert_eq!(case["status"], "error", "{case}");
+    let reason = case["reason"].as_str().unwrap();
+    assert!(reason.contains("not a finite time"), "{reason}");
+    let samples = case["measurement"]["samples_s"].as_array().unwrap();
+    assert_eq!(samples.len(), 3);
+    assert!(samples.iter().any(|s| s == "inf"), "{samples:?}");
+    assert!(samples
+        .iter()
+        .all(|s| s == "inf" || s.as_f64().is_some_and(f64::is_finite)));
+    assert_eq!(case["summary"]["median_s"], "inf");
+    assert!(stdout.contains("inf s"), "{stdout}");
+
+    // Read back: the table and the JSON export say inf as well.
+    let results = results_file_in(&dir.path().join("out/overflow"));
+    let shown = kbench_in(dir.path())
+        .arg("report")
+        .arg(&results)
+        .assert()
+        .success();
+    assert!(String::from_utf8_lossy(&shown.get_output().stdout).contains("inf s"));
+    let json = kbench_in(dir.path())
+        .arg("report")
+        .arg(&results)
+        .args(["--format", "json"])
+        .assert()
+        .success();
+    let exported: Value = serde_json::from_slice(&json.get_output().stdout).unwrap();
+    assert_eq!(exported["cases"][0]["summary"]["median_s"], "inf");
+}
+
+/// Samples of about 1e308 s, each finite: their squares overflow, so the standard deviation is
+/// NaN, recorded as such, and the case is an error rather than a pass.
+#[test]
+fn finite_samples_whose_statistics_overflow_fail_the_case() {
+    let mock = "[device]\nname = \"H100 (test)\"\n[timing]\nlaunch_s = 1e308\n";
+    let (doc, _, _dir) = run(REDUCE_ON_MOCK, Some(mock), 1);
+    let case = &doc["cases"][0];
+    assert_eq!(case["status"], "error", "{case}");
+    let summary = &case["summary"];
+    assert!(
+        summary["median_s"].as_f64().is_some_and(|m| m > 1e307),
+        "{summary}"
+    );
+    assert_eq!(summary["std_dev_s"], "nan", "{summary}");
+    let reason = case["reason"].as_str().unwrap();
+    assert!(reason.contains("too large to summarize"), "{reason}");
+}
+
+#[test]
+fn a_nan_answer_of_a_cpu_case_is_recorded_and_reported_as_nan() {
+    let study = "[study]\nname = \"durbin_nan\"\nalgorithm = \"durbin\"\nseed = 0\n\
+        [grid]\nn = [2000]\ndtype = \"f64\"\nform = \"pb32\"\ninit = \"polybench\"\n\
+        [[variant]]\nname = \"reworked\"\nbackend = \"cpu\"\nimpl = \"reworked\"\n\
+        [measure]\nwarmup = 0\nmin_samples = 2\nmax_samples = 2\n";
+    let (doc, stdout, _dir) = run(study, None, 1);
+    let case = &doc["cases"][0];
+    assert_eq!(case["status"], "accuracy_failed", "{case}");
+    let accuracy = &case["outputs"][0]["accuracy"];
+    assert_eq!(accuracy["max_rel_err"], "nan", "{accuracy}");
+    assert!(accuracy["nan_elements"].as_u64().unwrap() > 0, "{accuracy}");
+    assert!(case["summary"]["median_s"].as_f64().is_some());
+    assert!(stdout.contains("FAIL NaN"), "{stdout}");
+}

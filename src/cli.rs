@@ -223,6 +223,14 @@ pub struct RunArgs {
     /// `--export html=out/{study}.html`. Formats as for `kbench report --format`.
     #[arg(long, value_name = "FORMAT=PATH", value_parser = Export::parse)]
     pub export: Vec<Export>,
+    /// Also write each study's results file to FILE once the study has run (`{study}` in FILE
+    /// is the study's name, needed with several studies): a known path for `compare` and
+    /// `report`. An existing FILE is refused before anything runs.
+    #[arg(long, value_name = "FILE")]
+    pub results: Option<String>,
+    /// Let --results replace an existing file.
+    #[arg(long, requires = "results")]
+    pub overwrite_results: bool,
 }
 
 fn parse_baseline_name(name: &str) -> Result<String, String> {

@@ -1,7 +1,7 @@
 //! kbench: GPU kernel experiments declared in TOML manifests.
 //!
 //! The command line on top: `cli` (its clap grammar), `commands` (what each command does,
-//! returning an `exit::Exit`); `kbench run`'s work is `run::session`, a library call that tests
+//! returning an `exit::Exit`, printing through `output`, which a closed pipe does not crash); `kbench run`'s work is `run::session`, a library call that tests
 //! make without a terminal.
 //!
 //! The pipeline, one module per stage, each depending only on those before it:
@@ -31,6 +31,7 @@ pub mod json_schema;
 pub mod manifest;
 pub mod measure;
 pub mod numerics;
+pub mod output;
 pub mod plan;
 pub mod record;
 pub mod reference_command;

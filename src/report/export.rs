@@ -3,12 +3,13 @@
 //! a new format is one file and one line here. The terminal table, markdown and CSV come from
 //! `case_table` and `declared_tables`, unchanged; JSON is the results document itself.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
 pub use super::format::{Format, Report};
-use super::{bmf, case_table, declared_tables, gab, html};
+use super::{bmf, case_table, declared_tables, gab, html, pytorch};
 
 pub const FORMATS: &[Format] = &[
     Format {
@@ -33,6 +34,7 @@ pub const FORMATS: &[Format] = &[
     },
     bmf::FORMAT,
     gab::FORMAT,
+    pytorch::FORMAT,
     html::FORMAT,
 ];
 
@@ -77,12 +79,18 @@ fn csv(r: &Report) -> Result<String> {
     Ok(out)
 }
 
-/// An `--export FORMAT=PATH` request.
+/// An `--export FORMAT=PATH` request, or `run --results FILE` (the JSON results document,
+/// never over an existing file unless asked).
 #[derive(Debug, Clone)]
 pub struct Export {
     pub format: &'static Format,
     /// May hold `{study}`, replaced by each study's name.
     pub path: String,
+    /// Whether an existing file at the path may be replaced (`--export`: yes; `--results`: only
+    /// with `--overwrite-results`, so that results measured before are never lost).
+    pub overwrite: bool,
+    /// The option that asked for it, for messages: `--export` or `--results`.
+    pub option: &'static str,
 }
 
 impl Export {
@@ -103,10 +111,50 @@ impl Export {
         if path.is_empty() {
             return Err(format!("no path after `{name}=`"));
         }
-        Ok(Export {
+        Ok(Export::to_file(format, path))
+    }
+
+    /// `format` written to `path`, over whatever is there (as `--export` does).
+    pub fn to_file(format: &'static Format, path: &str) -> Export {
+        Export {
             format,
             path: path.to_string(),
-        })
+            overwrite: true,
+            option: "--export",
+        }
+    }
+
+    /// `run --results FILE`: each study's results document, as its results file holds it,
+    /// written to FILE too once the study has run.
+    pub fn results_copy(path: &str, overwrite: bool) -> Export {
+        Export {
+            format: find("json").expect("json is a format"),
+            path: path.to_string(),
+            overwrite,
+            option: "--results",
+        }
+    }
+
+    /// How the command line asked for it: `--export bmf=x.json`, `--results r.json`.
+    pub fn requested_as(&self) -> String {
+        match self.option {
+            "--results" => format!("--results {}", self.path),
+            option => format!("{option} {}={}", self.format.name, self.path),
+        }
+    }
+
+    /// Refuses, before anything runs, a path that holds a file this export may not replace.
+    pub fn check_free(&self, study: &str) -> Result<()> {
+        let path = self.path_for(study);
+        if !self.overwrite && path.exists() {
+            bail!(
+                "{}: {} exists (results are never written over; pass --overwrite-results to \
+                 replace it, or name another file)",
+                self.requested_as(),
+                path.display()
+            );
+        }
+        Ok(())
     }
 
     pub fn path_for(&self, study: &str) -> PathBuf {
@@ -129,7 +177,16 @@ impl Export {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("cannot create the folder {}", parent.display()))?;
         }
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        // A file that appeared since the check before the run is still not replaced.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(self.overwrite)
+            .create_new(!self.overwrite)
+            .open(&path)
+            .with_context(|| format!("{}: cannot write {}", self.requested_as(), path.display()))?;
+        file.write_all(text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     }
 }

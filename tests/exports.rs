@@ -485,9 +485,15 @@ fn run_results_copies_the_results_file_and_never_overwrites_one() {
         .assert()
         .code(2)
         .stderr(predicates::str::contains("put {study} in the path"));
-    // --overwrite-results alone means nothing.
+    // --overwrite-results alone means nothing, and an empty path is no path: both refused
+    // before anything runs.
     kbench()
         .args(["run", "experiments/reduction.toml", "--overwrite-results"])
         .assert()
         .code(2);
+    kbench()
+        .args(["run", "experiments/reduction.toml", "--results", ""])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("an empty path"));
 }

@@ -86,11 +86,18 @@ pub struct Export {
     pub format: &'static Format,
     /// May hold `{study}`, replaced by each study's name.
     pub path: String,
-    /// Whether an existing file at the path may be replaced (`--export`: yes; `--results`: only
-    /// with `--overwrite-results`, so that results measured before are never lost).
-    pub overwrite: bool,
-    /// The option that asked for it, for messages: `--export` or `--results`.
-    pub option: &'static str,
+    pub asked_by: AskedBy,
+}
+
+/// The option that asked for an export: it says whether a file already at the path may be
+/// replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskedBy {
+    /// `--export FORMAT=PATH` (and `report --html FILE`): written over whatever is there.
+    Export,
+    /// `run --results FILE`: never over a file, so that results measured before are never
+    /// lost, unless `--overwrite-results`.
+    Results { overwrite: bool },
 }
 
 impl Export {
@@ -119,8 +126,7 @@ impl Export {
         Export {
             format,
             path: path.to_string(),
-            overwrite: true,
-            option: "--export",
+            asked_by: AskedBy::Export,
         }
     }
 
@@ -130,23 +136,30 @@ impl Export {
         Export {
             format: find("json").expect("json is a format"),
             path: path.to_string(),
-            overwrite,
-            option: "--results",
+            asked_by: AskedBy::Results { overwrite },
         }
     }
 
     /// How the command line asked for it: `--export bmf=x.json`, `--results r.json`.
     pub fn requested_as(&self) -> String {
-        match self.option {
-            "--results" => format!("--results {}", self.path),
-            option => format!("{option} {}={}", self.format.name, self.path),
+        match self.asked_by {
+            AskedBy::Results { .. } => format!("--results {}", self.path),
+            AskedBy::Export => format!("--export {}={}", self.format.name, self.path),
+        }
+    }
+
+    /// Whether a file already at the path may be replaced.
+    fn overwrites(&self) -> bool {
+        match self.asked_by {
+            AskedBy::Export => true,
+            AskedBy::Results { overwrite } => overwrite,
         }
     }
 
     /// Refuses, before anything runs, a path that holds a file this export may not replace.
     pub fn check_free(&self, study: &str) -> Result<()> {
         let path = self.path_for(study);
-        if !self.overwrite && path.exists() {
+        if !self.overwrites() && path.exists() {
             bail!(
                 "{}: {} exists (results are never written over; pass --overwrite-results to \
                  replace it, or name another file)",
@@ -181,8 +194,8 @@ impl Export {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
-            .truncate(self.overwrite)
-            .create_new(!self.overwrite)
+            .truncate(self.overwrites())
+            .create_new(!self.overwrites())
             .open(&path)
             .with_context(|| format!("{}: cannot write {}", self.requested_as(), path.display()))?;
         file.write_all(text.as_bytes())

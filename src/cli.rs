@@ -229,6 +229,23 @@ pub struct RunArgs {
     /// beside the results file.
     #[arg(long, value_name = "TOOL", num_args = 0..=1, require_equals = true, default_missing_value = "memcheck")]
     pub sanitize: Option<SanitizerTool>,
+    /// Also write each study's results file to FILE once the study has run (`{study}` in FILE
+    /// is the study's name, needed with several studies): a known path for `compare` and
+    /// `report`. An existing FILE is refused before anything runs.
+    #[arg(long, value_name = "FILE", value_parser = parse_results_path)]
+    pub results: Option<String>,
+    /// Let --results replace an existing file.
+    #[arg(long, requires = "results")]
+    pub overwrite_results: bool,
+}
+
+/// A `--results` path: refused here if empty, rather than after the run has measured.
+fn parse_results_path(path: &str) -> Result<String, String> {
+    if path.is_empty() {
+        Err("an empty path".into())
+    } else {
+        Ok(path.to_string())
+    }
 }
 
 fn parse_baseline_name(name: &str) -> Result<String, String> {

@@ -1,7 +1,7 @@
 //! kbench: GPU kernel experiments declared in TOML manifests.
 //!
 //! The command line on top: `cli` (its clap grammar), `commands` (what each command does,
-//! returning an `exit::Exit`); `kbench run`'s work is `run::session`, a library call that tests
+//! returning an `exit::Exit`, printing through `output`, which a closed pipe does not crash); `kbench run`'s work is `run::session`, a library call that tests
 //! make without a terminal.
 //!
 //! The pipeline, one module per stage, each depending only on those before it:
@@ -32,6 +32,7 @@ pub mod manifest;
 pub mod measure;
 pub mod npy;
 pub mod numerics;
+pub mod output;
 pub mod plan;
 pub mod record;
 pub mod reference_command;

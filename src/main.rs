@@ -1,7 +1,8 @@
 //! The kbench command line: parse it, hand the command to its function in `kbench::commands`,
 //! exit with the status it returns (`kbench::exit::Exit` numbers them; README.md's "Exit
 //! codes" says what each means). The grammar is `kbench::cli`; `kbench run`'s work is the
-//! library's run session, `kbench::run::session`.
+//! library's run session, `kbench::run::session`. Commands print through `kbench::output`, so a
+//! closed pipe (`kbench schema | head -1`) ends nothing early and nothing panics.
 
 use std::process::ExitCode;
 
@@ -30,5 +31,6 @@ fn main() -> ExitCode {
         Command::Man { out_dir } => docs::man_pages(&out_dir),
         Command::Worker => run::worker(),
     };
-    exit.into()
+    // A command that could not write its stdout (not a reader gone: see kbench::output) failed.
+    kbench::output::exit_status(exit).into()
 }

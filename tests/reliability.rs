@@ -76,15 +76,16 @@ fn an_interrupted_run_resumes_to_the_same_cases_as_an_uninterrupted_one() {
 
     // Uninterrupted, for reference.
     let full_out = dir.path().join("full");
-    let status = Command::new(common::kbench_exe())
+    // Output captured (the progress lines are not the test log's), and shown if it fails.
+    let run = Command::new(common::kbench_exe())
         .arg("run")
         .arg(&manifest)
         .arg("--out-dir")
         .arg(&full_out)
-        .stdout(Stdio::null())
-        .status()
+        .output()
         .unwrap();
-    assert_eq!(status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
     let full = read_json(&results_file(&full_out, "slow").unwrap());
     assert_eq!(full["cases"].as_array().unwrap().len(), 24);
 
@@ -391,6 +392,7 @@ fn a_case_that_finished_while_kbench_was_stopped_is_not_killed_for_it() {
         .arg("--out-dir")
         .arg(dir.path().join("out"))
         .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let started = Instant::now();
@@ -708,16 +710,16 @@ fn tiny_study(name: &str, cases: usize) -> String {
 fn run_tiny(dir: &Path, name: &str, cases: usize, extra: &[&str]) -> PathBuf {
     let manifest = dir.join(format!("{name}.toml"));
     std::fs::write(&manifest, tiny_study(name, cases)).unwrap();
-    let status = Command::new(common::kbench_exe())
+    let run = Command::new(common::kbench_exe())
         .arg("run")
         .arg(&manifest)
         .arg("--out-dir")
         .arg(dir.join("out"))
         .args(extra)
-        .stdout(Stdio::null())
-        .status()
+        .output()
         .unwrap();
-    assert_eq!(status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
     results_file(&dir.join("out"), name).unwrap()
 }
 
@@ -833,12 +835,14 @@ fn a_killed_run_leaves_every_finished_case_readable_and_resumable() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("killed.toml");
     std::fs::write(&manifest, tiny_study("killed", 3000)).unwrap();
+    // A line of progress per case: not for the test log.
     let mut child = Command::new(common::kbench_exe())
         .arg("run")
         .arg(&manifest)
         .arg("--out-dir")
         .arg(dir.path().join("out"))
         .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use super::{bad_input, count};
 use crate::exit::Exit;
 use crate::run::session::{load_and_plan, NotPlanned};
+use crate::{errln, outln};
 
 /// `kbench check`: each manifest's case and variant counts, or its errors; exit 2 if any fails.
 pub fn check(args: &[String]) -> Exit {
@@ -18,7 +19,7 @@ pub fn check(args: &[String]) -> Exit {
     let mut failed = false;
     for path in paths {
         match load_and_plan(&path, &AtomicBool::new(false)) {
-            Ok((m, cases)) => println!(
+            Ok((m, cases)) => outln!(
                 "ok: {}: study `{}`, {}, {}",
                 m.path.display(),
                 m.study.name,
@@ -26,7 +27,7 @@ pub fn check(args: &[String]) -> Exit {
                 count(m.variants.len(), "variant", "variants")
             ),
             Err(NotPlanned::Error(e)) => {
-                eprintln!("{e}\n");
+                errln!("{e}\n");
                 failed = true;
             }
             Err(NotPlanned::Interrupted) => unreachable!("check sets no interrupt flag"),
@@ -43,8 +44,8 @@ pub fn check(args: &[String]) -> Exit {
 pub fn list() -> Exit {
     for algorithm in crate::algos::all() {
         let spec = algorithm.spec();
-        println!("{} ({})", spec.name, spec.title);
-        println!("  axes:");
+        outln!("{} ({})", spec.name, spec.title);
+        outln!("  axes:");
         for axis in spec.axes {
             let default = axis.default.map_or("required".to_string(), |d| {
                 format!("default {}", d.to_param())
@@ -52,10 +53,10 @@ pub fn list() -> Exit {
             let only = axis
                 .only_for
                 .map_or(String::new(), |b| format!(", {b} only"));
-            println!("    {:<8} {} ({default}{only})", axis.name, axis.doc);
+            outln!("    {:<8} {} ({default}{only})", axis.name, axis.doc);
         }
-        println!("  cpu impls:    {}", spec.cpu_impls.join(", "));
-        println!(
+        outln!("  cpu impls:    {}", spec.cpu_impls.join(", "));
+        outln!(
             "  cuda kernels: {} (kernels/{})",
             spec.kernels.join(", "),
             spec.kernel_file.name

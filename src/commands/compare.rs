@@ -10,6 +10,7 @@ use super::{bad_input, table_width};
 use crate::cli::CompareArgs;
 use crate::compare::{self, CompareSettings};
 use crate::exit::Exit;
+use crate::outln;
 use crate::report::compare_table;
 use crate::results;
 
@@ -70,31 +71,31 @@ pub fn compare(args: CompareArgs) -> Exit {
     }
     let result = compare::compare(&bases, &new, &settings);
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&result).expect("comparison serializes")
         );
     } else {
         match base_paths.as_slice() {
-            [one] => println!(
+            [one] => outln!(
                 "comparing {}\nwith the baseline {}",
                 new_path.display(),
                 one.display()
             ),
             several => {
-                println!(
+                outln!(
                     "comparing {}\nwith {} baseline runs:",
                     new_path.display(),
                     several.len()
                 );
-                several.iter().for_each(|p| println!("  {}", p.display()));
+                several.iter().for_each(|p| outln!("  {}", p.display()));
             }
         }
         if bases.len() == 1 {
-            println!("note: one baseline run shows no run-to-run variation, so verdicts rest on");
-            println!("its samples alone; save 3 or more baseline runs");
+            outln!("note: one baseline run shows no run-to-run variation, so verdicts rest on");
+            outln!("its samples alone; save 3 or more baseline runs");
         }
-        println!("{}", compare_table::render(&result, table_width(args.wide)));
+        outln!("{}", compare_table::render(&result, table_width(args.wide)));
     }
     if result.regressed() {
         Exit::Regressed

@@ -9,6 +9,7 @@ use clap::CommandFactory;
 use super::bad_input;
 use crate::cli::{Cli, SchemaOf};
 use crate::exit::Exit;
+use crate::{out, outln};
 
 /// `kbench schema`: prints the JSON Schema of manifests or of results files.
 pub fn schema(of: SchemaOf) -> Exit {
@@ -16,7 +17,7 @@ pub fn schema(of: SchemaOf) -> Exit {
         SchemaOf::Manifest => crate::manifest::manifest_schema(),
         SchemaOf::Results => crate::record::json_schema(),
     };
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(&schema).expect("a schema serializes")
     );
@@ -25,7 +26,10 @@ pub fn schema(of: SchemaOf) -> Exit {
 
 /// `kbench completions`: prints `shell`'s completion script.
 pub fn completions(shell: clap_complete::Shell) -> Exit {
-    clap_complete::generate(shell, &mut Cli::command(), "kbench", &mut std::io::stdout());
+    // Into memory first: clap_complete panics on a write error, and stdout may be a closed pipe.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "kbench", &mut script);
+    out!("{}", String::from_utf8_lossy(&script));
     Exit::Ok
 }
 
@@ -35,7 +39,7 @@ pub fn man_pages(dir: &Path) -> Exit {
         std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(Cli::command(), dir));
     match written {
         Ok(()) => {
-            println!(
+            outln!(
                 "wrote the man pages to {} (read one with `man {}/kbench.1`)",
                 dir.display(),
                 dir.display()

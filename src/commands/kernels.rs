@@ -9,6 +9,7 @@ use crate::cli::KernelsArgs;
 use crate::device::{nvrtc, KernelSource};
 use crate::exit::Exit;
 use crate::report::ptxas as ptxas_table;
+use crate::{errln, out, outln};
 
 /// NVRTC's architectures are named `sm_90`, `compute_90` (or `sm_90a`).
 fn check_arch(arch: &str) -> anyhow::Result<()> {
@@ -46,12 +47,12 @@ pub fn kernels(args: KernelsArgs) -> Exit {
     let compiled = match nvrtc::compile_all(&source, &crate::algos::kernel_files(), &args.archs) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             return Exit::CompileFailed;
         }
     };
     if let Err(e) = std::fs::create_dir_all(&args.out_dir) {
-        eprintln!("error: cannot create {}: {e}", args.out_dir.display());
+        errln!("error: cannot create {}: {e}", args.out_dir.display());
         return Exit::BadInput;
     }
     let ptxas = args.ptxas.or_else(|| find_on_path("ptxas"));
@@ -61,25 +62,25 @@ pub fn kernels(args: KernelsArgs) -> Exit {
             .out_dir
             .join(format!("{}.{arch}.ptx", file.trim_end_matches(".cu")));
         if let Err(e) = std::fs::write(&path, ptx) {
-            eprintln!("error: cannot write {}: {e}", path.display());
+            errln!("error: cannot write {}: {e}", path.display());
             return Exit::BadInput;
         }
-        println!("compiled {file} for {arch} -> {}", path.display());
+        outln!("compiled {file} for {arch} -> {}", path.display());
         if let Some(ptxas) = &ptxas {
             match nvrtc::ptxas_report(ptxas, &path, arch) {
                 Ok(r) => reports.extend(r),
                 Err(e) => {
-                    eprintln!("error: {e:#}");
+                    errln!("error: {e:#}");
                     return Exit::CompileFailed;
                 }
             }
         }
     }
     if ptxas.is_none() {
-        println!("ptxas not found (pass --ptxas or put it on PATH): no register/spill report");
+        outln!("ptxas not found (pass --ptxas or put it on PATH): no register/spill report");
         return Exit::Ok;
     }
-    print!("{}", ptxas_table::render(&reports));
+    out!("{}", ptxas_table::render(&reports));
     Exit::Ok
 }
 

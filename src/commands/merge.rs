@@ -3,6 +3,7 @@
 use super::{bad_input, count};
 use crate::cli::MergeArgs;
 use crate::exit::Exit;
+use crate::outln;
 use crate::shard;
 
 /// The shards' files joined into a new one; `CasesMissing` when planned cases are missing
@@ -13,7 +14,7 @@ pub fn merge(args: MergeArgs) -> Exit {
         Err(e) => return bad_input(e),
     };
     let doc = &merged.doc;
-    println!(
+    outln!(
         "merged {} into {}: {} of {} planned cases",
         count(args.files.len(), "file", "files"),
         args.output.display(),
@@ -23,14 +24,14 @@ pub fn merge(args: MergeArgs) -> Exit {
     if merged.missing.is_empty() {
         return Exit::Ok;
     }
-    println!(
+    outln!(
         "missing {} (no shard's file holds them):",
         count(merged.missing.len(), "case", "cases")
     );
     for name in &merged.missing {
-        println!("  {name}");
+        outln!("  {name}");
     }
-    println!(
+    outln!(
         "run them into the merged file with `kbench run --resume {}`",
         args.output.display()
     );

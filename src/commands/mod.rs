@@ -14,12 +14,13 @@ pub mod slurm;
 
 use std::path::Path;
 
+use crate::errln;
 use crate::exit::Exit;
 use crate::report::case_table;
 
 /// Says `error` and exits as bad input.
 pub fn bad_input(error: anyhow::Error) -> Exit {
-    eprintln!("error: {error:#}");
+    errln!("error: {error:#}");
     Exit::BadInput
 }
 

@@ -9,6 +9,7 @@ use crate::manifest;
 use crate::record::ClaimStatus;
 use crate::report::export::{self, Export};
 use crate::results;
+use crate::{errln, out};
 
 /// Re-renders a finished run: the chosen format on stdout, exports, HTML and plots as asked;
 /// `ClaimsRefuted` with `--check-claims` when a claim is refuted.
@@ -45,12 +46,14 @@ pub fn report(args: ReportArgs) -> Exit {
     };
     let format = export::find(&args.format).expect("clap checked the format's name");
     match (format.render)(&report) {
-        Ok(text) => print!("{text}"),
+        Ok(text) => out!("{text}"),
         Err(e) => return bad_input(e),
     }
-    let html = args.html.iter().map(|path| Export {
-        format: export::find("html").expect("html is a format"),
-        path: path.display().to_string(),
+    let html = (args.html.iter()).map(|path| {
+        Export::to_file(
+            export::find("html").expect("html is a format"),
+            &path.display().to_string(),
+        )
     });
     // Files get every column, whatever the terminal's width.
     let report = export::Report {
@@ -59,15 +62,13 @@ pub fn report(args: ReportArgs) -> Exit {
     };
     for e in args.export.iter().cloned().chain(html) {
         match e.write(&report, &args.results) {
-            Ok(path) => eprintln!("wrote {}", path.display()),
+            Ok(path) => errln!("wrote {}", path.display()),
             Err(e) => return bad_input(e),
         }
     }
     if let Some(dir) = &args.plots {
         match crate::report::plots::write_plots(&doc, &axes, dir) {
-            Ok(paths) => paths
-                .iter()
-                .for_each(|p| eprintln!("wrote {}", p.display())),
+            Ok(paths) => paths.iter().for_each(|p| errln!("wrote {}", p.display())),
             Err(e) => {
                 return bad_input(e.context(format!("cannot draw plots into {}", dir.display())))
             }

@@ -15,12 +15,14 @@ use crate::cli::RunArgs;
 use crate::device::KernelSource;
 use crate::exit::Exit;
 use crate::record::CaseResult;
-use crate::report::{case_table, export};
+use crate::report::case_table;
+use crate::report::export::{self, Export};
 use crate::run::executor::mock::{self, MockSpec};
 use crate::run::lanes;
 use crate::run::sanitize::Sanitizer;
 use crate::run::session::{self, Request, Sink, Source, StudyStart};
 use crate::run::study::{case_line, Progress, RunOptions};
+use crate::{errln, out, outln};
 
 /// Runs the studies the command line names, on the terminal.
 pub fn run(args: RunArgs) -> Exit {
@@ -36,7 +38,12 @@ pub fn run(args: RunArgs) -> Exit {
         options,
         out_dir: args.out_dir,
         shard: args.shard,
-        exports: args.export,
+        exports: (args.export.into_iter())
+            .chain(
+                (args.results.as_deref())
+                    .map(|path| Export::results_copy(path, args.overwrite_results)),
+            )
+            .collect(),
         save_baseline: args.save_baseline,
         check_claims: args.check_claims,
     };
@@ -103,7 +110,7 @@ fn mock_gpu() -> Result<Option<MockSpec>, Exit> {
             Ok(spec) => Ok(Some(spec)),
             Err(e) => {
                 // Formatted with the file and line, as a manifest's error.
-                eprintln!("{e}");
+                errln!("{e}");
                 Err(Exit::BadInput)
             }
         },
@@ -121,10 +128,10 @@ fn interrupt_flag() -> Arc<AtomicBool> {
         if handler_flag.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!("\ninterrupt: abandoning the current case, then stopping (again to quit now)");
+        errln!("\ninterrupt: abandoning the current case, then stopping (again to quit now)");
     });
     if let Err(e) = installed {
-        eprintln!("warning: cannot catch Ctrl-C: {e}");
+        errln!("warning: cannot catch Ctrl-C: {e}");
     }
     flag
 }
@@ -156,7 +163,7 @@ impl Terminal {
 impl Progress for Terminal {
     fn case_finished(&self, done: usize, total: usize, study: &str, result: &CaseResult) {
         if !self.interactive {
-            eprintln!("{}", case_line(done, total, study, result));
+            errln!("{}", case_line(done, total, study, result));
         }
         if let Some(bar) = self.bar.borrow().as_ref() {
             bar.case_finished(done, total, study, result);
@@ -167,7 +174,7 @@ impl Progress for Terminal {
 impl Sink for Terminal {
     fn study_started(&self, start: &StudyStart) {
         if !self.json {
-            println!(
+            outln!(
                 "study `{}` ({}): {} to run{} -> {}",
                 start.manifest.study.name,
                 start.manifest.path.display(),
@@ -196,7 +203,7 @@ impl Sink for Terminal {
 
     fn study_finished(&self, report: &export::Report, results_path: &Path) {
         if self.json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string(report.doc).expect("results serialize")
             );
@@ -206,21 +213,21 @@ impl Sink for Terminal {
             width: self.width,
             ..*report
         };
-        print!(
+        out!(
             "{}",
             export::tables(&on_terminal, case_table::TableStyle::Terminal)
         );
-        println!("results: {}\n", results_path.display());
+        outln!("results: {}\n", results_path.display());
     }
 
     fn baseline_saved(&self, name: &str, path: &Path) {
         if !self.json {
-            println!("added to baseline `{name}`: {}", path.display());
+            outln!("added to baseline `{name}`: {}", path.display());
         }
     }
 
     fn diagnostic(&self, text: &str) {
-        eprintln!("{text}");
+        errln!("{text}");
     }
 }
 
@@ -243,7 +250,7 @@ pub fn worker() -> Exit {
     match crate::run::worker::worker_main() {
         Ok(()) => Exit::Ok,
         Err(e) => {
-            eprintln!("kbench worker: {e:#}");
+            errln!("kbench worker: {e:#}");
             Exit::BadInput
         }
     }

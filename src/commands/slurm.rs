@@ -8,6 +8,7 @@ use crate::cli::SlurmArgs;
 use crate::exit::Exit;
 use crate::run::session::{load_and_plan, NotPlanned};
 use crate::vocab::Backend;
+use crate::{errln, out};
 
 /// Writes the scripts and prints how to submit them.
 pub fn slurm(args: SlurmArgs) -> Exit {
@@ -16,14 +17,14 @@ pub fn slurm(args: SlurmArgs) -> Exit {
     let manifest = match load_and_plan(&args.manifest, &AtomicBool::new(false)) {
         Ok((m, _)) => m,
         Err(NotPlanned::Error(e)) => {
-            eprintln!("{e}\n");
+            errln!("{e}\n");
             return Exit::BadInput;
         }
         Err(NotPlanned::Interrupted) => unreachable!("slurm sets no interrupt flag"),
     };
     if args.gpus_per_task.is_none() && manifest.variants.iter().any(|v| v.backend == Backend::Cuda)
     {
-        eprintln!(
+        errln!(
             "warning: {}: study `{}` has CUDA variants, but without --gpus-per-task the array tasks \
              ask Slurm for no GPU: they get one only where the cluster gives every job a GPU by \
              default, else their CUDA cases are skipped; ask with `--gpus-per-task N` (each task \
@@ -42,7 +43,7 @@ pub fn slurm(args: SlurmArgs) -> Exit {
     };
     match crate::slurm::write_scripts(&manifest, &request) {
         Ok(written) => {
-            print!("{}", written.instructions);
+            out!("{}", written.instructions);
             Exit::Ok
         }
         Err(e) => bad_input(e),

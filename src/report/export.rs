@@ -3,12 +3,13 @@
 //! a new format is one file and one line here. The terminal table, markdown and CSV come from
 //! `case_table` and `declared_tables`, unchanged; JSON is the results document itself.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
 pub use super::format::{Format, Report};
-use super::{bmf, case_table, declared_tables, gab, html};
+use super::{bmf, case_table, declared_tables, gab, html, pytorch};
 
 pub const FORMATS: &[Format] = &[
     Format {
@@ -33,6 +34,7 @@ pub const FORMATS: &[Format] = &[
     },
     bmf::FORMAT,
     gab::FORMAT,
+    pytorch::FORMAT,
     html::FORMAT,
 ];
 
@@ -77,12 +79,25 @@ fn csv(r: &Report) -> Result<String> {
     Ok(out)
 }
 
-/// An `--export FORMAT=PATH` request.
+/// An `--export FORMAT=PATH` request, or `run --results FILE` (the JSON results document,
+/// never over an existing file unless asked).
 #[derive(Debug, Clone)]
 pub struct Export {
     pub format: &'static Format,
     /// May hold `{study}`, replaced by each study's name.
     pub path: String,
+    pub asked_by: AskedBy,
+}
+
+/// The option that asked for an export: it says whether a file already at the path may be
+/// replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskedBy {
+    /// `--export FORMAT=PATH` (and `report --html FILE`): written over whatever is there.
+    Export,
+    /// `run --results FILE`: never over a file, so that results measured before are never
+    /// lost, unless `--overwrite-results`.
+    Results { overwrite: bool },
 }
 
 impl Export {
@@ -103,10 +118,56 @@ impl Export {
         if path.is_empty() {
             return Err(format!("no path after `{name}=`"));
         }
-        Ok(Export {
+        Ok(Export::to_file(format, path))
+    }
+
+    /// `format` written to `path`, over whatever is there (as `--export` does).
+    pub fn to_file(format: &'static Format, path: &str) -> Export {
+        Export {
             format,
             path: path.to_string(),
-        })
+            asked_by: AskedBy::Export,
+        }
+    }
+
+    /// `run --results FILE`: each study's results document, as its results file holds it,
+    /// written to FILE too once the study has run.
+    pub fn results_copy(path: &str, overwrite: bool) -> Export {
+        Export {
+            format: find("json").expect("json is a format"),
+            path: path.to_string(),
+            asked_by: AskedBy::Results { overwrite },
+        }
+    }
+
+    /// How the command line asked for it: `--export bmf=x.json`, `--results r.json`.
+    pub fn requested_as(&self) -> String {
+        match self.asked_by {
+            AskedBy::Results { .. } => format!("--results {}", self.path),
+            AskedBy::Export => format!("--export {}={}", self.format.name, self.path),
+        }
+    }
+
+    /// Whether a file already at the path may be replaced.
+    fn overwrites(&self) -> bool {
+        match self.asked_by {
+            AskedBy::Export => true,
+            AskedBy::Results { overwrite } => overwrite,
+        }
+    }
+
+    /// Refuses, before anything runs, a path that holds a file this export may not replace.
+    pub fn check_free(&self, study: &str) -> Result<()> {
+        let path = self.path_for(study);
+        if !self.overwrites() && path.exists() {
+            bail!(
+                "{}: {} exists (results are never written over; pass --overwrite-results to \
+                 replace it, or name another file)",
+                self.requested_as(),
+                path.display()
+            );
+        }
+        Ok(())
     }
 
     pub fn path_for(&self, study: &str) -> PathBuf {
@@ -129,7 +190,16 @@ impl Export {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("cannot create the folder {}", parent.display()))?;
         }
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        // A file that appeared since the check before the run is still not replaced.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(self.overwrites())
+            .create_new(!self.overwrites())
+            .open(&path)
+            .with_context(|| format!("{}: cannot write {}", self.requested_as(), path.display()))?;
+        file.write_all(text.as_bytes())
+            .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(path)
     }
 }

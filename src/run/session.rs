@@ -163,10 +163,11 @@ fn refuse(sink: &dyn Sink, error: anyhow::Error) -> Stop {
 fn prepare(request: &Request, sink: &dyn Sink) -> Result<Vec<Prepared>, Stop> {
     let args = match &request.source {
         Source::Resume(path) => {
-            let resumed = resume_study(path, &request.options.overrides);
-            return resumed
-                .map(|study| vec![study])
-                .map_err(|e| refuse(sink, e));
+            let resumed = resume_study(path, &request.options.overrides).and_then(|study| {
+                check_exports_free(request, &study.manifest)?;
+                Ok(vec![study])
+            });
+            return resumed.map_err(|e| refuse(sink, e));
         }
         Source::Manifests(args) => args,
     };
@@ -199,7 +200,8 @@ fn prepare(request: &Request, sink: &dyn Sink) -> Result<Vec<Prepared>, Stop> {
 }
 
 /// What can be refused before any results file exists: a `--kernels-dir` source a study needs
-/// that cannot be read (GPU or not), and one export path for several studies.
+/// that cannot be read (GPU or not), one export path for several studies, and a `--results`
+/// file that exists.
 fn check_before_running(request: &Request, loaded: &[(Manifest, Vec<Case>)]) -> anyhow::Result<()> {
     let kernels = &request.options.kernels;
     if kernels.dir.is_some() {
@@ -213,13 +215,21 @@ fn check_before_running(request: &Request, loaded: &[(Manifest, Vec<Case>)]) -> 
     let shared = request.exports.iter().find(|e| !e.path.contains("{study}"));
     if let (Some(e), 2..) = (shared, loaded.len()) {
         bail!(
-            "--export {}={}: {} studies would write the same file; put {{study}} in the path",
-            e.format.name,
-            e.path,
+            "{}: {} studies would write the same file; put {{study}} in the path",
+            e.requested_as(),
             loaded.len()
         );
     }
+    for (manifest, _) in loaded {
+        check_exports_free(request, manifest)?;
+    }
     Ok(())
+}
+
+/// A `--results` file that is there already is refused before anything runs: results measured
+/// before are never written over (unless `--overwrite-results`).
+fn check_exports_free(request: &Request, manifest: &Manifest) -> anyhow::Result<()> {
+    (request.exports.iter()).try_for_each(|e| e.check_free(&manifest.study.name))
 }
 
 /// A mock device's scripted event that matches none of the CUDA cases to run is most likely a

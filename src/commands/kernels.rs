@@ -79,7 +79,10 @@ pub fn kernels(args: KernelsArgs) -> Exit {
         println!("ptxas not found (pass --ptxas or put it on PATH): no register/spill report");
         return Exit::Ok;
     }
-    print!("{}", ptxas_table::render(&reports));
+    print!(
+        "{}",
+        ptxas_table::render(&reports, super::table_width(false))
+    );
     Exit::Ok
 }
 

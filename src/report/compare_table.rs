@@ -43,10 +43,10 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
         })
         .numeric()
         .droppable(1),
+        // In capitals, as the claims' verdicts, so each stands out (and is coloured).
         column("verdict", &|c| match c.verdict {
-            Verdict::Slower => "SLOWER".into(),
             Verdict::NewFailure => "NEW FAILURE".into(),
-            v => format!("{v:?}").to_lowercase(),
+            v => format!("{v:?}").to_uppercase(),
         }),
     ];
     let mut out = String::new();

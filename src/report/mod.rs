@@ -2,7 +2,7 @@
 //! tables and claims a manifest declares, plots, and the formats `export` lists (JSON, the CI
 //! dashboards' Bencher and github-action-benchmark formats, an HTML page); and the tables of
 //! two other commands, `compare`'s verdicts (`compare_table`) and `kernels`' ptxas report
-//! (`ptxas`).
+//! (`ptxas`); and colour on the terminal (`style`).
 
 pub mod bmf;
 pub mod case_table;
@@ -14,3 +14,4 @@ pub mod gab;
 pub mod html;
 pub mod plots;
 pub mod ptxas;
+pub mod style;

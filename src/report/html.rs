@@ -167,8 +167,11 @@ fn summary(doc: &ResultsDoc) -> String {
         let claims = |status: ClaimStatus| doc.claims.iter().filter(|v| v.status == status).count();
         let _ = writeln!(
             out,
-            "<p class=\"counts\">{} claims: <span class=\"holds\">{} hold</span>, <span class=\"refuted\">{} refuted</span>, {} inconclusive.</p>",
-            doc.claims.len(),
+            "<p class=\"counts\">{}: <span class=\"holds\">{} hold</span>, <span class=\"refuted\">{} refuted</span>, {} inconclusive.</p>",
+            match doc.claims.len() {
+                1 => "1 claim".to_string(),
+                n => format!("{n} claims"),
+            },
             claims(ClaimStatus::Holds),
             claims(ClaimStatus::Refuted),
             claims(ClaimStatus::Inconclusive),
@@ -358,7 +361,13 @@ fn markdown_to_html(markdown: &str) -> String {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut notes: Vec<&str> = Vec::new();
     let flush_notes = |notes: &mut Vec<&str>, out: &mut String| {
-        let text = notes.join("\n");
+        // Blank lines part markdown's paragraphs; in a note they are just space.
+        let text = notes
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n");
         if !text.trim().is_empty() {
             let _ = writeln!(
                 out,

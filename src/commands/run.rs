@@ -177,13 +177,20 @@ impl Progress for Terminal {
 impl Sink for Terminal {
     fn study_started(&self, start: &StudyStart) {
         if !self.json {
-            println!(
-                "study `{}` ({}): {} to run{} -> {}",
-                start.manifest.study.name,
-                start.manifest.path.display(),
-                count(start.cases, "case", "cases"),
-                on_what(start),
-                start.results_path.display()
+            print!(
+                "{}",
+                crate::report::declared_tables::wrap(
+                    &format!(
+                        "study `{}` ({}): {} to run{} -> {}",
+                        start.manifest.study.name,
+                        start.manifest.path.display(),
+                        count(start.cases, "case", "cases"),
+                        on_what(start),
+                        start.results_path.display()
+                    ),
+                    self.width,
+                    "    "
+                )
             );
         }
         let bar = ProgressBar::new(start.cases as u64);

@@ -466,7 +466,10 @@ fn output(args: &[&std::ffi::OsStr]) -> String {
 fn assert_fits_80(what: &str, text: &str) {
     for line in text.lines() {
         let columns = unicode_width::UnicodeWidthStr::width(line);
-        assert!(columns <= 80, "{what}: {columns} columns:\n{line}\n\n{text}");
+        assert!(
+            columns <= 80,
+            "{what}: {columns} columns:\n{line}\n\n{text}"
+        );
     }
 }
 
@@ -500,9 +503,7 @@ fn run_report_compare_and_list_fit_80_columns_and_fold_the_skipped_rows() {
     // a CPU row at n = 200 never before a CUDA row at n = 100.
     let wide = output(&["report".as_ref(), r, "--wide".as_ref()]);
     assert_eq!(table_rows(&wide, "atomic"), 16, "{wide}");
-    let cells = |l: &str| -> Vec<String> {
-        l.split('│').map(|c| c.trim().to_string()).collect()
-    };
+    let cells = |l: &str| -> Vec<String> { l.split('│').map(|c| c.trim().to_string()).collect() };
     let header = wide
         .lines()
         .find(|l| l.starts_with("│ variant"))
@@ -578,8 +579,9 @@ fn the_markdown_export_parses_into_the_tables_and_paragraphs_it_means() {
     assert_eq!(rows, [33, 5, 2], "{markdown}");
     for table in &tables {
         assert!(
-            table.iter().all(|row| !row.contains("skipped: ")
-                && !row.contains("a paper's table")),
+            table
+                .iter()
+                .all(|row| !row.contains("skipped: ") && !row.contains("a paper's table")),
             "a note became a row:\n{markdown}"
         );
     }
@@ -642,7 +644,13 @@ fn verdicts_are_coloured_only_when_asked_or_on_a_terminal_and_widths_stay() {
     }
     // compare's verdicts too.
     let compared = kbench()
-        .args(["compare".as_ref(), r, r, "--color".as_ref(), "always".as_ref()])
+        .args([
+            "compare".as_ref(),
+            r,
+            r,
+            "--color".as_ref(),
+            "always".as_ref(),
+        ])
         .output()
         .unwrap();
     let compared = String::from_utf8(compared.stdout).unwrap();

@@ -53,12 +53,13 @@ fn the_html_report_holds_everything_and_reaches_nothing_outside() {
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..100]);
     for part in [
-        "<h2>Cases</h2>",
-        "<h2>Tables</h2>",
-        "<h2>Claims</h2>",
-        "<h2>Accuracy</h2>",
-        "<h2>Plots</h2>",
-        "<h2>Environment</h2>",
+        "<h2>Summary</h2>",
+        "<h2 id=\"cases\">Cases</h2>",
+        "<h2 id=\"tables\">Tables</h2>",
+        "<h2 id=\"claims\">Claims</h2>",
+        "<h2 id=\"accuracy\">Accuracy</h2>",
+        "<h2 id=\"plots\">Plots</h2>",
+        "<h2 id=\"environment\">Environment</h2>",
         "<th>variant</th>",
         "every sum is within tolerance",
         "HOLDS",
@@ -80,7 +81,12 @@ fn the_html_report_holds_everything_and_reaches_nothing_outside() {
     assert!(html.contains("<a href=\"#cases\">Cases</a>"));
     assert!(html.contains("18 cases: <span class=\"passed\">"), "{html}");
     // Numbers for people: no raw tolerances, no RFC 3339 timestamps.
-    for tolerance in html.split("·|x|").skip(1).map(|_| ()).zip(html.split("·|x|")) {
+    for tolerance in html
+        .split("·|x|")
+        .skip(1)
+        .map(|_| ())
+        .zip(html.split("·|x|"))
+    {
         let relative = tolerance.1.rsplit(['+', ' ']).next().unwrap();
         assert!(relative.len() <= 8, "a raw tolerance: {relative}");
     }
@@ -178,10 +184,10 @@ fn first_screen(chromium: &Path, page: &Path, dir: &Path) -> (Vec<i64>, PathBuf)
     let probe = dir.join("layout.html");
     let html = std::fs::read_to_string(page).unwrap();
     let script = "<script>\n\
-        const top = s => Math.round(document.querySelector(s).getBoundingClientRect().top);\n\
-        const bottom = s => Math.round(document.querySelector(s).getBoundingClientRect().bottom);\n\
-        document.body.setAttribute('data-layout', [bottom('#summary p.counts'), top('#claims'),\n\
-          top('#cases'), window.innerHeight].join(','));\n</script>\n</body>";
+        const box = s => document.querySelector(s).getBoundingClientRect();\n\
+        document.body.setAttribute('data-layout', [box('#summary p.counts').bottom,\n\
+          box('#claims').top, box('#cases').top, window.innerHeight].map(Math.round).join(','));\n\
+        </script>\n</body>";
     std::fs::write(&probe, html.replace("</body>", script)).unwrap();
     let out = chromium_command(chromium, &dir.join("profile-layout"), "1280,800")
         .arg("--dump-dom")
@@ -201,7 +207,11 @@ fn first_screen(chromium: &Path, page: &Path, dir: &Path) -> (Vec<i64>, PathBuf)
         .arg(format!("file://{}", page.display()))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     (numbers, screenshot)
 }
 
@@ -284,7 +294,10 @@ fn the_html_report_loads_in_headless_chromium_without_console_errors() {
         "the summary's counts end at {counts_bottom} px, below the first {height} px"
     );
     assert!(claims_top < height, "the claims start at {claims_top} px");
-    assert!(cases_top > claims_top, "the case table comes before the claims");
+    assert!(
+        cases_top > claims_top,
+        "the case table comes before the claims"
+    );
     let decoder = png::Decoder::new(std::fs::File::open(&first).unwrap());
     let mut reader = decoder.read_info().unwrap();
     let mut top = vec![0; reader.output_buffer_size()];
@@ -300,7 +313,8 @@ fn the_html_report_loads_in_headless_chromium_without_console_errors() {
         std::fs::copy(&screenshot, keep).unwrap();
     }
     println!(
-        "chromium {}: {inked} of {total} pixels inked, {} colours",
+        "chromium {}: {inked} of {total} pixels inked, {} colours; first screen: counts end at \
+         {counts_bottom} px, claims at {claims_top} px, cases at {cases_top} px of {height} px",
         chromium.display(),
         colours.len()
     );

@@ -47,7 +47,11 @@ pub fn list() -> Exit {
     let mut out = String::new();
     for algorithm in crate::algos::all() {
         let spec = algorithm.spec();
-        out.push_str(&wrap(&format!("{} ({})", spec.name, spec.title), width, "    "));
+        out.push_str(&wrap(
+            &format!("{} ({})", spec.name, spec.title),
+            width,
+            "    ",
+        ));
         out.push_str("  axes:\n");
         for axis in spec.axes {
             let default = axis.default.map_or("required".to_string(), |d| {

@@ -94,7 +94,9 @@ pub fn compare(args: CompareArgs) -> Exit {
             }
         };
         if bases.len() == 1 {
-            text.push_str("note: one baseline run shows no run-to-run variation, so verdicts rest on\n");
+            text.push_str(
+                "note: one baseline run shows no run-to-run variation, so verdicts rest on\n",
+            );
             text.push_str("its samples alone; save 3 or more baseline runs\n");
         }
         text.push_str(&compare_table::render(&result, table_width(args.wide)));

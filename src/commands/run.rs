@@ -318,7 +318,10 @@ mod tests {
             ProgressDrawTarget::term_like(Box::new(term.clone())),
         );
         bar.set_style(super::bar_style());
-        bar.set_message(format!("threads {}", "matrix=datasets/bcsstk13.mtx dtype=f64 ".repeat(4)));
+        bar.set_message(format!(
+            "threads {}",
+            "matrix=datasets/bcsstk13.mtx dtype=f64 ".repeat(4)
+        ));
         bar.inc(27);
         bar.tick();
         let drawn = term.0.lock().unwrap().clone();

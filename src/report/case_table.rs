@@ -136,7 +136,12 @@ fn grid_order(cases: &[CaseResult], axis_order: &[&str]) -> Vec<CaseResult> {
                     .map_or(0, |p| p + 1)
             })
             .collect();
-        key.push(variants.iter().position(|v| *v == case.variant).unwrap_or(0));
+        key.push(
+            variants
+                .iter()
+                .position(|v| *v == case.variant)
+                .unwrap_or(0),
+        );
         key
     };
     let mut sorted = cases.to_vec();
@@ -719,9 +724,7 @@ fn reasons(
     }
     let mut out = String::new();
     for (reason, list) in by_reason {
-        let is_folded = folded
-            .iter()
-            .any(|f| reason == format!("skipped: {f}"));
+        let is_folded = folded.iter().any(|f| reason == format!("skipped: {f}"));
         let who = if is_folded {
             format!(
                 "({} cases, not listed in the table: --wide lists them)",
@@ -738,7 +741,9 @@ fn reasons(
         };
         match style {
             TableStyle::Terminal => {
-                out.push_str(&crate::report::declared_tables::wrap(&reason, width, "    "));
+                out.push_str(&crate::report::declared_tables::wrap(
+                    &reason, width, "    ",
+                ));
                 out.push_str(&crate::report::declared_tables::wrap(
                     &format!("    {who}"),
                     width,

@@ -135,7 +135,12 @@ fn render(report: &Report) -> Result<String> {
 fn summary(doc: &ResultsDoc) -> String {
     let mut out = String::new();
     let mut warnings: Vec<String> = Vec::new();
-    if let Some(mock) = doc.environment.device.as_ref().and_then(|d| d.mock.as_ref()) {
+    if let Some(mock) = doc
+        .environment
+        .device
+        .as_ref()
+        .and_then(|d| d.mock.as_ref())
+    {
         warnings.push(format!(
             "NOT MEASURED: the GPU figures come from a mock device, not a GPU ({mock})"
         ));
@@ -167,12 +172,13 @@ fn summary(doc: &ResultsDoc) -> String {
         let claims = |status: ClaimStatus| doc.claims.iter().filter(|v| v.status == status).count();
         let _ = writeln!(
             out,
-            "<p class=\"counts\">{}: <span class=\"holds\">{} hold</span>, <span class=\"refuted\">{} refuted</span>, {} inconclusive.</p>",
+            "<p class=\"counts\">{}: <span class=\"holds\">{} hold</span>, <span class=\"{}\">{} refuted</span>, {} inconclusive.</p>",
             match doc.claims.len() {
                 1 => "1 claim".to_string(),
                 n => format!("{n} claims"),
             },
             claims(ClaimStatus::Holds),
+            if claims(ClaimStatus::Refuted) > 0 { "refuted" } else { "none" },
             claims(ClaimStatus::Refuted),
             claims(ClaimStatus::Inconclusive),
         );
@@ -225,7 +231,7 @@ fn accuracy(doc: &ResultsDoc) -> String {
         return String::new();
     }
     format!(
-        "<h2>Accuracy</h2>\n<table>\n<tr><th>variant</th><th>case</th><th>output</th><th>check</th>\
+        "<h2 id=\"accuracy\">Accuracy</h2>\n<table>\n<tr><th>variant</th><th>case</th><th>output</th><th>check</th>\
          <th>max rel err</th><th>max abs err</th><th>tolerance</th><th>wrong elements</th></tr>\n{rows}</table>\n"
     )
 }
@@ -341,7 +347,7 @@ fn environment(doc: &ResultsDoc) -> String {
             m.timeout_s
         ),
     ));
-    let mut out = String::from("<h2>Environment</h2>\n<table class=\"kv\">\n");
+    let mut out = String::from("<h2 id=\"environment\">Environment</h2>\n<table class=\"kv\">\n");
     for (key, value) in rows {
         let _ = writeln!(
             out,

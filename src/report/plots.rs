@@ -423,7 +423,12 @@ fn write_case_bars(doc: &ResultsDoc, measured: &[&CaseResult], dir: &Path) -> Re
         }
         let colour = variants.iter().position(|v| *v == c.variant).unwrap_or(0);
         let label = format!("{} {}", c.variant, crate::vocab::describe_params(&c.params));
-        bars.push((label.trim_end().to_string(), colour, s.median_s, s.median_ci95_s));
+        bars.push((
+            label.trim_end().to_string(),
+            colour,
+            s.median_s,
+            s.median_ci95_s,
+        ));
     }
     let title = format!("{}: median time per case (lines: 95% CI)", doc.study.name);
     // Tall enough for every label: 22 pixels a bar.

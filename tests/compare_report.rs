@@ -615,9 +615,8 @@ fn verdicts_are_coloured_only_when_asked_or_on_a_terminal_and_widths_stay() {
         String::from_utf8(cmd.output().unwrap().stdout).unwrap()
     };
     let always = report(Some("always"), false);
-    let escapes = |word: &str| {
-        always.contains(&format!("m{word}\x1b[0m")) && always.contains(&format!("\x1b[1m"))
-    };
+    let escapes =
+        |word: &str| always.contains(&format!("m{word}\x1b[0m")) && always.contains("\x1b[1m");
     assert!(escapes("skipped"), "{always:?}");
     assert!(
         escapes("HOLDS") || escapes("REFUTED") || escapes("INCONCLUSIVE"),

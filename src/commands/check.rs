@@ -43,7 +43,7 @@ pub fn check(args: &[String]) -> Exit {
 /// the terminal's width (80 columns in a pipe) with hanging indents.
 pub fn list() -> Exit {
     let width = super::table_width(false);
-    let wrap = crate::report::declared_tables::wrap;
+    let wrap = crate::report::text::wrap;
     let mut out = String::new();
     for algorithm in crate::algos::all() {
         let spec = algorithm.spec();

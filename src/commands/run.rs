@@ -179,7 +179,7 @@ impl Sink for Terminal {
         if !self.json {
             print!(
                 "{}",
-                crate::report::declared_tables::wrap(
+                crate::report::text::wrap(
                     &format!(
                         "study `{}` ({}): {} to run{} -> {}",
                         start.manifest.study.name,

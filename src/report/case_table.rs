@@ -472,7 +472,7 @@ impl Drawn {
     /// `(left out to fit 80 columns: samples, 95% CI; --wide shows them)`, or nothing.
     pub fn left_out_note(&self) -> String {
         match (self.left_out.is_empty(), self.max_width_chars) {
-            (false, Some(width)) => crate::report::declared_tables::wrap(
+            (false, Some(width)) => crate::report::text::wrap(
                 &format!(
                     "(left out to fit {width} columns: {}; --wide shows them)",
                     self.left_out.join(", ")
@@ -741,10 +741,8 @@ fn reasons(
         };
         match style {
             TableStyle::Terminal => {
-                out.push_str(&crate::report::declared_tables::wrap(
-                    &reason, width, "    ",
-                ));
-                out.push_str(&crate::report::declared_tables::wrap(
+                out.push_str(&crate::report::text::wrap(&reason, width, "    "));
+                out.push_str(&crate::report::text::wrap(
                     &format!("    {who}"),
                     width,
                     "    ",

@@ -5,7 +5,7 @@
 
 use crate::compare::{CaseComparison, Comparison, Verdict};
 use crate::report::case_table::{draw_columns, format_seconds, Column, TableStyle};
-use crate::report::declared_tables::wrap;
+use crate::report::text::wrap;
 
 /// The verdicts of the compared cases (and new failures) as a table that fits `max_width_chars`,
 /// then one line for the cases not compared, counted by reason.

@@ -2,7 +2,7 @@
 //! tables and claims a manifest declares, plots, and the formats `export` lists (JSON, the CI
 //! dashboards' Bencher and github-action-benchmark formats, an HTML page); and the tables of
 //! two other commands, `compare`'s verdicts (`compare_table`) and `kernels`' ptxas report
-//! (`ptxas`); and colour on the terminal (`style`).
+//! (`ptxas`); colour on the terminal (`style`) and text wrapped to its width (`text`).
 
 pub mod bmf;
 pub mod case_table;
@@ -15,3 +15,4 @@ pub mod html;
 pub mod plots;
 pub mod ptxas;
 pub mod style;
+pub mod text;

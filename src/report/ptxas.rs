@@ -2,7 +2,7 @@
 //! memory per kernel and architecture, then the kernels that spill.
 
 use super::case_table::{draw_columns, Column, TableStyle};
-use super::declared_tables::wrap;
+use super::text::wrap;
 use crate::device::nvrtc::PtxasReport;
 
 /// The reports as a table of at most `width` columns (short headers in two lines, sizes in

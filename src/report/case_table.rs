@@ -1,6 +1,9 @@
 //! The terminal table: one row per case (variant x grid point) with the median, its 95% CI,
 //! throughput, % of the measured copy peak, speedup over the baseline variant, and accuracy;
-//! then the reasons for every skipped or failed case.
+//! then the reasons for every skipped or failed case. Rows are in the grid's order whatever
+//! order the cases ran in; on a terminal (not `--wide`, not a file) the rows of a skip reason
+//! that covers `FOLD_SKIPPED_ROWS` cases or more are folded into that reason's line, and every
+//! line fits the width (columns left out, then words wrapped).
 
 use std::collections::BTreeMap;
 

@@ -80,6 +80,8 @@ mod tests {
             .max_by_key(|k| k.len())
             .expect("kbench has kernels")
             .to_string();
+        // PTX entries carry their dtype: `durbin_persistent_f64`.
+        let name = format!("{name}_f64");
         let name = name.as_str();
         let text = render(&[report(name, 8), report("tidy", 0)], Some(80));
         for line in text.lines() {

@@ -63,7 +63,7 @@ pub fn paint(text: &str) -> String {
     while !rest.is_empty() {
         let at_word_start = out
             .chars()
-            .last()
+            .next_back()
             .is_none_or(|c| !c.is_alphanumeric() && c != '_');
         let word = WORDS.iter().find(|(word, _)| {
             at_word_start

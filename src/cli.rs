@@ -23,6 +23,16 @@ use crate::shard;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// When to colour the verdicts (SLOWER, REFUTED, ...) on stdout: `auto` colours a terminal
+    /// unless NO_COLOR is set.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "auto",
+        value_name = "WHEN"
+    )]
+    pub color: crate::report::style::ColorWhen,
 }
 
 #[derive(Subcommand)]

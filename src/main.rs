@@ -17,7 +17,9 @@ fn main() -> ExitCode {
     if std::env::var_os(kbench::device::DEVICE_ORDER_ENV).is_none() {
         std::env::set_var(kbench::device::DEVICE_ORDER_ENV, "PCI_BUS_ID");
     }
-    let exit = match Cli::parse().command {
+    let cli = Cli::parse();
+    kbench::report::style::set_color(cli.color);
+    let exit = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Check { manifests } => check::check(&manifests),
         Command::List => check::list(),

@@ -54,12 +54,13 @@ fn the_html_report_holds_everything_and_reaches_nothing_outside() {
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>"), "{}", &html[..100]);
     for part in [
-        "<h2>Cases</h2>",
-        "<h2>Tables</h2>",
-        "<h2>Claims</h2>",
-        "<h2>Accuracy</h2>",
-        "<h2>Plots</h2>",
-        "<h2>Environment</h2>",
+        "<h2>Summary</h2>",
+        "<h2 id=\"cases\">Cases</h2>",
+        "<h2 id=\"tables\">Tables</h2>",
+        "<h2 id=\"claims\">Claims</h2>",
+        "<h2 id=\"accuracy\">Accuracy</h2>",
+        "<h2 id=\"plots\">Plots</h2>",
+        "<h2 id=\"environment\">Environment</h2>",
         "<th>variant</th>",
         "every sum is within tolerance",
         "HOLDS",
@@ -70,12 +71,41 @@ fn the_html_report_holds_everything_and_reaches_nothing_outside() {
         assert!(html.contains(part), "the page lacks {part}");
     }
     assert!(!html.contains("sums <in>"), "the title is not escaped");
+    // The summary first, then the contents, then every case: not the other way round.
+    let at = |part: &str| {
+        html.find(part)
+            .unwrap_or_else(|| panic!("the page lacks {part}"))
+    };
+    assert!(at("<section id=\"summary\">") < at("<h2 id=\"claims\">"));
+    assert!(at("<h2 id=\"tables\">") < at("<nav id=\"contents\">"));
+    assert!(at("<nav id=\"contents\">") < at("<h2 id=\"cases\">"));
+    assert!(html.contains("<a href=\"#cases\">Cases</a>"));
+    assert!(html.contains("18 cases: <span class=\"passed\">"), "{html}");
+    // Numbers for people: no raw tolerances, no RFC 3339 timestamps.
+    for tolerance in html
+        .split("·|x|")
+        .skip(1)
+        .map(|_| ())
+        .zip(html.split("·|x|"))
+    {
+        let relative = tolerance.1.rsplit(['+', ' ']).next().unwrap();
+        assert!(relative.len() <= 8, "a raw tolerance: {relative}");
+    }
+    assert!(html.contains("·|x|"), "no tolerances shown");
+    assert!(html.contains(" UTC,"), "the start is not a date: {html}");
+    assert!(!html.contains("+00:00"), "a raw timestamp: {html}");
     assert!(html.matches("<table").count() >= 4);
     assert!(html.matches("<svg").count() >= 2, "the plots are inline");
     // Offline: no scripts, no links, no fetched resources; the only URLs are SVG's namespaces.
-    for outside in ["<script", "src=", "href=", "url(", "@import"] {
+    for outside in ["<script", "src=", "url(", "@import"] {
         assert!(!html.contains(outside), "the page has {outside}");
     }
+    // Links only within the page (the contents list).
+    assert_eq!(
+        html.matches("href=").count(),
+        html.matches("href=\"#").count(),
+        "the page links outside itself"
+    );
     let without_namespaces = html
         .replace("http://www.w3.org/2000/svg", "")
         .replace("http://www.w3.org/1999/xlink", "");
@@ -126,6 +156,64 @@ fn load_in_chromium(chromium: &Path, page: &Path, screenshot: &Path, profile: &P
         String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "chromium failed:\n{log}");
     log
+}
+
+/// Chromium's flags for a quiet, offline, headless run with its own profile.
+fn chromium_command(chromium: &Path, profile: &Path, window: &str) -> Command {
+    let mut cmd = Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--window-size={window}"))
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .timeout(Duration::from_secs(120));
+    cmd
+}
+
+/// The first screen of a 1280 x 800 window: where the summary's counts, the claims and the case
+/// table land, measured by Chromium's layout (a copy of the page with a script that writes
+/// the positions into the DOM, read back with --dump-dom), and its screenshot.
+fn first_screen(chromium: &Path, page: &Path, dir: &Path) -> (Vec<i64>, PathBuf) {
+    let probe = dir.join("layout.html");
+    let html = std::fs::read_to_string(page).unwrap();
+    let script = "<script>\n\
+        const box = s => document.querySelector(s).getBoundingClientRect();\n\
+        document.body.setAttribute('data-layout', [box('#summary p.counts').bottom,\n\
+          box('#claims').top, box('#cases').top, window.innerHeight].map(Math.round).join(','));\n\
+        </script>\n</body>";
+    std::fs::write(&probe, html.replace("</body>", script)).unwrap();
+    let out = chromium_command(chromium, &dir.join("profile-layout"), "1280,800")
+        .arg("--dump-dom")
+        .arg(format!("file://{}", probe.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout).to_string();
+    let layout = dom
+        .split("data-layout=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no layout in the dumped DOM:\n{dom}"));
+    let numbers = layout.split(',').map(|n| n.parse().unwrap()).collect();
+    let screenshot = dir.join("first-screen.png");
+    let out = chromium_command(chromium, &dir.join("profile-screen"), "1280,800")
+        .arg(format!("--screenshot={}", screenshot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (numbers, screenshot)
 }
 
 /// Console messages and uncaught errors in Chromium's log.
@@ -197,11 +285,37 @@ fn the_html_report_loads_in_headless_chromium_without_console_errors() {
         "the screenshot has {} colours",
         colours.len()
     );
+    // The summary is in the first screen, the claims begin there, the case table after them.
+    let (layout, first) = first_screen(&chromium, &page, dir.path());
+    let [counts_bottom, claims_top, cases_top, height] = layout[..] else {
+        panic!("{layout:?}")
+    };
+    assert!(
+        counts_bottom > 0 && counts_bottom <= height,
+        "the summary's counts end at {counts_bottom} px, below the first {height} px"
+    );
+    assert!(claims_top < height, "the claims start at {claims_top} px");
+    assert!(
+        cases_top > claims_top,
+        "the case table comes before the claims"
+    );
+    let decoder = png::Decoder::new(std::fs::File::open(&first).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut top = vec![0; reader.output_buffer_size()];
+    let frame = reader.next_frame(&mut top).unwrap();
+    assert_eq!(frame.height, 800, "the first screen's screenshot");
+    let channels = frame.color_type.samples();
+    let inked_top = top[..frame.buffer_size()]
+        .chunks(channels)
+        .filter(|p| p[..3].iter().any(|&c| c < 200))
+        .count();
+    assert!(inked_top > 2000, "the first screen is blank");
     if let Ok(keep) = std::env::var("KBENCH_KEEP_SCREENSHOT") {
         std::fs::copy(&screenshot, keep).unwrap();
     }
     println!(
-        "chromium {}: {inked} of {total} pixels inked, {} colours",
+        "chromium {}: {inked} of {total} pixels inked, {} colours; first screen: counts end at \
+         {counts_bottom} px, claims at {claims_top} px, cases at {cases_top} px of {height} px",
         chromium.display(),
         colours.len()
     );

@@ -167,6 +167,14 @@ fn redact(text: &str, docs: &[&Value], dir: &Path) -> String {
                 text = text.replace(value, &format!("[{name} {k}]"));
             }
         }
+        // The HTML report writes the times for people, to the second: a run's start and end
+        // may read the same.
+        for name in ["started_at", "finished_at"] {
+            if let Some(value) = doc[name].as_str() {
+                let shown = kbench::report::html::human_time(value);
+                text = text.replace(&shown, &format!("[time {k}]"));
+            }
+        }
         let host = env["host"].as_str().unwrap();
         text = text.replace(&format!(">{host}<"), ">[host]<");
     }

@@ -524,7 +524,8 @@ fn gpus_of_identical_hosts_stay_apart_in_merge_report_and_compare() {
         std::fs::write(path, serde_json::to_string(&doc).unwrap()).unwrap();
     }
     let compared = kbench().arg("compare").arg(&base).arg(&new).assert();
-    let text = stdout(&compared);
+    // Lines wider than 80 columns go on 4 spaces in: joined again.
+    let text = stdout(&compared).replace("\n    ", " ");
     let moved: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("moved GPU: "))
@@ -589,7 +590,8 @@ fn report_lists_each_gpu_and_compare_names_the_cases_that_moved() {
         .arg(&base_path)
         .arg(&new_path)
         .assert();
-    let text = stdout(&compared);
+    // Lines wider than 80 columns go on 4 spaces in: joined again.
+    let text = stdout(&compared).replace("\n    ", " ");
     let moved: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("moved GPU: "))

@@ -40,12 +40,20 @@ pub fn check(args: &[String]) -> Exit {
     }
 }
 
-/// `kbench list`: every algorithm with its axes, CPU implementations and kernels.
+/// `kbench list`: every algorithm with its axes, CPU implementations and kernels, wrapped at
+/// the terminal's width (80 columns in a pipe) with hanging indents.
 pub fn list() -> Exit {
+    let width = super::table_width(false);
+    let wrap = crate::report::text::wrap;
+    let mut out = String::new();
     for algorithm in crate::algos::all() {
         let spec = algorithm.spec();
-        outln!("{} ({})", spec.name, spec.title);
-        outln!("  axes:");
+        out.push_str(&wrap(
+            &format!("{} ({})", spec.name, spec.title),
+            width,
+            "    ",
+        ));
+        out.push_str("  axes:\n");
         for axis in spec.axes {
             let default = axis.default.map_or("required".to_string(), |d| {
                 format!("default {}", d.to_param())
@@ -53,14 +61,25 @@ pub fn list() -> Exit {
             let only = axis
                 .only_for
                 .map_or(String::new(), |b| format!(", {b} only"));
-            outln!("    {:<8} {} ({default}{only})", axis.name, axis.doc);
+            let line = format!("    {:<8} {} ({default}{only})", axis.name, axis.doc);
+            out.push_str(&wrap(&line, width, &" ".repeat(13)));
         }
-        outln!("  cpu impls:    {}", spec.cpu_impls.join(", "));
-        outln!(
-            "  cuda kernels: {} (kernels/{})",
-            spec.kernels.join(", "),
-            spec.kernel_file.name
-        );
+        let indent = " ".repeat(16);
+        out.push_str(&wrap(
+            &format!("  cpu impls:    {}", spec.cpu_impls.join(", ")),
+            width,
+            &indent,
+        ));
+        out.push_str(&wrap(
+            &format!(
+                "  cuda kernels: {} (kernels/{})",
+                spec.kernels.join(", "),
+                spec.kernel_file.name
+            ),
+            width,
+            &indent,
+        ));
     }
+    crate::report::style::print(&out);
     Exit::Ok
 }

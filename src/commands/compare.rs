@@ -76,26 +76,33 @@ pub fn compare(args: CompareArgs) -> Exit {
             serde_json::to_string_pretty(&result).expect("comparison serializes")
         );
     } else {
-        match base_paths.as_slice() {
-            [one] => outln!(
-                "comparing {}\nwith the baseline {}",
+        let mut text = match base_paths.as_slice() {
+            [one] => format!(
+                "comparing {}\nwith the baseline {}\n",
                 new_path.display(),
                 one.display()
             ),
             several => {
-                outln!(
-                    "comparing {}\nwith {} baseline runs:",
+                let mut text = format!(
+                    "comparing {}\nwith {} baseline runs:\n",
                     new_path.display(),
                     several.len()
                 );
-                several.iter().for_each(|p| outln!("  {}", p.display()));
+                several
+                    .iter()
+                    .for_each(|p| text.push_str(&format!("  {}\n", p.display())));
+                text
             }
-        }
+        };
         if bases.len() == 1 {
-            outln!("note: one baseline run shows no run-to-run variation, so verdicts rest on");
-            outln!("its samples alone; save 3 or more baseline runs");
+            text.push_str(
+                "note: one baseline run shows no run-to-run variation, so verdicts rest on\n",
+            );
+            text.push_str("its samples alone; save 3 or more baseline runs\n");
         }
-        outln!("{}", compare_table::render(&result, table_width(args.wide)));
+        text.push_str(&compare_table::render(&result, table_width(args.wide)));
+        text.push('\n');
+        crate::report::style::print(&text);
     }
     if result.regressed() {
         Exit::Regressed

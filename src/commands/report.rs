@@ -46,6 +46,8 @@ pub fn report(args: ReportArgs) -> Exit {
     };
     let format = export::find(&args.format).expect("clap checked the format's name");
     match (format.render)(&report) {
+        // Colour only ever on the terminal table, never in a machine or file format.
+        Ok(text) if format.name == "table" => crate::report::style::print(&text),
         Ok(text) => out!("{text}"),
         Err(e) => return bad_input(e),
     }

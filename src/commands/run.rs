@@ -125,6 +125,11 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
     let handler_flag = flag.clone();
     let installed = ctrlc::set_handler(move || {
+        // The bar is wiped first, so neither message is drawn over it nor left under it.
+        if let Some(bar) = ACTIVE_BAR.lock().ok().and_then(|b| b.clone()) {
+            bar.finish_and_clear();
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
         if handler_flag.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
@@ -134,6 +139,16 @@ fn interrupt_flag() -> Arc<AtomicBool> {
         errln!("warning: cannot catch Ctrl-C: {e}");
     }
     flag
+}
+
+/// The running study's bar, for the Ctrl-C handler to clear (it runs on a thread of its own).
+static ACTIVE_BAR: std::sync::Mutex<Option<ProgressBar>> = std::sync::Mutex::new(None);
+
+/// The bar's look: the cases done, the time taken and the time left, then the last finished case
+/// cut to what is left of the terminal's width (`wide_msg`), so the line never wraps.
+fn bar_style() -> ProgressStyle {
+    ProgressStyle::with_template("{bar:20} {pos}/{len} cases, {elapsed} (ETA {eta}) {wide_msg}")
+        .expect("valid template")
 }
 
 /// The session's output on a terminal: results on stdout (tables, or one JSON document per
@@ -174,23 +189,30 @@ impl Progress for Terminal {
 impl Sink for Terminal {
     fn study_started(&self, start: &StudyStart) {
         if !self.json {
-            outln!(
-                "study `{}` ({}): {} to run{} -> {}",
-                start.manifest.study.name,
-                start.manifest.path.display(),
-                count(start.cases, "case", "cases"),
-                on_what(start),
-                start.results_path.display()
+            out!(
+                "{}",
+                crate::report::text::wrap(
+                    &format!(
+                        "study `{}` ({}): {} to run{} -> {}",
+                        start.manifest.study.name,
+                        start.manifest.path.display(),
+                        count(start.cases, "case", "cases"),
+                        on_what(start),
+                        start.results_path.display()
+                    ),
+                    self.width,
+                    "    "
+                )
             );
         }
         let bar = ProgressBar::new(start.cases as u64);
         if self.interactive {
-            bar.set_style(
-                ProgressStyle::with_template("{bar:30} {pos}/{len} cases, {elapsed} {msg}")
-                    .expect("valid template"),
-            );
+            bar.set_style(bar_style());
         } else {
             bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        if let Ok(mut active) = ACTIVE_BAR.lock() {
+            *active = Some(bar.clone());
         }
         *self.bar.borrow_mut() = Some(bar);
     }
@@ -198,6 +220,9 @@ impl Sink for Terminal {
     fn cases_done(&self) {
         if let Some(bar) = self.bar.borrow_mut().take() {
             bar.finish_and_clear();
+        }
+        if let Ok(mut active) = ACTIVE_BAR.lock() {
+            *active = None;
         }
     }
 
@@ -213,10 +238,10 @@ impl Sink for Terminal {
             width: self.width,
             ..*report
         };
-        out!(
-            "{}",
-            export::tables(&on_terminal, case_table::TableStyle::Terminal)
-        );
+        crate::report::style::print(&export::tables(
+            &on_terminal,
+            case_table::TableStyle::Terminal,
+        ));
         outln!("results: {}\n", results_path.display());
     }
 
@@ -253,5 +278,77 @@ pub fn worker() -> Exit {
             errln!("kbench worker: {e:#}");
             Exit::BadInput
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use indicatif::{ProgressBar, ProgressDrawTarget, TermLike};
+
+    /// A terminal of 80 columns that records what is drawn on it.
+    #[derive(Debug, Clone, Default)]
+    struct Recorded(Arc<Mutex<Vec<String>>>);
+
+    impl TermLike for Recorded {
+        fn width(&self) -> u16 {
+            80
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, s: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap().push(s.to_string());
+            Ok(())
+        }
+        fn write_str(&self, s: &str) -> std::io::Result<()> {
+            self.write_line(s)
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_bar_fits_80_columns_and_shows_the_time_left() {
+        let term = Recorded::default();
+        let bar = ProgressBar::with_draw_target(
+            Some(81),
+            ProgressDrawTarget::term_like(Box::new(term.clone())),
+        );
+        bar.set_style(super::bar_style());
+        bar.set_message(format!(
+            "threads {}",
+            "matrix=datasets/bcsstk13.mtx dtype=f64 ".repeat(4)
+        ));
+        bar.inc(27);
+        bar.tick();
+        let drawn = term.0.lock().unwrap().clone();
+        let lines: Vec<&str> = drawn.iter().flat_map(|l| l.lines()).collect();
+        assert!(lines.iter().any(|l| l.contains("27/81 cases")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.contains("ETA")), "{lines:?}");
+        for line in &lines {
+            let width = console_width(line);
+            assert!(width <= 80, "{width} columns: {line}");
+        }
+    }
+
+    fn console_width(line: &str) -> usize {
+        unicode_width::UnicodeWidthStr::width(
+            anstream::adapter::strip_str(line).to_string().as_str(),
+        )
     }
 }

@@ -1,12 +1,15 @@
 //! The terminal table: one row per case (variant x grid point) with the median, its 95% CI,
 //! throughput, % of the measured copy peak, speedup over the baseline variant, and accuracy;
-//! then the reasons for every skipped or failed case.
+//! then the reasons for every skipped or failed case. Rows are in the grid's order whatever
+//! order the cases ran in; on a terminal (not `--wide`, not a file) the rows of a skip reason
+//! that covers `FOLD_SKIPPED_ROWS` cases or more are folded into that reason's line, and every
+//! line fits the width (columns left out, then words wrapped).
 
 use std::collections::BTreeMap;
 
 use tabled::builder::Builder;
 use tabled::settings::object::Columns;
-use tabled::settings::{Alignment, Style};
+use tabled::settings::{Alignment, Style, Width};
 
 use crate::record::{CaseResult, CaseStatus, ResultsDoc, Summary};
 use crate::stats;
@@ -25,35 +28,128 @@ pub fn render(doc: &ResultsDoc, axis_order: &[&str], style: TableStyle) -> Strin
 }
 
 /// The table of every case; with `max_width_chars`, the least needed columns (samples, CI,
-/// % peak, ...) are left out until it fits, and a line says which.
+/// % peak, ...) are left out until it fits, and a line says which. Rows are in the grid's order
+/// (each axis in `axis_order`, the first slowest), whatever order the cases ran in. On a
+/// terminal of limited width (not `--wide`, not a file), the rows of a skip reason that covers
+/// `FOLD_SKIPPED_ROWS` cases or more (every CUDA case on a machine without a GPU) are folded
+/// into its line under the table.
 pub fn render_fitted(
     doc: &ResultsDoc,
     axis_order: &[&str],
     style: TableStyle,
     max_width_chars: Option<usize>,
 ) -> String {
-    let cases = &doc.cases;
-    let axes = SplitAxes::of(cases, axis_order);
-    let mut columns = parameter_columns(cases, &axes.varying);
-    columns.extend(timing_columns(cases));
-    columns.extend(rate_columns(doc));
-    columns.extend(comparison_columns(doc));
+    let cases = grid_order(&doc.cases, axis_order);
+    let folded = match max_width_chars {
+        Some(_) => folded_reasons(&cases),
+        None => Vec::new(),
+    };
+    let shown: Vec<CaseResult> = cases
+        .iter()
+        .filter(|c| !is_folded(c, &folded))
+        .cloned()
+        .collect();
+    let axes = SplitAxes::of(&cases, axis_order);
+    let mut columns = parameter_columns(&shown, &axes.varying);
+    columns.extend(timing_columns(&shown));
+    columns.extend(rate_columns(doc, &shown));
+    columns.extend(comparison_columns(doc, &shown));
     let drawn = draw_columns(columns, style, max_width_chars);
 
-    let mut out = heading(doc, &axes.fixed);
-    out.push_str(&device_lines(doc));
-    if style == TableStyle::Markdown {
-        out.push('\n');
+    let mut out = String::new();
+    let mut lines = heading(doc, &axes.fixed);
+    lines.push_str(&device_lines(doc));
+    match style {
+        TableStyle::Terminal => out.push_str(&lines),
+        // One paragraph each: consecutive lines would run together in markdown.
+        TableStyle::Markdown => lines
+            .lines()
+            .for_each(|l| out.push_str(&format!("{}\n\n", l.trim()))),
     }
     if cases.is_empty() {
         out.push_str("no cases\n");
         return out;
     }
-    out.push_str(&drawn.table);
-    out.push('\n');
+    if !shown.is_empty() {
+        out.push_str(&drawn.table);
+        out.push('\n');
+        // A blank line ends a markdown table: the text after it would be read as more rows.
+        if style == TableStyle::Markdown {
+            out.push('\n');
+        }
+    }
     out.push_str(&drawn.left_out_note());
-    out.push_str(&reasons(cases));
+    out.push_str(&reasons(&cases, &folded, style, max_width_chars));
     out
+}
+
+/// Skip reasons that cover this many cases or more have their rows folded into one line on a
+/// terminal: 54 rows that say `skipped` tell less than one line that says why.
+pub const FOLD_SKIPPED_ROWS: usize = 10;
+
+/// The skip reasons whose rows are folded (see `render_fitted`).
+fn folded_reasons(cases: &[CaseResult]) -> Vec<String> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for case in cases.iter().filter(|c| c.status == CaseStatus::Skipped) {
+        let reason = case.reason.clone().unwrap_or_default();
+        match counts.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((reason, 1)),
+        }
+    }
+    counts
+        .into_iter()
+        .filter(|(_, n)| *n >= FOLD_SKIPPED_ROWS)
+        .map(|(r, _)| r)
+        .collect()
+}
+
+fn is_folded(case: &CaseResult, folded: &[String]) -> bool {
+    case.status == CaseStatus::Skipped && folded.contains(&case.reason.clone().unwrap_or_default())
+}
+
+/// The cases sorted into the grid's order: by each axis of `axis_order` in turn (the first
+/// slowest, as the grid expands), an axis's values ranked as they first appear in the run (the
+/// manifest's order), a case without the axis (a CPU variant has no `block`) first; then by
+/// variant, as they first appear. The plan interleaves variants by their own point lists, so a
+/// CPU variant (fewer points, no `block`) would otherwise run ahead of the CUDA ones.
+fn grid_order(cases: &[CaseResult], axis_order: &[&str]) -> Vec<CaseResult> {
+    let mut ranks: Vec<Vec<&ParamValue>> = vec![Vec::new(); axis_order.len()];
+    let mut variants: Vec<&str> = Vec::new();
+    for case in cases {
+        for (axis, seen) in axis_order.iter().zip(ranks.iter_mut()) {
+            if let Some(v) = case.params.get(*axis) {
+                if !seen.contains(&v) {
+                    seen.push(v);
+                }
+            }
+        }
+        if !variants.contains(&case.variant.as_str()) {
+            variants.push(&case.variant);
+        }
+    }
+    let key = |case: &CaseResult| -> Vec<usize> {
+        let mut key: Vec<usize> = axis_order
+            .iter()
+            .zip(&ranks)
+            .map(|(axis, seen)| {
+                case.params
+                    .get(*axis)
+                    .and_then(|v| seen.iter().position(|s| *s == v))
+                    .map_or(0, |p| p + 1)
+            })
+            .collect();
+        key.push(
+            variants
+                .iter()
+                .position(|v| *v == case.variant)
+                .unwrap_or(0),
+        );
+        key
+    };
+    let mut sorted = cases.to_vec();
+    sorted.sort_by_cached_key(key);
+    sorted
 }
 
 /// The axes of a run, in `axis_order`: those with more than one value get a column; the others
@@ -151,8 +247,7 @@ fn timing_columns(cases: &[CaseResult]) -> Vec<Column> {
 
 /// Throughput: GB/s, GFLOP/s where the work is mostly arithmetic, and % of the measured copy
 /// peak where the run measured one.
-fn rate_columns(doc: &ResultsDoc) -> Vec<Column> {
-    let cases = &doc.cases;
+fn rate_columns(doc: &ResultsDoc, cases: &[CaseResult]) -> Vec<Column> {
     // Work that is mostly arithmetic (Durbin, Pearson's matrix: more flops than bytes) is shown
     // in GFLOP/s too; its GB/s alone would read as nothing.
     let show_gflops = cases
@@ -206,8 +301,7 @@ fn rate_columns(doc: &ResultsDoc) -> Vec<Column> {
 
 /// The speedup over the baseline variant (where the study names one), the sample count, and
 /// the accuracy.
-fn comparison_columns(doc: &ResultsDoc) -> Vec<Column> {
-    let cases = &doc.cases;
+fn comparison_columns(doc: &ResultsDoc, cases: &[CaseResult]) -> Vec<Column> {
     let mut columns = Vec::new();
     if let Some(baseline) = &doc.manifest.baseline {
         columns.push(
@@ -215,7 +309,9 @@ fn comparison_columns(doc: &ResultsDoc) -> Vec<Column> {
                 "speedup",
                 cases
                     .iter()
-                    .map(|c| speedup(c, baseline, cases).map_or("-".into(), |s| format!("{s:.2}x")))
+                    .map(|c| {
+                        speedup(c, baseline, &doc.cases).map_or("-".into(), |s| format!("{s:.2}x"))
+                    })
                     .collect(),
             )
             .numeric()
@@ -379,9 +475,13 @@ impl Drawn {
     /// `(left out to fit 80 columns: samples, 95% CI; --wide shows them)`, or nothing.
     pub fn left_out_note(&self) -> String {
         match (self.left_out.is_empty(), self.max_width_chars) {
-            (false, Some(width)) => format!(
-                "(left out to fit {width} columns: {}; --wide shows them)\n",
-                self.left_out.join(", ")
+            (false, Some(width)) => crate::report::text::wrap(
+                &format!(
+                    "(left out to fit {width} columns: {}; --wide shows them)",
+                    self.left_out.join(", ")
+                ),
+                Some(width),
+                " ",
             ),
             _ => String::new(),
         }
@@ -389,7 +489,8 @@ impl Drawn {
 }
 
 /// Draws `columns` in `style`; with `max_width_chars`, leaves out droppable columns, lowest rank
-/// first, until the table fits (or none is left to drop).
+/// first, until the table fits; if none is left to drop and it is still too wide, the widest
+/// column of words (a case's parameters, a label) is wrapped at its spaces to fit.
 pub fn draw_columns(
     mut columns: Vec<Column>,
     style: TableStyle,
@@ -397,15 +498,24 @@ pub fn draw_columns(
 ) -> Drawn {
     let mut left_out = Vec::new();
     loop {
-        let table = build_table(&columns, style);
+        let mut table = build_table(&columns, style);
         let fits = max_width_chars.is_none_or(|w| table.total_width() <= w);
         let lowest = columns
             .iter()
             .enumerate()
             .filter_map(|(i, c)| Some((c.drop_rank?, i)))
             .min();
-        match lowest {
-            Some((_, i)) if !fits => left_out.push(columns.remove(i).header),
+        match (lowest, max_width_chars) {
+            (Some((_, i)), _) if !fits => left_out.push(columns.remove(i).header),
+            (_, Some(width)) if !fits && style == TableStyle::Terminal => {
+                let overflow = table.total_width() - width;
+                wrap_widest_words(&mut table, &columns, overflow);
+                return Drawn {
+                    table: table.to_string(),
+                    left_out,
+                    max_width_chars,
+                };
+            }
             _ => {
                 return Drawn {
                     table: table.to_string(),
@@ -414,6 +524,36 @@ pub fn draw_columns(
                 }
             }
         }
+    }
+}
+
+/// Narrows the widest left-aligned column holding spaces by `overflow` columns, wrapping its
+/// cells at word boundaries (a word is never cut unless it alone is wider than the column).
+fn wrap_widest_words(table: &mut tabled::Table, columns: &[Column], overflow: usize) {
+    let width_of = |c: &Column| {
+        std::iter::once(&c.header)
+            .chain(&c.cells)
+            .map(|t| unicode_width::UnicodeWidthStr::width(t.as_str()))
+            .max()
+            .unwrap_or(0)
+    };
+    let widest = columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.right_aligned && c.cells.iter().any(|t| t.contains(' ')))
+        .max_by_key(|(_, c)| width_of(c));
+    if let Some((i, column)) = widest {
+        let longest_word = std::iter::once(&column.header)
+            .chain(&column.cells)
+            .flat_map(|t| t.split(' '))
+            .map(unicode_width::UnicodeWidthStr::width)
+            .max()
+            .unwrap_or(1);
+        let target = width_of(column)
+            .saturating_sub(overflow)
+            .max(longest_word)
+            .max(1);
+        table.modify(Columns::one(i), Width::wrap(target).keep_words(true));
     }
 }
 
@@ -561,8 +701,14 @@ fn accuracy_cell(case: &CaseResult) -> String {
     }
 }
 
-/// One line per distinct reason, with the cases it covers.
-fn reasons(cases: &[CaseResult]) -> String {
+/// One line per distinct reason, with the cases it covers (or their count, where their rows are
+/// folded), wrapped at `width` with a hanging indent.
+fn reasons(
+    cases: &[CaseResult],
+    folded: &[String],
+    style: TableStyle,
+    width: Option<usize>,
+) -> String {
     let mut by_reason: Vec<(String, Vec<String>)> = Vec::new();
     for case in cases {
         let Some(reason) = &case.reason else { continue };
@@ -581,13 +727,33 @@ fn reasons(cases: &[CaseResult]) -> String {
     }
     let mut out = String::new();
     for (reason, list) in by_reason {
-        let shown: Vec<&str> = list.iter().take(6).map(String::as_str).collect();
-        let more = if list.len() > 6 {
-            format!(" and {} more", list.len() - 6)
+        let is_folded = folded.iter().any(|f| reason == format!("skipped: {f}"));
+        let who = if is_folded {
+            format!(
+                "({} cases, not listed in the table: --wide lists them)",
+                list.len()
+            )
         } else {
-            String::new()
+            let shown: Vec<&str> = list.iter().take(6).map(String::as_str).collect();
+            let more = if list.len() > 6 {
+                format!(" and {} more", list.len() - 6)
+            } else {
+                String::new()
+            };
+            format!("({}{more})", shown.join(", "))
         };
-        out.push_str(&format!("{reason}\n    ({}{more})\n", shown.join(", ")));
+        match style {
+            TableStyle::Terminal => {
+                out.push_str(&crate::report::text::wrap(&reason, width, "    "));
+                out.push_str(&crate::report::text::wrap(
+                    &format!("    {who}"),
+                    width,
+                    "    ",
+                ));
+            }
+            // A paragraph of its own (an indented line after a blank one would be code).
+            TableStyle::Markdown => out.push_str(&format!("{reason} {who}\n\n")),
+        }
     }
     out
 }
@@ -654,12 +820,23 @@ mod tests {
             "{}",
             narrow.table
         );
-        assert!(narrow
-            .left_out_note()
-            .contains("fit 50 columns: first out, second out"));
-        // Nothing left to drop: drawn anyway, wider than asked.
-        let tight = draw_columns(columns(), TableStyle::Terminal, Some(10));
+        let note = narrow.left_out_note();
+        assert!(note.lines().all(|l| l.chars().count() <= 50), "{note}");
+        assert!(
+            note.replace("\n ", " ")
+                .contains("fit 50 columns: first out, second out"),
+            "{note}"
+        );
+        // Nothing left to drop: the column of words is wrapped at its spaces, no word cut.
+        let tight = draw_columns(columns(), TableStyle::Terminal, Some(20));
         assert_eq!(tight.left_out.len(), 3);
-        assert!(tight.table.contains("a long variant name"));
+        assert!(
+            tight.table.lines().all(|l| l.chars().count() <= 20),
+            "{}",
+            tight.table
+        );
+        for word in ["long", "variant", "name"] {
+            assert!(tight.table.contains(word), "{}", tight.table);
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::compare::{CaseComparison, Comparison, Verdict};
 use crate::report::case_table::{draw_columns, format_seconds, Column, TableStyle};
+use crate::report::text::wrap;
 
 /// The verdicts of the compared cases (and new failures) as a table that fits `max_width_chars`,
 /// then one line for the cases not compared, counted by reason.
@@ -43,10 +44,10 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
         })
         .numeric()
         .droppable(1),
+        // In capitals, as the claims' verdicts, so each stands out (and is coloured).
         column("verdict", &|c| match c.verdict {
-            Verdict::Slower => "SLOWER".into(),
             Verdict::NewFailure => "NEW FAILURE".into(),
-            v => format!("{v:?}").to_lowercase(),
+            v => format!("{v:?}").to_uppercase(),
         }),
     ];
     let mut out = String::new();
@@ -58,13 +59,15 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
         out.push('\n');
         out.push_str(&drawn.left_out_note());
     }
+    // The lines below the table wrap at the table's width, continued 4 spaces in.
+    let line = |text: String| wrap(&text, max_width_chars, "    ");
     for c in shown.iter().filter(|c| c.verdict == Verdict::NewFailure) {
-        out.push_str(&format!(
-            "new failure: {} {}: {}\n",
+        out.push_str(&line(format!(
+            "new failure: {} {}: {}",
             c.variant,
             c.params,
             c.note.as_deref().unwrap_or("no reason recorded")
-        ));
+        )));
     }
     out.push_str(&format!(
         "\n{} slower, {} faster, {} same, {} inconclusive, {} new failures, {} not compared\n(min effect {:.1}%, false-discovery rate {:.0}%)\n",
@@ -96,13 +99,13 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
             .iter()
             .map(|(count, reason)| format!("{count} {reason}"))
             .collect();
-        out.push_str(&format!("not compared: {}\n", parts.join("; ")));
+        out.push_str(&line(format!("not compared: {}", parts.join("; "))));
     }
     // Same-model GPUs differ by a few percent: a case that moved is judged with that allowed.
     for c in &result.cases {
         if let Some(moved) = &c.moved {
-            out.push_str(&format!(
-                "moved GPU: {} {}: from {} to {}{}\n",
+            out.push_str(&line(format!(
+                "moved GPU: {} {}: from {} to {}{}",
                 c.variant,
                 c.params,
                 moved.from.join(", "),
@@ -114,14 +117,14 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
                         (r - 1.0) * 100.0
                     )
                 )
-            ));
+            )));
         }
     }
     for key in &result.only_in_baseline {
-        out.push_str(&format!("only in the baseline: {key}\n"));
+        out.push_str(&line(format!("only in the baseline: {key}")));
     }
     for key in &result.only_in_new {
-        out.push_str(&format!("only in the new run: {key}\n"));
+        out.push_str(&line(format!("only in the new run: {key}")));
     }
     out
 }

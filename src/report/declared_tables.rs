@@ -7,8 +7,9 @@ use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style, Width};
 
 use super::case_table::{format_seconds, TableStyle};
+pub use super::text::wrap;
 use crate::claims;
-use crate::manifest::{selected, Quantity, TableSpec};
+use crate::manifest::{selected, Quantity, TableSpec, Unit};
 use crate::record::{CaseResult, CaseStatus, ClaimStatus, ClaimVerdict, ResultsDoc};
 use crate::vocab::{Backend, ParamValue};
 
@@ -31,9 +32,10 @@ pub fn render(
             grid.columns
                 .iter()
                 .map(|c| {
-                    reference.values.get(c).map_or(String::new(), |v| {
-                        format_value(table.value, reference.unit.to_base(*v))
-                    })
+                    reference
+                        .values
+                        .get(c)
+                        .map_or(String::new(), |v| published(*v, reference.unit))
                 })
                 .collect(),
         );
@@ -122,58 +124,56 @@ pub fn render(
         }
         out.push_str(&draw(part.clone(), label_max).to_string());
         out.push('\n');
+        // A blank line ends a markdown table: the notes after it would be read as more rows.
+        if style == TableStyle::Markdown {
+            out.push('\n');
+        }
     }
     for reference in &table.references {
         let line = format!(
             "  {}: {} (in {})",
             reference.label, reference.source, reference.unit
         );
-        out.push_str(&wrap(&line, width, "    "));
+        match style {
+            TableStyle::Terminal => out.push_str(&wrap(&line, width, "    ")),
+            // A paragraph each: consecutive lines would run together.
+            TableStyle::Markdown => out.push_str(&format!("{}\n\n", line.trim())),
+        }
     }
     out
 }
 
-/// `text` as lines of at most `width` characters (None: one line), broken at spaces, each line
-/// after the first starting with `indent`; the spaces within a line are kept, and a word longer
-/// than a line is left whole.
-pub fn wrap(text: &str, width: Option<usize>, indent: &str) -> String {
-    let Some(width) = width else {
-        return format!("{text}\n");
+/// A published figure as the manifest gives it, in its unit: a published 4.2383 ms reads
+/// `4.2383 ms` (Rust's shortest text that reads back as the same number), not rounded to
+/// kbench's own digits nor turned into seconds.
+pub fn published(value: f64, unit: Unit) -> String {
+    match unit {
+        Unit::S | Unit::Ms | Unit::Ns => format!("{value} {unit}"),
+        Unit::Us => format!("{value} µs"),
+        Unit::Percent => format!("{value}%"),
+        Unit::Times => format!("{value}x"),
+        Unit::GbPerS | Unit::GflopPerS | Unit::Plain => format!("{value}"),
+    }
+}
+
+/// A published figure in kbench's base unit (seconds for a time), as text in exponent form,
+/// converted by moving the decimal point rather than by multiplying: 4.2383 ms is `4.2383e-3`,
+/// where `4.2383 * 1e-3` would be 4.2382999999999995e-3.
+pub fn published_in_base_unit(value: f64, unit: Unit) -> String {
+    let shift = match unit {
+        Unit::Ms => -3,
+        Unit::Us => -6,
+        Unit::Ns => -9,
+        _ => 0,
     };
-    // Each word with the spaces before it.
-    let mut pieces: Vec<(String, String)> = Vec::new();
-    let mut spaces = String::new();
-    let mut word = String::new();
-    for c in text.chars() {
-        if c == ' ' {
-            if !word.is_empty() {
-                pieces.push((std::mem::take(&mut spaces), std::mem::take(&mut word)));
-            }
-            spaces.push(c);
-        } else {
-            word.push(c);
+    let text = format!("{value:e}");
+    match text.split_once('e') {
+        Some((mantissa, exponent)) if value.is_finite() && value != 0.0 => {
+            let exponent: i32 = exponent.parse().expect("Rust writes an integer exponent");
+            format!("{mantissa}e{}", exponent + shift)
         }
+        _ => text,
     }
-    pieces.push((spaces, word));
-    let mut out = String::new();
-    let mut line = String::new();
-    let mut len = 0;
-    for (k, (spaces, word)) in pieces.into_iter().enumerate() {
-        let grown = len + spaces.chars().count() + word.chars().count();
-        if k > 0 && grown > width && len > indent.chars().count() {
-            out.push_str(line.trim_end());
-            out.push('\n');
-            line = format!("{indent}{word}");
-            len = indent.chars().count() + word.chars().count();
-        } else {
-            line.push_str(&spaces);
-            line.push_str(&word);
-            len = grown;
-        }
-    }
-    out.push_str(line.trim_end());
-    out.push('\n');
-    out
 }
 
 /// One declared table as CSV: a row per cell, values in kbench's base units (seconds, GB/s, %).
@@ -189,7 +189,7 @@ pub fn render_csv(table: &TableSpec, doc: &ResultsDoc) -> anyhow::Result<String>
                 column.as_str(),
                 reference.source.as_str(),
                 table.value.name(),
-                &format!("{:e}", reference.unit.to_base(*v)),
+                &published_in_base_unit(*v, reference.unit),
             ])?;
         }
     }
@@ -391,28 +391,5 @@ fn describe_value(table: &TableSpec) -> String {
             })
             .collect();
         format!("{what}; {}", chosen.join(", "))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::wrap;
-
-    #[test]
-    fn wrapping_breaks_at_spaces_and_keeps_the_spaces_within_a_line() {
-        assert_eq!(wrap("a  b c", None, "  "), "a  b c\n");
-        assert_eq!(
-            wrap("  HOLDS   \"x y\"", Some(80), "    "),
-            "  HOLDS   \"x y\"\n"
-        );
-        assert_eq!(
-            wrap("  one two three four", Some(12), "    "),
-            "  one two\n    three\n    four\n"
-        );
-        // A word longer than a line stays whole, on its own line.
-        assert_eq!(
-            wrap("ab averyveryverylongword cd", Some(8), ""),
-            "ab\naveryveryverylongword\ncd\n"
-        );
     }
 }

@@ -1,6 +1,9 @@
 //! The HTML report: one self-contained file (no scripts, no external URLs: readable offline and
-//! attachable to a CI run) with the study, the environment, every case, the manifest's tables,
-//! the claims' verdicts, the plots as inline SVG, and each output's accuracy. The tables are the
+//! attachable to a CI run). First what a reader needs at a glance, in the first screen: a
+//! summary (warnings such as NOT MEASURED, the counts of cases and claims), the claims' verdicts
+//! and the manifest's tables; then a contents list; then every case, the plots as inline SVG,
+//! each output's accuracy and the environment. Numbers are written for people (`7.54e-6`,
+//! dates as `2026-01-01 12:00:00 UTC`); the JSON keeps them whole. The tables are the
 //! markdown that `case_table` and `declared_tables` draw, turned into HTML tables, so their columns are decided
 //! in one place.
 
@@ -10,7 +13,7 @@ use anyhow::Result;
 
 use super::format::{Format, Report};
 use super::{case_table, declared_tables, plots};
-use crate::record::ResultsDoc;
+use crate::record::{CaseStatus, ClaimStatus, ResultsDoc};
 use crate::vocab::describe_params;
 
 pub const FORMAT: Format = Format {
@@ -32,6 +35,8 @@ figure { margin: 1em 0; }
 figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 .refuted, .failed { color: #b00020; font-weight: bold; }
 .holds, .passed { color: #1b7f3b; }
+p.warning { background: #fff4e5; border-left: 4px solid #e67e00; padding: 0.4em 0.8em; font-weight: bold; }
+nav ul { columns: 3; margin: 0.3em 0; }
 ";
 
 fn render(report: &Report) -> Result<String> {
@@ -56,23 +61,32 @@ fn render(report: &Report) -> Result<String> {
         "<p>algorithm <code>{}</code>, seed {}; started {}, {}; {} of {} planned cases.</p>",
         escape(&doc.study.algorithm),
         doc.study.seed,
-        escape(&doc.started_at),
+        escape(&human_time(&doc.started_at)),
         match &doc.finished_at {
-            Some(t) => format!("finished {}", escape(t)),
+            Some(t) => format!("finished {}", escape(&human_time(t))),
             None => "not finished".into(),
         },
         doc.cases.len(),
         doc.planned_cases
     )?;
 
-    page.push_str("<h2>Cases</h2>\n");
-    page.push_str(&markdown_to_html(&case_table::render(
-        doc,
-        &axes,
-        case_table::TableStyle::Markdown,
-    )));
+    // What a reader needs first, in the first screen: warnings, the counts, the claims' verdicts
+    // and the declared tables; then the contents; then every case and the rest.
+    let mut sections: Vec<(&str, &str)> = vec![("summary", "Summary")];
+    page.push_str("<section id=\"summary\">\n<h2>Summary</h2>\n");
+    page.push_str(&summary(doc));
+    if !doc.claims.is_empty() {
+        sections.push(("claims", "Claims"));
+        page.push_str("<h2 id=\"claims\">Claims</h2>\n");
+        page.push_str(&markdown_to_html(&declared_tables::render_claims(
+            &doc.claims,
+            case_table::TableStyle::Markdown,
+            None,
+        )));
+    }
     if !report.manifest.tables.is_empty() {
-        page.push_str("<h2>Tables</h2>\n");
+        sections.push(("tables", "Tables"));
+        page.push_str("<h2 id=\"tables\">Tables</h2>\n");
         for t in &report.manifest.tables {
             page.push_str(&markdown_to_html(&declared_tables::render(
                 t,
@@ -82,17 +96,30 @@ fn render(report: &Report) -> Result<String> {
             )));
         }
     }
-    if !doc.claims.is_empty() {
-        page.push_str("<h2>Claims</h2>\n");
-        page.push_str(&markdown_to_html(&declared_tables::render_claims(
-            &doc.claims,
-            case_table::TableStyle::Markdown,
-            None,
-        )));
+    page.push_str("</section>\n");
+    let plots = inline_plots(doc, &axes);
+    let accuracy = accuracy(doc);
+    sections.push(("cases", "Cases"));
+    sections.push(("plots", "Plots"));
+    if !accuracy.is_empty() {
+        sections.push(("accuracy", "Accuracy"));
     }
-    page.push_str("<h2>Plots</h2>\n");
-    page.push_str(&inline_plots(doc, &axes));
-    page.push_str(&accuracy(doc));
+    sections.push(("environment", "Environment"));
+    page.push_str("<nav id=\"contents\">\n<h2>Contents</h2>\n<ul>\n");
+    for (id, name) in &sections {
+        let _ = writeln!(page, "<li><a href=\"#{id}\">{name}</a></li>");
+    }
+    page.push_str("</ul>\n</nav>\n");
+
+    page.push_str("<h2 id=\"cases\">Cases</h2>\n");
+    page.push_str(&markdown_to_html(&case_table::render(
+        doc,
+        &axes,
+        case_table::TableStyle::Markdown,
+    )));
+    page.push_str("<h2 id=\"plots\">Plots</h2>\n");
+    page.push_str(&plots);
+    page.push_str(&accuracy);
     page.push_str(&environment(doc));
     writeln!(
         page,
@@ -101,6 +128,74 @@ fn render(report: &Report) -> Result<String> {
         escape(&doc.manifest.path)
     )?;
     Ok(page)
+}
+
+/// The summary's warnings (figures not measured, no GPU, a run not finished) and counts: cases
+/// by status, claims by verdict.
+fn summary(doc: &ResultsDoc) -> String {
+    let mut out = String::new();
+    let mut warnings: Vec<String> = Vec::new();
+    if let Some(mock) = doc
+        .environment
+        .device
+        .as_ref()
+        .and_then(|d| d.mock.as_ref())
+    {
+        warnings.push(format!(
+            "NOT MEASURED: the GPU figures come from a mock device, not a GPU ({mock})"
+        ));
+    }
+    if let Some(why) = &doc.environment.gpu_unavailable {
+        warnings.push(format!("no GPU: {why}"));
+    }
+    if doc.finished_at.is_none() {
+        warnings.push(format!(
+            "not finished: {} of {} planned cases ran (kbench run --resume finishes it)",
+            doc.cases.len(),
+            doc.planned_cases
+        ));
+    }
+    for w in &warnings {
+        let _ = writeln!(out, "<p class=\"warning\">{}</p>", escape(w));
+    }
+    let count = |status: CaseStatus| doc.cases.iter().filter(|c| c.status == status).count();
+    let _ = writeln!(
+        out,
+        "<p class=\"counts\">{} cases: <span class=\"passed\">{} passed</span>, <span class=\"{}\">{} failed</span>, {} skipped.</p>",
+        doc.cases.len(),
+        count(CaseStatus::Passed),
+        if doc.cases.iter().any(|c| c.failed()) { "failed" } else { "none" },
+        doc.cases.iter().filter(|c| c.failed()).count(),
+        count(CaseStatus::Skipped),
+    );
+    if !doc.claims.is_empty() {
+        let claims = |status: ClaimStatus| doc.claims.iter().filter(|v| v.status == status).count();
+        let _ = writeln!(
+            out,
+            "<p class=\"counts\">{}: <span class=\"holds\">{} hold</span>, <span class=\"{}\">{} refuted</span>, {} inconclusive.</p>",
+            match doc.claims.len() {
+                1 => "1 claim".to_string(),
+                n => format!("{n} claims"),
+            },
+            claims(ClaimStatus::Holds),
+            if claims(ClaimStatus::Refuted) > 0 { "refuted" } else { "none" },
+            claims(ClaimStatus::Refuted),
+            claims(ClaimStatus::Inconclusive),
+        );
+    }
+    out
+}
+
+/// An RFC 3339 timestamp (`2026-01-01T12:00:00.123456789+00:00`) as a reader wants it:
+/// `2026-01-01 12:00:00 UTC`; text that is not one is shown as it is.
+pub fn human_time(rfc3339: &str) -> String {
+    match chrono::DateTime::parse_from_rfc3339(rfc3339) {
+        Ok(t) => t
+            .with_timezone(&chrono::Utc)
+            .format("%Y-%m-%d %H:%M:%S UTC")
+            .to_string(),
+        Err(_) => rfc3339.to_string(),
+    }
 }
 
 /// Each output of each case against its reference.
@@ -117,14 +212,14 @@ fn accuracy(doc: &ResultsDoc) -> String {
             let _ = writeln!(
                 rows,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{verdict}</td>\
-                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{:e} + {:e}·|x|</td><td class=\"num\">{} of {}{}</td></tr>",
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{} + {}·|x|</td><td class=\"num\">{} of {}{}</td></tr>",
                 escape(&case.variant),
                 escape(&describe_params(&case.params)),
                 escape(&output.name),
                 number(a.max_rel_err),
                 number(a.max_abs_err),
-                a.tolerance.abs,
-                a.tolerance.rel,
+                short(a.tolerance.abs),
+                short(a.tolerance.rel),
                 a.wrong_elements,
                 a.elements,
                 a.subset_of
@@ -136,9 +231,19 @@ fn accuracy(doc: &ResultsDoc) -> String {
         return String::new();
     }
     format!(
-        "<h2>Accuracy</h2>\n<table>\n<tr><th>variant</th><th>case</th><th>output</th><th>check</th>\
+        "<h2 id=\"accuracy\">Accuracy</h2>\n<table>\n<tr><th>variant</th><th>case</th><th>output</th><th>check</th>\
          <th>max rel err</th><th>max abs err</th><th>tolerance</th><th>wrong elements</th></tr>\n{rows}</table>\n"
     )
+}
+
+/// A tolerance for people: three significant digits, `0` for none (`7.54e-6`, not
+/// `7.539457464619587e-6`).
+fn short(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else {
+        number(x)
+    }
 }
 
 fn number(x: f64) -> String {
@@ -242,7 +347,7 @@ fn environment(doc: &ResultsDoc) -> String {
             m.timeout_s
         ),
     ));
-    let mut out = String::from("<h2>Environment</h2>\n<table class=\"kv\">\n");
+    let mut out = String::from("<h2 id=\"environment\">Environment</h2>\n<table class=\"kv\">\n");
     for (key, value) in rows {
         let _ = writeln!(
             out,
@@ -262,7 +367,13 @@ fn markdown_to_html(markdown: &str) -> String {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut notes: Vec<&str> = Vec::new();
     let flush_notes = |notes: &mut Vec<&str>, out: &mut String| {
-        let text = notes.join("\n");
+        // Blank lines part markdown's paragraphs; in a note they are just space.
+        let text = notes
+            .iter()
+            .filter(|l| !l.trim().is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n");
         if !text.trim().is_empty() {
             let _ = writeln!(
                 out,

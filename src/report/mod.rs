@@ -2,7 +2,8 @@
 //! tables and claims a manifest declares, plots, and the formats `export` lists (JSON, the CI
 //! dashboards' Bencher, github-action-benchmark and PyTorch OSS benchmark formats, an HTML
 //! page); and the tables of two other commands, `compare`'s verdicts (`compare_table`) and
-//! `kernels`' ptxas report (`ptxas`).
+//! `kernels`' ptxas report (`ptxas`); colour on the terminal (`style`) and text wrapped to its
+//! width (`text`).
 
 pub mod bmf;
 pub mod case_table;
@@ -15,3 +16,5 @@ pub mod html;
 pub mod plots;
 pub mod ptxas;
 pub mod pytorch;
+pub mod style;
+pub mod text;

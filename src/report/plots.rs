@@ -3,7 +3,9 @@
 //! bars, speedup over the baseline variant, and throughput as % of the measured copy peak.
 //!
 //! The x axis is the first integer axis with more than one value (usually `n`); one series per
-//! variant, and one chart per combination of the other axes that vary (dtype, block, ...).
+//! variant, and one chart per combination of the other axes that vary (dtype, block, ...). A
+//! study without such an axis (its sizes are matrices' names, say) gets one bar chart instead:
+//! a bar per measured case, labelled by its variant and parameters, with its 95% CI.
 
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -84,8 +86,13 @@ pub fn write_plots(doc: &ResultsDoc, axis_order: &[&str], dir: &Path) -> Result<
         }
     });
     let measured: Vec<&CaseResult> = doc.cases.iter().filter(|c| c.summary.is_some()).collect();
+    if measured.is_empty() {
+        bail!("no case was measured: nothing to plot");
+    }
     let Some(x_axis) = x_axis(&measured, axis_order) else {
-        bail!("no integer axis varies across the measured cases: nothing to plot against");
+        // Nothing numeric to plot against (symgs's matrices, dtypes): a bar per case.
+        std::fs::create_dir_all(dir)?;
+        return write_case_bars(doc, &measured, dir);
     };
     let facet_axes: Vec<&str> = axis_order
         .iter()
@@ -420,6 +427,107 @@ where
             .map_err(e)?);
     } else {
         plot_on!(builder.build_cartesian_2d(x_range, y_lo..y_hi).map_err(e)?);
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// One horizontal bar per measured case (`time-cases.svg` and `.png`): its median time, the
+/// 95% CI as a line across the bar's end, coloured by variant, labelled by variant and
+/// parameters; for a study with no integer axis to plot against.
+fn write_case_bars(doc: &ResultsDoc, measured: &[&CaseResult], dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut variants: Vec<&str> = Vec::new();
+    let mut bars: Vec<(String, usize, f64, (f64, f64))> = Vec::new();
+    for c in measured {
+        let Some(s) = &c.summary else { continue };
+        if !variants.contains(&c.variant.as_str()) {
+            variants.push(&c.variant);
+        }
+        let colour = variants.iter().position(|v| *v == c.variant).unwrap_or(0);
+        let label = format!("{} {}", c.variant, crate::vocab::describe_params(&c.params));
+        bars.push((
+            label.trim_end().to_string(),
+            colour,
+            s.median_s,
+            s.median_ci95_s,
+        ));
+    }
+    let title = format!("{}: median time per case (lines: 95% CI)", doc.study.name);
+    // Tall enough for every label: 22 pixels a bar.
+    let height_px = SIZE_PX.1.max(120 + 22 * bars.len() as u32);
+    let svg = dir.join("time-cases.svg");
+    draw_bars(
+        SVGBackend::new(&svg, (SIZE_PX.0, height_px)).into_drawing_area(),
+        &title,
+        &bars,
+    )?;
+    let png = dir.join("time-cases.png");
+    draw_bars(
+        BitMapBackend::new(&png, (SIZE_PX.0, height_px)).into_drawing_area(),
+        &title,
+        &bars,
+    )?;
+    Ok(vec![svg, png])
+}
+
+/// Draws `bars` (label, colour index, median s, CI s) top to bottom on a linear time axis.
+fn draw_bars<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    bars: &[(String, usize, f64, (f64, f64))],
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing the case bars: {e:?}");
+    root.fill(&WHITE).map_err(e)?;
+    let x_max = bars
+        .iter()
+        .map(|b| b.3 .1.max(b.2))
+        .fold(0.0f64, f64::max)
+        .max(f64::MIN_POSITIVE)
+        * 1.1;
+    let count = bars.len() as f64;
+    // Bars top to bottom in the run's order: row k sits at y = count - k.
+    let label_of = |y: &f64| {
+        // Ticks fall on whole rows (one a row is asked for, so their step is 1).
+        let k = (count - y).round();
+        if (y - y.round()).abs() < 1e-6 && (0.0..count).contains(&k) {
+            bars[k as usize].0.clone()
+        } else {
+            String::new()
+        }
+    };
+
+    let mut ctx = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(420)
+        .build_cartesian_2d(0.0..x_max, 0.0..count + 0.5)
+        .map_err(e)?;
+    ctx.configure_mesh()
+        .x_desc("median time")
+        .label_style(("sans-serif", 14))
+        .x_label_formatter(&|v| seconds_tick(*v))
+        .y_labels(bars.len() + 1)
+        .y_label_formatter(&label_of)
+        .disable_y_mesh()
+        .draw()
+        .map_err(e)?;
+    for (k, (_, colour, median, (lo, hi))) in bars.iter().enumerate() {
+        let y = count - k as f64;
+        let color = COLORS[colour % COLORS.len()];
+        ctx.draw_series([Rectangle::new(
+            [(0.0, y - 0.35), (*median, y + 0.35)],
+            color.filled(),
+        )])
+        .map_err(e)?;
+        ctx.draw_series([PathElement::new(
+            [(*lo, y), (*hi, y)],
+            BLACK.stroke_width(2),
+        )])
+        .map_err(e)?;
     }
     root.present().map_err(e)?;
     Ok(())

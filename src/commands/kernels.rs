@@ -80,7 +80,10 @@ pub fn kernels(args: KernelsArgs) -> Exit {
         outln!("ptxas not found (pass --ptxas or put it on PATH): no register/spill report");
         return Exit::Ok;
     }
-    out!("{}", ptxas_table::render(&reports, super::table_width(false)));
+    out!(
+        "{}",
+        ptxas_table::render(&reports, super::table_width(false))
+    );
     Exit::Ok
 }
 

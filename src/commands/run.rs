@@ -133,7 +133,7 @@ fn interrupt_flag() -> Arc<AtomicBool> {
         if handler_flag.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        errln!("\ninterrupt: abandoning the current case, then stopping (again to quit now)");
+        errln!("interrupt: abandoning the current case, then stopping (again to quit now)");
     });
     if let Err(e) = installed {
         errln!("warning: cannot catch Ctrl-C: {e}");

@@ -40,12 +40,13 @@ extern "C" __global__ void copy_scratch_over(const float* x, float* y, float* s,
   if (i < 2) s[n + i] = 7.0f;
 }
 extern "C" __global__ void copy_race(const float* x, float* y, float* s, int n) {
-  // Thread 0 writes `flag` while the other warps read it, with no barrier between: a race
-  // racecheck reports, though the value read never changes the answer.
-  __shared__ float flag;
-  if (threadIdx.x == 0) flag = 1.0f;
+  // Each thread writes its slot of `slots` and reads the slot of a thread a warp ahead, with no
+  // barrier between: a race racecheck reports, though the value read never changes the answer.
+  __shared__ float slots[256];
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] + (flag == 12345.0f ? 1.0f : 0.0f);
+  slots[threadIdx.x] = (i < n) ? x[i] : 0.0f;
+  float ahead = slots[(threadIdx.x + 32) % blockDim.x];
+  if (i < n) y[i] = x[i] + (ahead == 12345.0f ? 1.0f : 0.0f);
 }
 "#;
 

@@ -27,6 +27,7 @@ pub mod env;
 pub mod exit;
 pub mod expr;
 pub mod grid;
+pub mod input_file;
 pub mod json_schema;
 pub mod manifest;
 pub mod measure;

@@ -277,7 +277,9 @@ fn read_output(
 /// float, signed or unsigned integer dtype of either byte order. The error reads after the
 /// file's name ("is not a .npy file: ...").
 pub fn read_npy_f64(path: &Path) -> Result<Vec<f64>, String> {
-    let file = fs::File::open(path).map_err(|e| format!("cannot be opened: {e}"))?;
+    // A FIFO or device the command left in place of its output must not block or fill memory.
+    let file = crate::input_file::open_regular_file(path, "a reference output")
+        .map_err(|e| format!("cannot be read: {e}"))?;
     let npy = npyz::NpyFile::new(std::io::BufReader::new(file))
         .map_err(|e| format!("is not a .npy file: {e}"))?;
     let shape = npy.shape().to_vec();

@@ -405,7 +405,9 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
 
 /// A `.npy` file's values, which must be `len` elements of `dtype`.
 pub fn read_npy(path: &PathBuf, dtype: DType, len: usize) -> Result<HostData> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // The data and a header of at most a few KiB: anything longer is not this array.
+    let max_bytes = (len as u64).saturating_mul(8).saturating_add(1 << 20);
+    let bytes = crate::input_file::read_regular_file(path, "a .npy file", max_bytes)?;
     let npy = npyz::NpyFile::new(&bytes[..])
         .with_context(|| format!("{} is not a .npy file", path.display()))?;
     let data = match dtype {

@@ -379,15 +379,22 @@ impl MatrixSource {
         }
     }
 
+    /// Refuses a generator whose matrix would pass the 32-bit indices of CSR here: `check`
+    /// (plan time) says so, as it does for a file's size line, rather than the run.
+    pub fn check_generated_size(&self) -> Result<(), String> {
+        let (rows, nnz) = self.shape()?;
+        if rows > MAX_INDEX || nnz > MAX_INDEX {
+            return Err(format!("{self}: {}", too_large(rows, nnz)));
+        }
+        Ok(())
+    }
+
     /// The matrix. `seed` drives the random generator only (same seed, same matrix).
     pub fn load(&self, seed: u64) -> Result<Csr, String> {
         if let MatrixSource::File(path) = self {
             return read_file(path);
         }
-        let (rows, nnz) = self.shape()?;
-        if rows > MAX_INDEX || nnz > MAX_INDEX {
-            return Err(format!("{self}: {}", too_large(rows, nnz)));
-        }
+        self.check_generated_size()?;
         Ok(match *self {
             MatrixSource::Hpcg { nx, ny, nz } => hpcg(nx, ny, nz),
             MatrixSource::Laplace2d { nx, ny } => laplace2d(nx, ny),
@@ -652,6 +659,12 @@ fn read_banner(line: &str) -> Result<Banner, String> {
         )
     };
     let refused = |why: &str| Err(format!("{why}; {}", expected()));
+    // Invisible in the line shown: without naming it, the message reads expected == found.
+    if line.starts_with('\u{feff}') {
+        return Err("the line starts with a byte order mark (U+FEFF, bytes EF BB BF) before \
+                    `%%MatrixMarket`: save the file as UTF-8 without a BOM"
+            .to_string());
+    }
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     let ["%%matrixmarket", "matrix", sparsity, field, storage] = words[..] else {
         return Err(expected());
@@ -699,6 +712,12 @@ fn check_size_line(
     [rows, cols, entries]: [u64; 3],
 ) -> Result<(), String> {
     let size_line = size_line.trim();
+    if rows == 0 || cols == 0 {
+        return Err(format!(
+            "{shown}:{size_no}: the size line `{size_line}` declares a matrix with no rows or \
+             columns; SYMGS needs at least 1 row (as the generators need every size >= 1)"
+        ));
+    }
     if rows != cols {
         return Err(format!(
             "{shown}:{size_no}: the size line `{size_line}` is not square; SYMGS needs a square \
@@ -790,10 +809,20 @@ fn read_text(path: &Path, shown: &str) -> Result<String, String> {
 fn read_file(path: &Path) -> Result<Csr, String> {
     let shown = path.display().to_string();
     let text = read_text(path, &shown)?;
-    let (banner_no, banner) = sections(&text).0.unwrap_or((1, ""));
+    let (banner, size, _) = sections(&text);
+    let (banner_no, banner) = banner.unwrap_or((1, ""));
     let field = read_banner(banner)
         .map_err(|why| format!("{shown}:{banner_no}: {why}"))?
         .field;
+    if size.is_none() {
+        // The crate would point at the line after the last, "found a blank line".
+        let last_no = text.lines().count().max(banner_no);
+        return Err(format!(
+            "{shown}:{last_no}: the file ends after the banner{}; expected the size line \
+             `rows columns entries` next",
+            if last_no > banner_no { " and comments" } else { "" }
+        ));
+    }
     check_sizes(&text, &shown)?;
     let explain = |e: MatrixMarketError| explain(&text, &shown, field, e);
     let built = match field {

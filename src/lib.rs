@@ -37,6 +37,7 @@ pub mod record;
 pub mod reference_command;
 pub mod report;
 pub mod results;
+pub mod results_check;
 pub mod run;
 pub mod shard;
 pub mod slurm;

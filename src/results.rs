@@ -19,11 +19,12 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 
 use crate::input_file::{read_regular_file, read_regular_text};
 use crate::manifest::Manifest;
+use crate::results_check;
 use crate::record::{
     CaseResult, DeviceFingerprint, ManifestRecord, MeasureOverrides, MeasureSettings, ResultsDoc,
     ShardRecord, SCHEMA_VERSION,
@@ -364,10 +365,9 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
     let text = read_regular_text(path, "a results file", MAX_RESULTS_BYTES)?;
     // The version is checked before the fields, so a file of another version is refused for
     // that, not for the first field that changed.
-    let version = serde_json::from_str::<serde_json::Value>(&text)
-        .with_context(|| format!("{} is not JSON", path.display()))?
-        .get("schema_version")
-        .map(|v| v.as_u64());
+    let value = serde_json::from_str::<serde_json::Value>(&text)
+        .with_context(|| format!("{} is not JSON", path.display()))?;
+    let version = value.get("schema_version").map(|v| v.as_u64());
     match version {
         Some(Some(v)) if v == u64::from(SCHEMA_VERSION) => {}
         Some(Some(v)) => bail!(
@@ -383,6 +383,8 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
             path.display()
         ),
     }
+    results_check::check_strings(&value, "").map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    drop(value);
     let mut doc: ResultsDoc = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a kbench results file", path.display()))?;
     // An edited file must not reach `shard::in_shard` (a remainder by zero) or name no shard.
@@ -398,7 +400,10 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
     }
     let journal = journal_path(path);
     match fs::metadata(&journal) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(doc),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            results_check::check_cases(&path.display().to_string(), &mut doc)?;
+            return Ok(doc);
+        }
         _ => {}
     }
     let lines = read_regular_file(&journal, "a results journal", MAX_RESULTS_BYTES)?;
@@ -427,6 +432,7 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
     }
     // Cases run on several GPUs are journaled as they finish, out of plan order.
     doc.cases.sort_by_key(|c| c.index);
+    results_check::check_cases(&path.display().to_string(), &mut doc)?;
     Ok(doc)
 }
 

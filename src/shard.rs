@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
-use crate::manifest::{self, Manifest};
+use crate::manifest::Manifest;
 use crate::plan::{self, Case};
 use crate::record::{DeviceKey, MergedShard, ResultsDoc, ShardRecord};
 use crate::vocab::{describe_params, Params};
@@ -122,13 +122,7 @@ pub fn merge(inputs: &[(PathBuf, ResultsDoc)]) -> Result<Merged> {
             )?;
         }
     }
-    let mut manifest = manifest::parse(Path::new(&first.manifest.path), &first.manifest.toml)
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "the manifest recorded in {} no longer parses:\n{e}",
-                first_path.display()
-            )
-        })?;
+    let mut manifest = crate::results_check::parse_embedded_manifest(first_path, first)?;
     manifest.measure = first.manifest.measure.clone();
     let plan = plan::expand(&manifest)?;
     let mut held: HashMap<usize, &Path> = HashMap::new();

@@ -2,7 +2,6 @@
 //! claims judged again (by the manifest recorded in it, or a newer one of the same study), and
 //! the HTML page, exports and plots as asked.
 
-use std::path::Path;
 
 use super::{bad_input, table_width};
 use crate::cli::ReportArgs;
@@ -23,12 +22,7 @@ pub fn report(args: ReportArgs) -> Exit {
     // the claims are judged again, so a run saved by an older kbench gets today's verdicts.
     let parsed = match &args.manifest {
         Some(path) => manifest::load(path).map_err(|e| anyhow::anyhow!("{e}")),
-        None => manifest::parse(Path::new(&doc.manifest.path), &doc.manifest.toml).map_err(|e| {
-            anyhow::anyhow!(
-                "the manifest recorded in {} no longer parses:\n{e}",
-                args.results.display()
-            )
-        }),
+        None => crate::results_check::parse_embedded_manifest(&args.results, &doc),
     };
     let manifest = match parsed {
         Ok(m) if m.study.name == doc.study.name => m,

@@ -401,7 +401,7 @@ pub fn load_and_plan(
 fn resume_study(path: &Path, overrides: &MeasureOverrides) -> anyhow::Result<Prepared> {
     let results = ResultsFile::resume(path)?;
     let doc = &results.doc;
-    let mut manifest = manifest::parse(Path::new(&doc.manifest.path), &doc.manifest.toml)?;
+    let mut manifest = crate::results_check::parse_embedded_manifest(path, doc)?;
     let recorded = &doc.manifest.measure;
     let conflicts = overrides.conflicts(recorded);
     if !conflicts.is_empty() {

@@ -39,7 +39,13 @@ impl InputError {
 
 impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot read {} `{}`: {}", self.what, self.path.display(), self.reason)
+        write!(
+            f,
+            "cannot read {} `{}`: {}",
+            self.what,
+            self.path.display(),
+            self.reason
+        )
     }
 }
 
@@ -69,6 +75,17 @@ pub fn not_a_file_kind(metadata: &Metadata) -> Option<&'static str> {
     } else {
         Some("not a regular file")
     }
+}
+
+/// "`PATH` is a FIFO (named pipe), not a regular file" for a path that exists (symlinks
+/// followed) but is not a regular file; None for a regular file or nothing there. For checks
+/// that would otherwise say "no file" of a pipe or a folder.
+pub fn not_a_file_message(path: &Path) -> Option<String> {
+    let kind = not_a_file_kind(&fs::metadata(path).ok()?)?;
+    Some(format!(
+        "`{}` is {kind}, not a regular file",
+        path.display()
+    ))
 }
 
 /// The refusal of a path that is `kind` (from `not_a_file_kind`), for a reader of `what`.
@@ -149,7 +166,7 @@ pub fn read_regular_text(path: &Path, what: &str, max_bytes: u64) -> Result<Stri
 pub fn bytes_text(bytes: u64) -> String {
     const UNITS: [(&str, u32); 3] = [("GiB", 30), ("MiB", 20), ("KiB", 10)];
     for (unit, shift) in UNITS {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{} {unit}", bytes >> shift);
         }
     }
@@ -195,14 +212,29 @@ mod tests {
         for (path, kind) in cases {
             let started = Instant::now();
             let shown = path.clone();
-            let e = within_5_s(move || read_regular_file(&path, "a test file", 1 << 20))
-                .unwrap_err();
+            let e =
+                within_5_s(move || read_regular_file(&path, "a test file", 1 << 20)).unwrap_err();
             assert!(
-                e.to_string().contains(kind) && e.to_string().contains(&shown.display().to_string()),
+                e.to_string().contains(kind)
+                    && e.to_string().contains(&shown.display().to_string()),
                 "{shown:?}: {e}"
             );
             assert!(started.elapsed() < Duration::from_secs(1), "{shown:?}");
         }
+    }
+
+    #[test]
+    fn not_a_file_message_names_only_what_exists_and_is_not_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a.npy");
+        fs::write(&file, b"x").unwrap();
+        assert_eq!(not_a_file_message(&file), None);
+        assert_eq!(not_a_file_message(&dir.path().join("missing.npy")), None);
+        let message = not_a_file_message(dir.path()).unwrap();
+        assert!(
+            message.ends_with("` is a folder, not a regular file"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -211,7 +243,11 @@ mod tests {
         let path = dir.path().join("big.json");
         fs::write(&path, vec![b'x'; 2049]).unwrap();
         let e = read_regular_file(&path, "a results file", 2048).unwrap_err();
-        assert!(e.to_string().contains("cannot read a results file") && e.to_string().contains("larger than 2 KiB, the limit"), "{e}");
+        assert!(
+            e.to_string().contains("cannot read a results file")
+                && e.to_string().contains("larger than 2 KiB, the limit"),
+            "{e}"
+        );
         assert_eq!(read_regular_file(&path, "x", 2049).unwrap().len(), 2049);
     }
 
@@ -220,10 +256,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("missing.toml");
         let e = read_regular_text(&missing, "the manifest", 100).unwrap_err();
-        assert!(e.to_string().contains("cannot read the manifest") && e.to_string().contains("missing.toml"), "{e}");
+        assert!(
+            e.to_string().contains("cannot read the manifest")
+                && e.to_string().contains("missing.toml"),
+            "{e}"
+        );
         let bad = dir.path().join("bad.txt");
         fs::write(&bad, b"ok\n\xff\n").unwrap();
         let e = read_regular_text(&bad, "a mock device file", 100).unwrap_err();
-        assert!(e.to_string().ends_with("bad.txt`: line 2 is not UTF-8 text"), "{e}");
+        assert!(
+            e.to_string()
+                .ends_with("bad.txt`: line 2 is not UTF-8 text"),
+            "{e}"
+        );
     }
 }

@@ -24,11 +24,11 @@ use serde::Serialize;
 
 use crate::input_file::{read_regular_file, read_regular_text};
 use crate::manifest::Manifest;
-use crate::results_check;
 use crate::record::{
     CaseResult, DeviceFingerprint, ManifestRecord, MeasureOverrides, MeasureSettings, ResultsDoc,
     ShardRecord, SCHEMA_VERSION,
 };
+use crate::results_check;
 use crate::vocab::HostData;
 
 pub struct ResultsFile {
@@ -80,7 +80,10 @@ fn lock_journal(results: &Path) -> Result<Journal> {
         .metadata()
         .with_context(|| format!("cannot open {}", path.display()))?;
     if let Some(kind) = crate::input_file::not_a_file_kind(&metadata) {
-        bail!("cannot open the journal {}: it is {kind}, not a regular file", path.display());
+        bail!(
+            "cannot open the journal {}: it is {kind}, not a regular file",
+            path.display()
+        );
     }
     match journal.try_lock() {
         Ok(()) => Ok(Journal {

@@ -165,7 +165,10 @@ mod tests {
     fn times_that_no_run_measures_are_named() {
         assert_eq!(time_fault(-1.0), Some("negative"));
         assert_eq!(time_fault(0.0), Some("zero"));
-        assert_eq!(time_fault(1e-310), Some("subnormal (below any clock's tick)"));
+        assert_eq!(
+            time_fault(1e-310),
+            Some("subnormal (below any clock's tick)")
+        );
         assert_eq!(time_fault(1e308), Some("more than a year"));
         assert_eq!(time_fault(f64::NAN), Some("not a number"));
         assert_eq!(time_fault(3.2e-6), None);
@@ -179,7 +182,10 @@ mod tests {
                       {"variant": "bad\u{1b}[2J"}]
         });
         let e = check_strings(&doc, "").unwrap_err();
-        assert!(e.starts_with("cases[1].variant holds the control character \\u{1b}"), "{e}");
+        assert!(
+            e.starts_with("cases[1].variant holds the control character \\u{1b}"),
+            "{e}"
+        );
         let fine = serde_json::json!({"cases": [{"reason": "\u{1b}", "variant": "a\tb"}]});
         assert_eq!(check_strings(&fine, ""), Ok(()));
     }

@@ -281,7 +281,7 @@ mod tests {
                     n = [3, 5, 7, 100, 1000, 4096, 65536]\n\
                     [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
                     [[variant]]\nname = \"pw\"\nbackend = \"cpu\"\nimpl = \"pairwise\"\n";
-        manifest::parse(Path::new("t.toml"), text).unwrap()
+        crate::manifest::parse(Path::new("t.toml"), text).unwrap()
     }
 
     #[test]

@@ -19,7 +19,10 @@ use serde_json::Value;
 const QUICK: Duration = Duration::from_secs(20);
 
 fn mkfifo(path: &Path) {
-    let status = Command::new("mkfifo").arg(path).status().expect("mkfifo runs");
+    let status = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
     assert!(status.success(), "mkfifo {}", path.display());
 }
 
@@ -34,7 +37,10 @@ fn hostile_paths(dir: &Path, name: &str) -> Vec<(PathBuf, &'static str)> {
     std::fs::create_dir(&folder).unwrap();
     vec![
         (fifo, "is a FIFO (named pipe), not a regular file"),
-        (PathBuf::from("/dev/zero"), "is a character device, not a regular file"),
+        (
+            PathBuf::from("/dev/zero"),
+            "is a character device, not a regular file",
+        ),
         (link, "is a character device, not a regular file"),
         (folder, "is a folder, not a regular file"),
     ]
@@ -96,8 +102,7 @@ fn a_matrix_that_is_a_fifo_device_or_folder_is_named_for_what_it_is_not_no_file(
 }
 
 const GENERAL: &str = "%%MatrixMarket matrix coordinate real general\n";
-const TWO_BY_TWO: &str =
-    "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 4.0\n2 2 4.0\n";
+const TWO_BY_TWO: &str = "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 4.0\n2 2 4.0\n";
 
 #[test]
 fn a_matrix_replaced_by_a_fifo_after_check_is_refused_at_once() {
@@ -105,8 +110,7 @@ fn a_matrix_replaced_by_a_fifo_after_check_is_refused_at_once() {
     let matrix = dir.path().join("m.mtx");
     std::fs::write(&matrix, TWO_BY_TWO).unwrap();
     // Checked and planned while a file...
-    let manifest =
-        kbench::manifest::parse(Path::new("s.toml"), &symgs_manifest(&matrix)).unwrap();
+    let manifest = kbench::manifest::parse(Path::new("s.toml"), &symgs_manifest(&matrix)).unwrap();
     assert_eq!(manifest.study.name, "s");
     // ...then a FIFO, with no writer: reading it as a file would wait forever.
     std::fs::remove_file(&matrix).unwrap();
@@ -122,7 +126,10 @@ fn a_matrix_replaced_by_a_fifo_after_check_is_refused_at_once() {
     for e in [loaded.unwrap_err(), shape.unwrap_err()] {
         assert_eq!(
             e,
-            format!("{}: it is a FIFO (named pipe), not a regular file", matrix.display())
+            format!(
+                "{}: it is a FIFO (named pipe), not a regular file",
+                matrix.display()
+            )
         );
     }
 }
@@ -156,7 +163,9 @@ fn matrix_market_files_that_stop_early_start_with_a_bom_or_hold_nothing_say_so()
     for size in ["0 0 0", "0 0 5", "3 0 0"] {
         let e = mtx_error(format!("{GENERAL}{size}\n").as_bytes());
         assert!(
-            e.starts_with(&format!("F:2: the size line `{size}` declares a matrix with no rows")),
+            e.starts_with(&format!(
+                "F:2: the size line `{size}` declares a matrix with no rows"
+            )),
             "{e}"
         );
     }
@@ -254,7 +263,15 @@ fn report_compare_merge_and_resume_refuse_a_fifo_device_or_folder_at_once() {
             ("report", vec![path.clone()]),
             ("compare", vec![good.clone(), path.clone()]),
             ("compare", vec![path.clone(), good.clone()]),
-            ("merge", vec![path.clone(), good.clone(), "-o".into(), dir.path().join("all.json")]),
+            (
+                "merge",
+                vec![
+                    path.clone(),
+                    good.clone(),
+                    "-o".into(),
+                    dir.path().join("all.json"),
+                ],
+            ),
             ("run", vec!["--resume".into(), path.clone()]),
         ];
         for (command, args) in commands {
@@ -276,6 +293,9 @@ fn edited(good: &Path, name: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
     path
 }
 
+/// An edit of a results file's JSON.
+type Edit = Box<dyn FnOnce(&mut Value)>;
+
 #[test]
 fn results_files_with_figures_indices_or_names_no_run_writes_are_refused_naming_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -284,14 +304,28 @@ fn results_files_with_figures_indices_or_names_no_run_writes_are_refused_naming_
     let median = |value: f64| {
         move |doc: &mut Value| doc["cases"][1]["summary"]["median_s"] = Value::from(value)
     };
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut Value)>, &str)> = vec![
-        ("negative", Box::new(median(-1.0)), "median_s = -1e0 (negative)"),
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "negative",
+            Box::new(median(-1.0)),
+            "median_s = -1e0 (negative)",
+        ),
         ("zero", Box::new(median(0.0)), "median_s = 0e0 (zero)"),
-        ("subnormal", Box::new(median(1e-310)), "median_s = 1e-310 (subnormal"),
-        ("huge", Box::new(median(1e308)), "median_s = 1e308 (more than a year)"),
+        (
+            "subnormal",
+            Box::new(median(1e-310)),
+            "median_s = 1e-310 (subnormal",
+        ),
+        (
+            "huge",
+            Box::new(median(1e308)),
+            "median_s = 1e308 (more than a year)",
+        ),
         (
             "negative sample",
-            Box::new(|doc: &mut Value| doc["cases"][0]["measurement"]["samples_s"][0] = Value::from(-2.5)),
+            Box::new(|doc: &mut Value| {
+                doc["cases"][0]["measurement"]["samples_s"][0] = Value::from(-2.5)
+            }),
             "a sample = -2.5e0 (negative)",
         ),
         (
@@ -350,7 +384,10 @@ fn an_embedded_manifest_that_no_longer_parses_is_named_as_embedded_once() {
     let dir = tempfile::tempdir().unwrap();
     let good = run_tiny(dir.path());
     let bad = edited(&good, "embedded.json", |doc| {
-        let toml = doc["manifest"]["toml"].as_str().unwrap().replace("seed = 3", "seed = \"x\"");
+        let toml = doc["manifest"]["toml"]
+            .as_str()
+            .unwrap()
+            .replace("seed = 3", "seed = \"x\"");
         doc["manifest"]["toml"] = Value::from(toml);
     });
     let mut cmd = kbench();
@@ -361,10 +398,15 @@ fn an_embedded_manifest_that_no_longer_parses_is_named_as_embedded_once() {
         "the manifest embedded in results file {} no longer parses",
         bad.display()
     );
-    assert!(stderr.starts_with(&format!("error: {embedded}")), "{stderr}");
     assert!(
-        stderr.contains(&format!("(the manifest embedded in {}, recorded from", bad.display()))
-            && stderr.contains("tiny.toml):4:"),
+        stderr.starts_with(&format!("error: {embedded}")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "(the manifest embedded in {}, recorded from",
+            bad.display()
+        )) && stderr.contains("tiny.toml):4:"),
         "{stderr}"
     );
 }

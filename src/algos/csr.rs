@@ -661,9 +661,11 @@ fn read_banner(line: &str) -> Result<Banner, String> {
     let refused = |why: &str| Err(format!("{why}; {}", expected()));
     // Invisible in the line shown: without naming it, the message reads expected == found.
     if line.starts_with('\u{feff}') {
-        return Err("the line starts with a byte order mark (U+FEFF, bytes EF BB BF) before \
+        return Err(
+            "the line starts with a byte order mark (U+FEFF, bytes EF BB BF) before \
                     `%%MatrixMarket`: save the file as UTF-8 without a BOM"
-            .to_string());
+                .to_string(),
+        );
     }
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     let ["%%matrixmarket", "matrix", sparsity, field, storage] = words[..] else {
@@ -820,7 +822,11 @@ fn read_file(path: &Path) -> Result<Csr, String> {
         return Err(format!(
             "{shown}:{last_no}: the file ends after the banner{}; expected the size line \
              `rows columns entries` next",
-            if last_no > banner_no { " and comments" } else { "" }
+            if last_no > banner_no {
+                " and comments"
+            } else {
+                ""
+            }
         ));
     }
     check_sizes(&text, &shown)?;
@@ -1080,8 +1086,8 @@ fn malformed_line(text: &str, field: Field) -> Option<(usize, String)> {
 /// most HEAD_BYTES.
 fn file_shape(path: &Path) -> Result<(usize, usize), String> {
     let shown = path.display().to_string();
-    let file = input_file::open_regular_file(path, WHAT)
-        .map_err(|e| format!("{shown}: {}", e.reason))?;
+    let file =
+        input_file::open_regular_file(path, WHAT).map_err(|e| format!("{shown}: {}", e.reason))?;
     let mut reader = BufReader::new(file.take(HEAD_BYTES));
     let mut banner: Option<Banner> = None;
     let mut line_no = 0;

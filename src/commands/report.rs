@@ -2,7 +2,6 @@
 //! claims judged again (by the manifest recorded in it, or a newer one of the same study), and
 //! the HTML page, exports and plots as asked.
 
-
 use super::{bad_input, table_width};
 use crate::cli::ReportArgs;
 use crate::exit::Exit;

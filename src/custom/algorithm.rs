@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -404,7 +404,7 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
 }
 
 /// A `.npy` file's values, which must be `len` elements of `dtype`.
-pub fn read_npy(path: &PathBuf, dtype: DType, len: usize) -> Result<HostData> {
+pub fn read_npy(path: &Path, dtype: DType, len: usize) -> Result<HostData> {
     // The data and a header of at most a few KiB: anything longer is not this array.
     let max_bytes = (len as u64).saturating_mul(8).saturating_add(1 << 20);
     let bytes = crate::input_file::read_regular_file(path, "a .npy file", max_bytes)?;

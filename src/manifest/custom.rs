@@ -384,10 +384,15 @@ impl Validator<'_> {
             .iter()
             .map(|s| {
                 let path = dir.join(s.get_ref());
-                let text = crate::input_file::read_regular_text(&path, "source file", MAX_SOURCE_BYTES)
-                    .map_err(|e| {
-                        self.error(s.span(), "custom.sources", format!("{e} (sources are relative to the manifest)"))
-                    })?;
+                let text =
+                    crate::input_file::read_regular_text(&path, "source file", MAX_SOURCE_BYTES)
+                        .map_err(|e| {
+                            self.error(
+                                s.span(),
+                                "custom.sources",
+                                format!("{e} (sources are relative to the manifest)"),
+                            )
+                        })?;
                 Ok(SourceFile { path, text })
             })
             .collect()
@@ -663,6 +668,9 @@ impl Validator<'_> {
         dir: &Path,
     ) -> Result<PathBuf, ManifestError> {
         let path = dir.join(value.get_ref());
+        if let Some(message) = crate::input_file::not_a_file_message(&path) {
+            return Err(self.error(value.span(), key, message));
+        }
         if path.extension().is_none_or(|e| e != "npy") || !path.is_file() {
             return Err(self.error(
                 value.span(),
@@ -718,7 +726,9 @@ impl Validator<'_> {
                     "npy" => match v.as_str() {
                         Some(file) => {
                             let path = dir.join(file);
-                            if path.is_file() {
+                            if let Some(message) = crate::input_file::not_a_file_message(&path) {
+                                Err(bad(&message))
+                            } else if path.is_file() {
                                 Ok(Init::Npy(path))
                             } else {
                                 Err(bad(&format!("no .npy file `{}`", path.display())))

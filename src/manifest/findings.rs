@@ -646,7 +646,13 @@ impl Validator<'_> {
             for (j, reference) in raw.references.into_iter().enumerate() {
                 let key = |k: &str| format!("table[{i}].reference[{j}].{k}");
                 let reference = reference.into_inner();
-                references.push(self.reference_row(reference, value, &columns, &column_values, &key)?);
+                references.push(self.reference_row(
+                    reference,
+                    value,
+                    &columns,
+                    &column_values,
+                    &key,
+                )?);
             }
             tables.push(TableSpec {
                 title: raw.title.into_inner(),
@@ -848,22 +854,21 @@ impl Validator<'_> {
                     }
                 }
                 "passes" => {
-                    let variants =
-                        match (raw.a, raw.variants) {
-                            (Some(a), None) => {
-                                study.variant(&a, &key("a"), self)?;
-                                vec![a.into_inner()]
-                            }
-                            (None, Some(list)) => {
-                                study.variant_list(&list, &key("variants"), self)?
-                            }
-                            _ => return Err(self.error(
+                    let variants = match (raw.a, raw.variants) {
+                        (Some(a), None) => {
+                            study.variant(&a, &key("a"), self)?;
+                            vec![a.into_inner()]
+                        }
+                        (None, Some(list)) => study.variant_list(&list, &key("variants"), self)?,
+                        _ => {
+                            return Err(self.error(
                                 claim_span,
                                 key("a"),
                                 "a `passes` claim names one variant (`a`) or several (`variants`)"
                                     .into(),
-                            )),
-                        };
+                            ))
+                        }
+                    };
                     Check::Passes { variants }
                 }
                 _ => {
@@ -880,7 +885,13 @@ impl Validator<'_> {
                     let a = variant(raw.a, "a")?;
                     let dimension = Dimension::Axis(along.get_ref().clone());
                     let shown = std::slice::from_ref(&a);
-                    study.dimension_applies(&dimension, along.span(), shown, &key("along"), self)?;
+                    study.dimension_applies(
+                        &dimension,
+                        along.span(),
+                        shown,
+                        &key("along"),
+                        self,
+                    )?;
                     Check::Trend {
                         a,
                         quantity: Quantity::parse(quantity.get_ref()).ok_or_else(|| {

@@ -117,8 +117,8 @@ pub fn check_cases(shown: &str, doc: &mut ResultsDoc) -> Result<()> {
         }
         if let Some(first) = seen.insert(index, k) {
             bail!(
-                "{shown}: cases[{first}] and cases[{k}] both have index {index}: a case is \
-                 recorded once; was the file edited?"
+                "{shown}: case index {index} is in the file twice (cases[{first}] and \
+                 cases[{k}] in index order); was the file edited or merged?"
             );
         }
         if let Some(fault) = case_time_faults(case) {

@@ -331,7 +331,7 @@ fn results_files_with_figures_indices_or_names_no_run_writes_are_refused_naming_
         (
             "duplicate index",
             Box::new(|doc: &mut Value| doc["cases"][2]["index"] = doc["cases"][0]["index"].clone()),
-            "both have index 0",
+            "case index 0 is in the file twice",
         ),
         (
             "huge index",

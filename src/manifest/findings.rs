@@ -767,6 +767,29 @@ impl Validator<'_> {
         })
     }
 
+    /// A `passes` claim's variants: one (`a`) or a list (`variants`), not both.
+    fn passes_variants(
+        &self,
+        study: &StudyShape,
+        a: Option<Spanned<String>>,
+        variants: Option<Spanned<Vec<String>>>,
+        claim_span: std::ops::Range<usize>,
+        key: &dyn Fn(&str) -> String,
+    ) -> Result<Vec<String>, ManifestError> {
+        match (a, variants) {
+            (Some(a), None) => {
+                study.variant(&a, &key("a"), self)?;
+                Ok(vec![a.into_inner()])
+            }
+            (None, Some(list)) => study.variant_list(&list, &key("variants"), self),
+            _ => Err(self.error(
+                claim_span,
+                key("a"),
+                "a `passes` claim names one variant (`a`) or several (`variants`)".into(),
+            )),
+        }
+    }
+
     pub(super) fn validate_claims(
         &self,
         study: &StudyShape,
@@ -853,24 +876,9 @@ impl Validator<'_> {
                         share: fraction(raw.share, "share", None)?,
                     }
                 }
-                "passes" => {
-                    let variants = match (raw.a, raw.variants) {
-                        (Some(a), None) => {
-                            study.variant(&a, &key("a"), self)?;
-                            vec![a.into_inner()]
-                        }
-                        (None, Some(list)) => study.variant_list(&list, &key("variants"), self)?,
-                        _ => {
-                            return Err(self.error(
-                                claim_span,
-                                key("a"),
-                                "a `passes` claim names one variant (`a`) or several (`variants`)"
-                                    .into(),
-                            ))
-                        }
-                    };
-                    Check::Passes { variants }
-                }
+                "passes" => Check::Passes {
+                    variants: self.passes_variants(study, raw.a, raw.variants, claim_span, &key)?,
+                },
                 _ => {
                     let quantity = need(raw.quantity, "quantity")?;
                     if quantity.get_ref() == "speedup" {

@@ -502,29 +502,8 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
 /// A manifest's text: a regular file (a FIFO would block `check` forever), at most
 /// `MAX_MANIFEST_BYTES`, in UTF-8 (a bad byte is reported at its own line and column).
 pub fn read_source(path: &Path) -> Result<String, ManifestError> {
-    use std::io::Read;
-    let cannot =
-        |e: std::io::Error| ManifestError::whole_file(path, format!("cannot read manifest: {e}"));
-    let metadata = std::fs::metadata(path).map_err(cannot)?;
-    if !metadata.is_file() {
-        return Err(ManifestError::whole_file(
-            path,
-            "cannot read manifest: not a regular file (a manifest is a TOML file, not a device, pipe or folder)".into(),
-        ));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_MANIFEST_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(cannot)?;
-    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(ManifestError::whole_file(
-            path,
-            format!(
-                "the manifest is larger than {} MiB; the limit is {MAX_MANIFEST_BYTES} bytes",
-                MAX_MANIFEST_BYTES >> 20
-            ),
-        ));
-    }
+    let bytes = crate::input_file::read_regular_file(path, "manifest", MAX_MANIFEST_BYTES)
+        .map_err(|e| ManifestError::whole_file(path, e.to_string()))?;
     String::from_utf8(bytes).map_err(|e| {
         let valid_up_to = e.utf8_error().valid_up_to();
         let bytes = e.into_bytes();
@@ -1611,10 +1590,18 @@ fn expand_files(pattern: &str, extensions: &[&str]) -> Result<Vec<String>, Strin
         paths
     } else {
         let path = PathBuf::from(pattern);
-        if !path.is_file() {
-            return Err(format!(
-                "no file `{pattern}` (paths are relative to the current folder)"
-            ));
+        // Symlinks followed: a link to /dev/zero is a device, not "no file".
+        match std::fs::metadata(&path) {
+            Err(_) => {
+                return Err(format!(
+                    "no file `{pattern}` (paths are relative to the current folder)"
+                ))
+            }
+            Ok(metadata) => {
+                if let Some(kind) = crate::input_file::not_a_file_kind(&metadata) {
+                    return Err(format!("`{pattern}` is {kind}, not a regular file"));
+                }
+            }
         }
         vec![path]
     };

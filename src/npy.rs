@@ -9,9 +9,10 @@ use std::path::Path;
 use crate::vocab::{DType, HostData};
 
 /// A `.npy` file's values as `dtype` exactly (a file of another dtype is refused: a buffer's
-/// contents are not converted behind the user's back), in C order.
-pub fn read_as(path: &Path, dtype: DType) -> Result<HostData, String> {
-    let npy = open(path)?;
+/// contents are not converted behind the user's back), in C order. A file over `max_bytes` is
+/// refused.
+pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, String> {
+    let npy = open(path, max_bytes)?;
     let order = Layout::of(&npy);
     let unreadable = |e: std::io::Error| format!("does not hold {} values: {e}", dtype.name());
     Ok(match dtype {
@@ -24,8 +25,8 @@ pub fn read_as(path: &Path, dtype: DType) -> Result<HostData, String> {
 /// A `.npy` file's values as f64, in C order whatever order the file was written in; any
 /// float, signed or unsigned integer dtype of either byte order. The error reads after the
 /// file's name ("is not a .npy file: ...").
-pub fn read_f64(path: &Path) -> Result<Vec<f64>, String> {
-    let npy = open(path)?;
+pub fn read_f64(path: &Path, max_bytes: u64) -> Result<Vec<f64>, String> {
+    let npy = open(path, max_bytes)?;
     let order = Layout::of(&npy);
     let dtype = npy.dtype();
     let npyz::DType::Plain(type_str) = &dtype else {
@@ -96,10 +97,13 @@ fn fortran_to_c_order<T: Copy>(values: &[T], shape: &[u64]) -> Vec<T> {
     out
 }
 
-fn open(path: &Path) -> Result<npyz::NpyFile<std::io::BufReader<std::fs::File>>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot be opened: {e}"))?;
-    npyz::NpyFile::new(std::io::BufReader::new(file))
-        .map_err(|e| format!("is not a .npy file: {e}"))
+/// The file's bytes, read as a whole through `input_file` (a FIFO or device left where a file
+/// should be is refused, not waited on; nothing over `max_bytes` is read), and its header.
+/// Errors read after the file's name.
+fn open(path: &Path, max_bytes: u64) -> Result<npyz::NpyFile<std::io::Cursor<Vec<u8>>>, String> {
+    let bytes = crate::input_file::read_regular_file(path, "a .npy file", max_bytes)
+        .map_err(|e| format!("cannot be read: {}", e.reason))?;
+    npyz::NpyFile::new(std::io::Cursor::new(bytes)).map_err(|e| format!("is not a .npy file: {e}"))
 }
 
 /// How a file's values are laid out: its shape, and whether column-major.
@@ -154,10 +158,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.npy");
         write_column_major(&path, [1i64, 4, 2, 5, 3, 6]);
-        assert_eq!(read_f64(&path).unwrap(), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(
+            read_f64(&path, 1 << 20).unwrap(),
+            [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        );
         write_column_major(&path, [1.5f32, 4.5, 2.5, 5.5, 3.5, 6.5]);
         assert_eq!(
-            read_as(&path, DType::F32).unwrap(),
+            read_as(&path, DType::F32, 1 << 20).unwrap(),
             HostData::F32(vec![1.5, 2.5, 3.5, 4.5, 5.5, 6.5])
         );
     }
@@ -167,14 +174,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.npy");
         HostData::F64(vec![0.25; 5]).write_npy(&path).unwrap();
-        let err = read_as(&path, DType::F32).unwrap_err();
+        let err = read_as(&path, DType::F32, 1 << 20).unwrap_err();
         assert!(err.starts_with("does not hold f32 values"), "{err}");
         assert_eq!(
-            read_as(&path, DType::F64).unwrap(),
+            read_as(&path, DType::F64, 1 << 20).unwrap(),
             HostData::F64(vec![0.25; 5])
         );
+        let err = read_as(&path, DType::F64, 100).unwrap_err();
+        assert!(err.starts_with("cannot be read: "), "{err}");
         std::fs::write(&path, b"not numpy").unwrap();
-        assert!(read_f64(&path)
+        assert!(read_f64(&path, 1 << 20)
             .unwrap_err()
             .starts_with("is not a .npy file"));
     }

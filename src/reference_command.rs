@@ -262,7 +262,12 @@ fn read_output(
         name: expected.name.to_string(),
         reason,
     };
-    let values = crate::npy::read_f64(&path).map_err(bad)?;
+    // The data (8 bytes at most an element) and a header of a few KiB: anything longer is not
+    // this output.
+    let max_bytes = (expected.len as u64)
+        .saturating_mul(8)
+        .saturating_add(1 << 20);
+    let values = crate::npy::read_f64(&path, max_bytes).map_err(bad)?;
     if values.len() != expected.len {
         return Err(bad(format!(
             "holds {} values; the output has {}",

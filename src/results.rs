@@ -15,17 +15,20 @@
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 
+use crate::input_file::{read_regular_file, read_regular_text};
 use crate::manifest::Manifest;
 use crate::record::{
     CaseResult, DeviceFingerprint, ManifestRecord, MeasureOverrides, MeasureSettings, ResultsDoc,
     ShardRecord, SCHEMA_VERSION,
 };
+use crate::results_check;
 use crate::vocab::HostData;
 
 pub struct ResultsFile {
@@ -66,11 +69,22 @@ pub fn journal_path(results: &Path) -> PathBuf {
 /// kbench writes the same file.
 fn lock_journal(results: &Path) -> Result<Journal> {
     let path = journal_path(results);
+    // O_NONBLOCK: a FIFO in the journal's place must be refused, not wait for a reader.
     let journal = OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NONBLOCK)
         .open(&path)
         .with_context(|| format!("cannot open {}", path.display()))?;
+    let metadata = journal
+        .metadata()
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    if let Some(kind) = crate::input_file::not_a_file_kind(&metadata) {
+        bail!(
+            "cannot open the journal {}: it is {kind}, not a regular file",
+            path.display()
+        );
+    }
     match journal.try_lock() {
         Ok(()) => Ok(Journal {
             file: journal,
@@ -348,16 +362,18 @@ pub fn baseline_dir(out_dir: &Path, study: &str, name: &str) -> PathBuf {
     out_dir.join("baselines").join(study).join(name)
 }
 
+/// The most bytes a results file (or its journal) may have: MAX_CASES cases with their samples
+/// fit in far less; a device or a runaway file is refused instead of read until memory runs out.
+pub const MAX_RESULTS_BYTES: u64 = 2 << 30;
+
 /// Reads a results file, with the cases its journal holds that the file does not yet.
 pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = read_regular_text(path, "a results file", MAX_RESULTS_BYTES)?;
     // The version is checked before the fields, so a file of another version is refused for
     // that, not for the first field that changed.
-    let version = serde_json::from_str::<serde_json::Value>(&text)
-        .with_context(|| format!("{} is not JSON", path.display()))?
-        .get("schema_version")
-        .map(|v| v.as_u64());
+    let value = serde_json::from_str::<serde_json::Value>(&text)
+        .with_context(|| format!("{} is not JSON", path.display()))?;
+    let version = value.get("schema_version").map(|v| v.as_u64());
     match version {
         Some(Some(v)) if v == u64::from(SCHEMA_VERSION) => {}
         Some(Some(v)) => bail!(
@@ -373,6 +389,8 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
             path.display()
         ),
     }
+    results_check::check_strings(&value, "").map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    drop(value);
     let mut doc: ResultsDoc = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a kbench results file", path.display()))?;
     // An edited file must not reach `shard::in_shard` (a remainder by zero) or name no shard.
@@ -387,11 +405,14 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
         }
     }
     let journal = journal_path(path);
-    let lines = match fs::read(&journal) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(doc),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", journal.display())),
-    };
+    match fs::metadata(&journal) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            results_check::check_cases(&path.display().to_string(), &mut doc)?;
+            return Ok(doc);
+        }
+        _ => {}
+    }
+    let lines = read_regular_file(&journal, "a results journal", MAX_RESULTS_BYTES)?;
     // Cases the file already holds came back from a compaction the journal outlived.
     let in_file: HashSet<usize> = doc.cases.iter().map(|c| c.index).collect();
     let complete_lines = match lines.iter().rposition(|b| *b == b'\n') {
@@ -417,6 +438,7 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
     }
     // Cases run on several GPUs are journaled as they finish, out of plan order.
     doc.cases.sort_by_key(|c| c.index);
+    results_check::check_cases(&path.display().to_string(), &mut doc)?;
     Ok(doc)
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
-use crate::manifest::{self, Manifest};
+use crate::manifest::Manifest;
 use crate::plan::{self, Case};
 use crate::record::{DeviceKey, MergedShard, ResultsDoc, ShardRecord};
 use crate::vocab::{describe_params, Params};
@@ -122,7 +122,7 @@ pub fn merge(inputs: &[(PathBuf, ResultsDoc)]) -> Result<Merged> {
             )?;
         }
     }
-    let mut manifest = manifest::parse_recorded(first, first_path)?;
+    let mut manifest = crate::manifest::parse_recorded(first, first_path)?;
     manifest.measure = first.manifest.measure.clone();
     let plan = plan::expand(&manifest)?;
     let mut held: HashMap<usize, &Path> = HashMap::new();
@@ -281,7 +281,7 @@ mod tests {
                     n = [3, 5, 7, 100, 1000, 4096, 65536]\n\
                     [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
                     [[variant]]\nname = \"pw\"\nbackend = \"cpu\"\nimpl = \"pairwise\"\n";
-        manifest::parse(Path::new("t.toml"), text).unwrap()
+        crate::manifest::parse(Path::new("t.toml"), text).unwrap()
     }
 
     #[test]

@@ -11,7 +11,6 @@
 //! 2, 2, 6), so a line whose fields are not the entry's is refused too.
 
 use std::fmt;
-use std::fs;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -20,6 +19,8 @@ use nalgebra_sparse::io::{MatrixMarketErrorKind, MatrixMarketScalar};
 use nalgebra_sparse::CooMatrix;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+use crate::input_file;
 
 /// The most rows, and the most stored nonzeros, a `Csr` holds: its indices are i32, what the
 /// kernels take.
@@ -30,6 +31,12 @@ pub const MAX_INDEX: usize = i32::MAX as usize;
 /// once: the peak resident memory measured was 28 to 32 times the file's bytes (hpcg:32 and
 /// hpcg:64 written general and symmetric, 6 to 58 MB).
 const READ_BYTES_PER_FILE_BYTE: u64 = 32;
+
+/// The most bytes a Matrix Market file may have: 2^31 entries of some 30 bytes each.
+const MAX_FILE_BYTES: u64 = 64 << 30;
+
+/// A Matrix Market file, in messages about reading one.
+const WHAT: &str = "a Matrix Market file";
 
 /// The most bytes `shape` reads looking for the size line.
 const HEAD_BYTES: u64 = 16 << 20;
@@ -372,15 +379,22 @@ impl MatrixSource {
         }
     }
 
+    /// Refuses a generator whose matrix would pass the 32-bit indices of CSR here: `check`
+    /// (plan time) says so, as it does for a file's size line, rather than the run.
+    pub fn check_generated_size(&self) -> Result<(), String> {
+        let (rows, nnz) = self.shape()?;
+        if rows > MAX_INDEX || nnz > MAX_INDEX {
+            return Err(format!("{self}: {}", too_large(rows, nnz)));
+        }
+        Ok(())
+    }
+
     /// The matrix. `seed` drives the random generator only (same seed, same matrix).
     pub fn load(&self, seed: u64) -> Result<Csr, String> {
         if let MatrixSource::File(path) = self {
             return read_file(path);
         }
-        let (rows, nnz) = self.shape()?;
-        if rows > MAX_INDEX || nnz > MAX_INDEX {
-            return Err(format!("{self}: {}", too_large(rows, nnz)));
-        }
+        self.check_generated_size()?;
         Ok(match *self {
             MatrixSource::Hpcg { nx, ny, nz } => hpcg(nx, ny, nz),
             MatrixSource::Laplace2d { nx, ny } => laplace2d(nx, ny),
@@ -645,6 +659,14 @@ fn read_banner(line: &str) -> Result<Banner, String> {
         )
     };
     let refused = |why: &str| Err(format!("{why}; {}", expected()));
+    // Invisible in the line shown: without naming it, the message reads expected == found.
+    if line.starts_with('\u{feff}') {
+        return Err(
+            "the line starts with a byte order mark (U+FEFF, bytes EF BB BF) before \
+                    `%%MatrixMarket`: save the file as UTF-8 without a BOM"
+                .to_string(),
+        );
+    }
     let words: Vec<&str> = words.iter().map(String::as_str).collect();
     let ["%%matrixmarket", "matrix", sparsity, field, storage] = words[..] else {
         return Err(expected());
@@ -692,6 +714,12 @@ fn check_size_line(
     [rows, cols, entries]: [u64; 3],
 ) -> Result<(), String> {
     let size_line = size_line.trim();
+    if rows == 0 || cols == 0 {
+        return Err(format!(
+            "{shown}:{size_no}: the size line `{size_line}` declares a matrix with no rows or \
+             columns; SYMGS needs at least 1 row (as the generators need every size >= 1)"
+        ));
+    }
     if rows != cols {
         return Err(format!(
             "{shown}:{size_no}: the size line `{size_line}` is not square; SYMGS needs a square \
@@ -745,10 +773,7 @@ fn check_sizes(text: &str, shown: &str) -> Result<(), String> {
 
 /// Refuses a file that reading would not leave room for: about READ_BYTES_PER_FILE_BYTE times
 /// its size against MemAvailable (where /proc/meminfo is readable).
-fn check_memory(path: &Path, shown: &str) -> Result<(), String> {
-    let bytes = fs::metadata(path)
-        .map_err(|e| format!("{shown}: {e}"))?
-        .len();
+fn check_memory(bytes: u64, shown: &str) -> Result<(), String> {
     let Some(available) = crate::env::host_memory_headroom_bytes() else {
         return Ok(());
     };
@@ -766,9 +791,15 @@ fn check_memory(path: &Path, shown: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The text of a file, or where it is not UTF-8.
+/// The text of a regular file (a FIFO, device or folder is refused at once, naming what it
+/// is: a matrix replaced by a FIFO after `check` must not hold its case), once its size is
+/// known to fit in memory; or where it is not UTF-8.
 fn read_text(path: &Path, shown: &str) -> Result<String, String> {
-    let bytes = fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
+    let refused = |e: input_file::InputError| format!("{shown}: {}", e.reason);
+    let file = input_file::open_regular_file(path, WHAT).map_err(refused)?;
+    let size_bytes = file.metadata().map_err(|e| format!("{shown}: {e}"))?.len();
+    check_memory(size_bytes, shown)?;
+    let bytes = input_file::read_opened(file, path, WHAT, MAX_FILE_BYTES).map_err(refused)?;
     String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
@@ -779,12 +810,25 @@ fn read_text(path: &Path, shown: &str) -> Result<String, String> {
 /// A file's matrix: banner, sizes, then nalgebra-sparse's reading, then CSR and its checks.
 fn read_file(path: &Path) -> Result<Csr, String> {
     let shown = path.display().to_string();
-    check_memory(path, &shown)?;
     let text = read_text(path, &shown)?;
-    let (banner_no, banner) = sections(&text).0.unwrap_or((1, ""));
+    let (banner, size, _) = sections(&text);
+    let (banner_no, banner) = banner.unwrap_or((1, ""));
     let field = read_banner(banner)
         .map_err(|why| format!("{shown}:{banner_no}: {why}"))?
         .field;
+    if size.is_none() {
+        // The crate would point at the line after the last, "found a blank line".
+        let last_no = text.lines().count().max(banner_no);
+        return Err(format!(
+            "{shown}:{last_no}: the file ends after the banner{}; expected the size line \
+             `rows columns entries` next",
+            if last_no > banner_no {
+                " and comments"
+            } else {
+                ""
+            }
+        ));
+    }
     check_sizes(&text, &shown)?;
     let explain = |e: MatrixMarketError| explain(&text, &shown, field, e);
     let built = match field {
@@ -1042,7 +1086,8 @@ fn malformed_line(text: &str, field: Field) -> Option<(usize, String)> {
 /// most HEAD_BYTES.
 fn file_shape(path: &Path) -> Result<(usize, usize), String> {
     let shown = path.display().to_string();
-    let file = fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    let file =
+        input_file::open_regular_file(path, WHAT).map_err(|e| format!("{shown}: {}", e.reason))?;
     let mut reader = BufReader::new(file.take(HEAD_BYTES));
     let mut banner: Option<Banner> = None;
     let mut line_no = 0;

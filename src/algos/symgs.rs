@@ -55,7 +55,7 @@ static MATRIX_AXIS: FileAxis = FileAxis {
 fn generated_matrix(value: &str) -> Option<Result<(), String>> {
     match MatrixSource::parse(value) {
         Ok(MatrixSource::File(_)) => None,
-        Ok(_) => Some(Ok(())),
+        Ok(generated) => Some(generated.check_generated_size()),
         Err(e) => Some(Err(e)),
     }
 }

@@ -397,7 +397,10 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
 
 /// A `.npy` file's contents as a `len`-element buffer of `dtype`.
 pub fn read_npy(path: &Path, dtype: DType, len: usize) -> Result<HostData> {
-    let data = crate::npy::read_as(path, dtype).map_err(|e| anyhow!("{} {e}", path.display()))?;
+    // The data and a header of at most a few KiB: anything longer is not this array.
+    let max_bytes = (len as u64).saturating_mul(8).saturating_add(1 << 20);
+    let data = crate::npy::read_as(path, dtype, max_bytes)
+        .map_err(|e| anyhow!("{} {e}", path.display()))?;
     if data.len() != len {
         bail!(
             "{} holds {} elements; the buffer has {len}",

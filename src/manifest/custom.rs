@@ -27,6 +27,10 @@ use crate::grid::{grid_points, AxisValues, WhereExpr};
 use crate::record::Variant;
 use crate::vocab::{DType, ParamValue, Tolerance};
 
+/// The most bytes one `.cu` source may have: NVRTC compiles it whole, and a device named as a
+/// source must not be read until memory runs out.
+const MAX_SOURCE_BYTES: u64 = 16 << 20;
+
 /// A study's own kernels: sources, axes, buffers, kernel sequences, reference and work.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -380,9 +384,15 @@ impl Validator<'_> {
             .iter()
             .map(|s| {
                 let path = dir.join(s.get_ref());
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    self.error(s.span(), "custom.sources", format!("cannot read source file `{}`: {e} (sources are relative to the manifest)", path.display()))
-                })?;
+                let text =
+                    crate::input_file::read_regular_text(&path, "source file", MAX_SOURCE_BYTES)
+                        .map_err(|e| {
+                            self.error(
+                                s.span(),
+                                "custom.sources",
+                                format!("{e} (sources are relative to the manifest)"),
+                            )
+                        })?;
                 Ok(SourceFile { path, text })
             })
             .collect()
@@ -658,6 +668,9 @@ impl Validator<'_> {
         dir: &Path,
     ) -> Result<PathBuf, ManifestError> {
         let path = dir.join(value.get_ref());
+        if let Some(message) = crate::input_file::not_a_file_message(&path) {
+            return Err(self.error(value.span(), key, message));
+        }
         if path.extension().is_none_or(|e| e != "npy") || !path.is_file() {
             return Err(self.error(
                 value.span(),
@@ -713,7 +726,9 @@ impl Validator<'_> {
                     "npy" => match v.as_str() {
                         Some(file) => {
                             let path = dir.join(file);
-                            if path.is_file() {
+                            if let Some(message) = crate::input_file::not_a_file_message(&path) {
+                                Err(bad(&message))
+                            } else if path.is_file() {
                                 Ok(Init::Npy(path))
                             } else {
                                 Err(bad(&format!("no .npy file `{}`", path.display())))

@@ -21,15 +21,23 @@ pub fn parse_recorded(doc: &ResultsDoc, results: &Path) -> anyhow::Result<Manife
         files: &doc.manifest.files,
         cases: &doc.cases,
     };
+    let recorded_from = Path::new(&doc.manifest.path);
     let manifest =
-        super::parse_with_files(Path::new(&doc.manifest.path), &doc.manifest.toml, files).map_err(
-            |e| {
-                anyhow::anyhow!(
-                    "the manifest recorded in {} no longer parses:\n{e}",
-                    results.display()
-                )
-            },
-        )?;
+        super::parse_with_files(recorded_from, &doc.manifest.toml, files).map_err(|mut e| {
+            // Its line and column are in the embedded text, not in the file on disk (which may
+            // have changed since, or be gone).
+            e.path = PathBuf::from(format!(
+                "(the manifest embedded in {}, recorded from {})",
+                results.display(),
+                recorded_from.display()
+            ));
+            let shown = e.to_string();
+            anyhow::anyhow!(
+                "the manifest embedded in results file {} no longer parses: {}",
+                results.display(),
+                shown.strip_prefix("error: ").unwrap_or(&shown)
+            )
+        })?;
     if manifest.study.name != doc.study.name {
         anyhow::bail!(
             "{}: the file holds study `{}`, but the manifest recorded in it is study `{}`: was \

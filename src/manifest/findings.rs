@@ -287,8 +287,10 @@ pub(super) struct RawTable {
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawReference {
-    label: String,
-    source: String,
+    #[schemars(with = "String")]
+    label: Spanned<String>,
+    #[schemars(with = "String")]
+    source: Spanned<String>,
     /// The unit of the published figures.
     #[schemars(schema_with = "unit_schema")]
     unit: Spanned<String>,
@@ -303,7 +305,8 @@ pub(super) struct RawClaim {
     /// The report's sentence, quoted.
     #[schemars(with = "String")]
     text: Spanned<String>,
-    source: String,
+    #[schemars(with = "String")]
+    source: Spanned<String>,
     /// faster (a than b), reaches_peak (a), passes (variants), rises or falls (quantity of a along an axis).
     #[schemars(schema_with = "claim_kind_schema")]
     kind: Spanned<String>,
@@ -357,6 +360,79 @@ impl StudyShape<'_> {
                 "`{}` is not a variant of this study; its variants: {}",
                 name.get_ref(),
                 self.variant_names()
+            ),
+        ))
+    }
+
+    /// A list of variants (`variants = [...]`): each one of the study's, none twice, and not
+    /// empty (a table or claim over no variant can never hold data).
+    fn variant_list(
+        &self,
+        list: &Spanned<Vec<String>>,
+        key: &str,
+        v: &Validator,
+    ) -> Result<Vec<String>, ManifestError> {
+        if list.get_ref().is_empty() {
+            return Err(v.error(
+                list.span(),
+                key,
+                format!(
+                    "`variants = []` names no variant, so nothing could ever be shown or checked; \
+                     name some of: {}",
+                    self.variant_names()
+                ),
+            ));
+        }
+        for (k, name) in list.get_ref().iter().enumerate() {
+            let spanned = Spanned::new(list.span(), name.clone());
+            self.variant(&spanned, key, v)?;
+            if list.get_ref()[..k].contains(name) {
+                return Err(v.error(
+                    list.span(),
+                    key,
+                    format!("`{name}` is listed twice; name each variant once"),
+                ));
+            }
+        }
+        Ok(list.get_ref().clone())
+    }
+
+    /// The backends of the named variants.
+    fn backends<'n>(&self, names: &'n [String]) -> impl Iterator<Item = Backend> + use<'_, 'n> {
+        names.iter().filter_map(|name| {
+            self.variants
+                .iter()
+                .find(|v| &v.name == name)
+                .map(|v| v.backend)
+        })
+    }
+
+    /// Refuses a dimension no shown variant has (rows by `block` over CPU variants): the
+    /// table would have no row or column.
+    fn dimension_applies(
+        &self,
+        dimension: &Dimension,
+        span: std::ops::Range<usize>,
+        variants: &[String],
+        key: &str,
+        v: &Validator,
+    ) -> Result<(), ManifestError> {
+        let Dimension::Axis(axis) = dimension else {
+            return Ok(());
+        };
+        let Some(def) = self.spec.axis(axis) else {
+            return Ok(());
+        };
+        if self.backends(variants).any(|b| def.applies_to(b)) {
+            return Ok(());
+        }
+        Err(v.error(
+            span,
+            key,
+            format!(
+                "no variant shown has the axis `{axis}` (it is the {} variants' only), so the \
+                 table could never hold data; show such a variant or run over another axis",
+                def.only_for.map_or("some".to_string(), |b| b.to_string())
             ),
         ))
     }
@@ -439,6 +515,13 @@ impl StudyShape<'_> {
                 toml::Value::Array(items) => items.clone(),
                 scalar => vec![scalar.clone()],
             };
+            if listed.is_empty() {
+                return Err(v.error(
+                    span,
+                    key,
+                    format!("`{axis} = []` keeps no value of `{axis}`, so nothing could ever be selected: list the values kept, or leave `{axis}` out"),
+                ));
+            }
             let have = self.axis_values(&axis).unwrap_or_default();
             let mut values = Vec::new();
             for item in &listed {
@@ -500,14 +583,14 @@ impl Validator<'_> {
             })?;
             let variants = match &raw.variants {
                 None => study.variants.iter().map(|v| v.name.clone()).collect(),
-                Some(list) => {
-                    for name in list.get_ref() {
-                        let spanned = Spanned::new(list.span(), name.clone());
-                        study.variant(&spanned, &key("variants"), self)?;
-                    }
-                    list.get_ref().clone()
-                }
+                Some(list) => study.variant_list(list, &key("variants"), self)?,
             };
+            study.dimension_applies(&rows, raw.rows.span(), &variants, &key("rows"), self)?;
+            let columns_span = raw.columns.span();
+            study.dimension_applies(&columns, columns_span, &variants, &key("columns"), self)?;
+            if value == Quantity::PercentOfPeak {
+                self.peak_variants(study, &raw.variants, &raw.value, &variants, &key)?;
+            }
             let baseline = match raw.baseline {
                 Some(b) => {
                     study.variant(&b, &key("baseline"), self)?;
@@ -561,45 +644,15 @@ impl Validator<'_> {
             };
             let mut references = Vec::new();
             for (j, reference) in raw.references.into_iter().enumerate() {
-                let reference = reference.into_inner();
                 let key = |k: &str| format!("table[{i}].reference[{j}].{k}");
-                let unit = Unit::parse(reference.unit.get_ref())
-                    .filter(|u| value.units().contains(u))
-                    .ok_or_else(|| {
-                        self.error(
-                            reference.unit.span(),
-                            key("unit"),
-                            format!(
-                                "a {} figure is given in {}",
-                                value.name(),
-                                value
-                                    .units()
-                                    .iter()
-                                    .map(|u| format!("\"{u}\""))
-                                    .collect::<Vec<_>>()
-                                    .join(" or ")
-                            ),
-                        )
-                    })?;
-                for column in reference.values.get_ref().keys() {
-                    if !column_values.contains(column) {
-                        return Err(self.error(
-                            reference.values.span(),
-                            key("values"),
-                            format!(
-                                "`{column}` is not a column of this table ({}); its columns: {}",
-                                columns.name(),
-                                column_values.join(", ")
-                            ),
-                        ));
-                    }
-                }
-                references.push(ReferenceRow {
-                    label: reference.label,
-                    source: reference.source,
-                    unit,
-                    values: reference.values.into_inner(),
-                });
+                let reference = reference.into_inner();
+                references.push(self.reference_row(
+                    reference,
+                    value,
+                    &columns,
+                    &column_values,
+                    &key,
+                )?);
             }
             tables.push(TableSpec {
                 title: raw.title.into_inner(),
@@ -615,6 +668,128 @@ impl Validator<'_> {
         Ok(tables)
     }
 
+    /// A `percent_of_peak` table: the copy peak is the GPU's, so a CPU variant's cells are
+    /// always empty; refused where listed, or where no shown variant is a CUDA one.
+    fn peak_variants(
+        &self,
+        study: &StudyShape,
+        listed: &Option<Spanned<Vec<String>>>,
+        value: &Spanned<String>,
+        variants: &[String],
+        key: &dyn Fn(&str) -> String,
+    ) -> Result<(), ManifestError> {
+        let cpu = variants.iter().find(|name| {
+            study
+                .backends(std::slice::from_ref(name))
+                .any(|b| b != Backend::Cuda)
+        });
+        let (span, key) = match listed {
+            Some(list) => (list.span(), key("variants")),
+            None => (value.span(), key("value")),
+        };
+        let no_cuda = !study.backends(variants).any(|b| b == Backend::Cuda);
+        match cpu {
+            Some(name) if listed.is_some() || no_cuda => Err(self.error(
+                span,
+                key,
+                format!(
+                    "`{name}` is not a CUDA variant: the copy peak is the GPU's, so its \
+                     percent_of_peak cells would always be empty; show CUDA variants only"
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// One `[[table.reference]]` row: plain-text label and source, a unit the table's value is
+    /// given in, columns of the table, and figures that are finite and above 0 (a time, a
+    /// rate or a share of `nan`, `inf` or -3 is a typo, not a published figure).
+    fn reference_row(
+        &self,
+        reference: RawReference,
+        value: Quantity,
+        columns: &Dimension,
+        column_values: &[String],
+        key: &dyn Fn(&str) -> String,
+    ) -> Result<ReferenceRow, ManifestError> {
+        self.plain_text(&reference.label, &key("label"), "the reference's label")?;
+        self.plain_text(&reference.source, &key("source"), "the reference's source")?;
+        let unit = Unit::parse(reference.unit.get_ref())
+            .filter(|u| value.units().contains(u))
+            .ok_or_else(|| {
+                self.error(
+                    reference.unit.span(),
+                    key("unit"),
+                    format!(
+                        "a {} figure is given in {}",
+                        value.name(),
+                        value
+                            .units()
+                            .iter()
+                            .map(|u| format!("\"{u}\""))
+                            .collect::<Vec<_>>()
+                            .join(" or ")
+                    ),
+                )
+            })?;
+        for (column, figure) in reference.values.get_ref() {
+            if !column_values.contains(column) {
+                return Err(self.error(
+                    reference.values.span(),
+                    key("values"),
+                    format!(
+                        "`{column}` is not a column of this table ({}); its columns: {}",
+                        columns.name(),
+                        column_values.join(", ")
+                    ),
+                ));
+            }
+            // Zero is allowed only for an error (a max_rel_err of 0 is exact).
+            let zero_ok = value == Quantity::MaxRelErr;
+            if !(figure.is_finite() && (*figure > 0.0 || (zero_ok && *figure == 0.0))) {
+                return Err(self.error(
+                    reference.values.span(),
+                    key("values"),
+                    format!(
+                        "the figure for `{column}` is {figure}; a published {} must be a finite \
+                         number {}",
+                        value.name(),
+                        if zero_ok { "of 0 or more" } else { "above 0" }
+                    ),
+                ));
+            }
+        }
+        Ok(ReferenceRow {
+            label: reference.label.into_inner(),
+            source: reference.source.into_inner(),
+            unit,
+            values: reference.values.into_inner(),
+        })
+    }
+
+    /// A `passes` claim's variants: one (`a`) or a list (`variants`), not both.
+    fn passes_variants(
+        &self,
+        study: &StudyShape,
+        a: Option<Spanned<String>>,
+        variants: Option<Spanned<Vec<String>>>,
+        claim_span: std::ops::Range<usize>,
+        key: &dyn Fn(&str) -> String,
+    ) -> Result<Vec<String>, ManifestError> {
+        match (a, variants) {
+            (Some(a), None) => {
+                study.variant(&a, &key("a"), self)?;
+                Ok(vec![a.into_inner()])
+            }
+            (None, Some(list)) => study.variant_list(&list, &key("variants"), self),
+            _ => Err(self.error(
+                claim_span,
+                key("a"),
+                "a `passes` claim names one variant (`a`) or several (`variants`)".into(),
+            )),
+        }
+    }
+
     pub(super) fn validate_claims(
         &self,
         study: &StudyShape,
@@ -626,6 +801,7 @@ impl Validator<'_> {
             let raw = spanned.into_inner();
             let key = |k: &str| format!("claim[{i}].{k}");
             self.plain_text(&raw.text, &key("text"), "the claim's text")?;
+            self.plain_text(&raw.source, &key("source"), "the claim's source")?;
             let kind = raw.kind.get_ref().as_str();
             if !CLAIM_KINDS.contains(&kind) {
                 return Err(self.error(
@@ -666,11 +842,22 @@ impl Validator<'_> {
                     }),
                 };
             let check = match kind {
-                "faster" => Check::Faster {
-                    a: variant(raw.a, "a")?,
-                    b: variant(raw.b, "b")?,
-                    by: fraction(raw.by, "by", Some(1.0))?,
-                },
+                "faster" => {
+                    let b_span = raw.b.as_ref().map_or(claim_span.clone(), |b| b.span());
+                    let (a, b) = (variant(raw.a, "a")?, variant(raw.b, "b")?);
+                    if a == b {
+                        return Err(self.error(
+                            b_span,
+                            key("b"),
+                            format!("`a` and `b` are both `{a}`: a variant is never faster than itself; name two variants"),
+                        ));
+                    }
+                    Check::Faster {
+                        a,
+                        b,
+                        by: fraction(raw.by, "by", Some(1.0))?,
+                    }
+                }
                 "reaches_peak" => {
                     let a = variant(raw.a, "a")?;
                     if study
@@ -689,29 +876,9 @@ impl Validator<'_> {
                         share: fraction(raw.share, "share", None)?,
                     }
                 }
-                "passes" => {
-                    let variants =
-                        match (raw.a, raw.variants) {
-                            (Some(a), None) => {
-                                study.variant(&a, &key("a"), self)?;
-                                vec![a.into_inner()]
-                            }
-                            (None, Some(list)) => {
-                                for name in list.get_ref() {
-                                    let spanned = Spanned::new(list.span(), name.clone());
-                                    study.variant(&spanned, &key("variants"), self)?;
-                                }
-                                list.into_inner()
-                            }
-                            _ => return Err(self.error(
-                                claim_span,
-                                key("a"),
-                                "a `passes` claim names one variant (`a`) or several (`variants`)"
-                                    .into(),
-                            )),
-                        };
-                    Check::Passes { variants }
-                }
+                "passes" => Check::Passes {
+                    variants: self.passes_variants(study, raw.a, raw.variants, claim_span, &key)?,
+                },
                 _ => {
                     let quantity = need(raw.quantity, "quantity")?;
                     if quantity.get_ref() == "speedup" {
@@ -723,8 +890,18 @@ impl Validator<'_> {
                     }
                     let along = need(raw.along, "along")?;
                     study.axis_name(&along, &key("along"), self)?;
+                    let a = variant(raw.a, "a")?;
+                    let dimension = Dimension::Axis(along.get_ref().clone());
+                    let shown = std::slice::from_ref(&a);
+                    study.dimension_applies(
+                        &dimension,
+                        along.span(),
+                        shown,
+                        &key("along"),
+                        self,
+                    )?;
                     Check::Trend {
-                        a: variant(raw.a, "a")?,
+                        a,
                         quantity: Quantity::parse(quantity.get_ref()).ok_or_else(|| {
                             self.error(
                                 quantity.span(),
@@ -743,7 +920,7 @@ impl Validator<'_> {
             };
             claims.push(ClaimSpec {
                 text: raw.text.into_inner(),
-                source: raw.source,
+                source: raw.source.into_inner(),
                 check,
                 select: study.select(raw.select, &key("select"), self)?,
             });

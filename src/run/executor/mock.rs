@@ -192,12 +192,14 @@ struct RawEvent {
 
 const GIB: f64 = (1u64 << 30) as f64;
 
+/// The most bytes a mock device file may have: a page of TOML, never a device's worth.
+const MAX_BYTES: u64 = 1 << 20;
+
 impl MockSpec {
     /// Reads and checks the file; mistakes are located in it as a manifest's are.
     pub fn load(path: &Path) -> Result<MockSpec, ManifestError> {
-        let source = std::fs::read_to_string(path).map_err(|e| {
-            ManifestError::whole_file(path, format!("cannot read the mock device file: {e}"))
-        })?;
+        let source = crate::input_file::read_regular_text(path, "the mock device file", MAX_BYTES)
+            .map_err(|e| ManifestError::whole_file(path, e.to_string()))?;
         MockSpec::parse(path, &source)
     }
 

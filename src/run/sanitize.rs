@@ -91,7 +91,8 @@ impl Sanitizer {
     }
 
     /// Runs `case` once more under the sanitizer and returns what it found; the worker's own
-    /// verdict on the case (its answer, its guard zones) stays the timed run's.
+    /// verdict on the case (its answer, its guard zones) stays the timed run's. None: Ctrl-C
+    /// stopped it, and the case is left unfinished, for `--resume` to run again.
     pub fn check_case(
         &self,
         worker_exe: &Path,
@@ -100,7 +101,7 @@ impl Sanitizer {
         case: &Case,
         setup_limit_s: f64,
         halt: &AtomicBool,
-    ) -> SanitizerCheck {
+    ) -> Option<SanitizerCheck> {
         let log_file = log_path(&job.results_path, case.index, self.tool);
         let mut check = SanitizerCheck {
             tool: self.tool.name().to_string(),
@@ -111,7 +112,7 @@ impl Sanitizer {
         };
         if let Err(e) = log_file.parent().map_or(Ok(()), std::fs::create_dir_all) {
             check.failure = Some(format!("cannot create the sanitizer's log folder: {e}"));
-            return check;
+            return Some(check);
         }
         let job = sanitizer_job(job);
         let wrapper = self.wrapper(&log_file);
@@ -129,7 +130,7 @@ impl Sanitizer {
         match outcome {
             Err(e) => check.failure = Some(format!("could not start it: {e:#}")),
             Ok(WorkerOutcome::Finished(_)) => read_log(&log_file, &mut check),
-            Ok(WorkerOutcome::Interrupted) => check.failure = Some("interrupted".into()),
+            Ok(WorkerOutcome::Interrupted) => return None,
             Ok(WorkerOutcome::TimedOut(reason))
             | Ok(WorkerOutcome::SetupHung(reason))
             | Ok(WorkerOutcome::Died(reason)) => {
@@ -138,7 +139,7 @@ impl Sanitizer {
                 check.failure = Some(reason);
             }
         }
-        check
+        Some(check)
     }
 
     /// `compute-sanitizer --tool T --log-file F ...`, before the worker's own command line.

@@ -284,7 +284,11 @@ fn lane_runner<'a>(
                     options.setup_limit_s,
                     halt,
                 );
-                sanitize::apply(result, check);
+                match check {
+                    Some(check) => sanitize::apply(result, check),
+                    // Stopped mid-check: the case is not recorded, as any interrupted case.
+                    None => outcome = WorkerOutcome::Interrupted,
+                }
             }
         }
         (Ok(outcome), started.elapsed().as_secs_f64())

@@ -13,13 +13,15 @@ use serde_json::Value;
 const MOCK: &str =
     "[device]\nname = \"H100\"\n\n[timing]\nseed = 3\nlaunch_s = 4e-6\ngbytes_per_s = 2000.0\n";
 
-/// Records its arguments, runs the worker after `--log-file F`, then writes F as
-/// compute-sanitizer does: a banner, FAKE_SANITIZER_ERRORS errors, the summary.
+/// Records its arguments, runs the worker after `--log-file F` (FAKE_SANITIZER_SLEEP_S seconds
+/// later, if set), then writes F as compute-sanitizer does: a banner, FAKE_SANITIZER_ERRORS
+/// errors, the summary.
 const FAKE_SANITIZER: &str = r#"#!/bin/bash
 echo "$@" >> "$(dirname "$0")/sanitizer-args.txt"
 while [ "$#" -gt 0 ] && [ "$1" != "--log-file" ]; do shift; done
 log="$2"; shift 2
 echo "========= COMPUTE-SANITIZER" > "$log"
+if [ -n "$FAKE_SANITIZER_SLEEP_S" ]; then sleep "$FAKE_SANITIZER_SLEEP_S"; fi
 "$@"
 status=$?
 errors="${FAKE_SANITIZER_ERRORS:-0}"
@@ -182,4 +184,57 @@ fn an_unknown_tool_is_refused() {
     let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(stderr.contains("leakcheck"), "{stderr}");
     assert!(stderr.contains("memcheck"), "{stderr}");
+}
+
+#[test]
+fn ctrl_c_during_a_sanitizer_run_leaves_the_case_for_resume() {
+    let dir = setup();
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbench"));
+    cmd.current_dir(dir.path())
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .env(
+            "KBENCH_COMPUTE_SANITIZER",
+            dir.path().join("compute-sanitizer"),
+        )
+        .env("FAKE_SANITIZER_SLEEP_S", "30")
+        .args([
+            "run",
+            "--out-dir",
+            "out",
+            "--warmup",
+            "0",
+            "--max-samples",
+            "3",
+        ])
+        .args(["--min-samples", "3", "--sanitize"])
+        .arg(repo("examples/reduction/reduction.toml"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // The first case is measured and its sanitizer run has started (and sleeps).
+    let args = dir.path().join("sanitizer-args.txt");
+    let started = std::time::Instant::now();
+    while !args.exists() {
+        assert!(started.elapsed().as_secs() < 60, "no sanitizer run started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    // The case whose check was stopped is not in the file (nor its journal), failed or
+    // otherwise; the other cases never started.
+    let study = dir.path().join("out/custom_reduction");
+    let file = std::fs::read_dir(&study)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let doc = kbench::results::load_results(&file).unwrap();
+    assert_eq!(doc.cases.len(), 0, "{:?}", doc.cases);
+    assert!(stderr.contains("--resume"), "{stderr}");
 }

@@ -758,8 +758,13 @@ fn reasons(
     out
 }
 
-/// Seconds with a unit that keeps 4 significant digits readable: 4.098 ms, 812.3 µs.
+/// Seconds with a unit that keeps 4 significant digits readable: 4.098 ms, 812.3 µs; past a day
+/// (no run takes that: a case in error may record it), in powers of ten, `1.700e308 s`, not as
+/// a 309-digit number.
 pub fn format_seconds(s: f64) -> String {
+    if s.is_finite() && s >= 86_400.0 {
+        return format!("{s:.3e} s");
+    }
     let (value, unit) = if s >= 1.0 {
         (s, "s")
     } else if s >= 1e-3 {
@@ -787,6 +792,8 @@ mod tests {
     fn seconds_get_readable_units() {
         assert_eq!(format_seconds(0.004098), "4.098 ms");
         assert_eq!(format_seconds(0.0008123), "812.3 µs");
+        assert_eq!(format_seconds(1.7e308), "1.700e308 s");
+        assert_eq!(format_seconds(f64::INFINITY), "inf s");
         assert_eq!(format_seconds(2.5), "2.500 s");
         assert_eq!(format_seconds(3.2e-8), "32.00 ns");
     }

@@ -311,6 +311,18 @@ impl ResultsFile {
     }
 }
 
+/// Where a run keeps `name` of its `what` beside the results file: `<stem>-<what>/<name>`, as a
+/// path relative to the results file's folder (what the results record), and that folder.
+pub fn beside(results_path: &Path, what: &str, name: &str) -> (PathBuf, PathBuf) {
+    let folder = results_path.parent().unwrap_or(Path::new("."));
+    let stem = results_path
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy();
+    let relative = PathBuf::from(format!("{stem}-{what}")).join(name);
+    (folder.to_path_buf(), relative)
+}
+
 /// Writes a case's arrays as `.npy` files in `<results stem>-outputs/case-<index>-<variant>/`
 /// beside the results file and returns their paths relative to the results file's folder.
 pub fn save_arrays(
@@ -319,13 +331,11 @@ pub fn save_arrays(
     variant: &str,
     arrays: &[(String, &HostData)],
 ) -> Result<Vec<String>> {
-    let folder = results_path.parent().unwrap_or(Path::new("."));
-    let stem = results_path
-        .file_stem()
-        .unwrap_or_default()
-        .to_string_lossy();
-    let relative =
-        PathBuf::from(format!("{stem}-outputs")).join(format!("case-{index:04}-{variant}"));
+    let (folder, relative) = beside(
+        results_path,
+        "outputs",
+        &format!("case-{index:04}-{variant}"),
+    );
     let dir = folder.join(&relative);
     fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut written = Vec::new();

@@ -48,41 +48,43 @@ fn setup() -> tempfile::TempDir {
     dir
 }
 
-fn kbench(dir: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("kbench").unwrap();
+/// `kbench run MANIFEST` on the mock with the stand-in sanitizer, 3 samples a case.
+fn run_command(dir: &Path, manifest: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbench"));
     cmd.current_dir(dir)
         .env("KBENCH_MOCK_GPU", "mock.toml")
         .env("KBENCH_COMPUTE_SANITIZER", dir.join("compute-sanitizer"))
         .env("COLUMNS", "100")
-        .args([
-            "run",
-            "--out-dir",
-            "out",
-            "--warmup",
-            "0",
-            "--max-samples",
-            "3",
-        ])
-        .args(["--min-samples", "3"])
-        .arg(repo("examples/numpy_reference/saxpy.toml"));
+        .args(["run", "--out-dir", "out", "--warmup", "0"])
+        .args(["--min-samples", "3", "--max-samples", "3"])
+        .arg(repo(manifest));
     cmd
 }
 
-/// The run's results document, and the folder it lies in.
-fn results(dir: &Path) -> (Value, PathBuf) {
+fn kbench(dir: &Path) -> Command {
+    Command::from_std(run_command(dir, "examples/numpy_reference/saxpy.toml"))
+}
+
+/// The run's results file (the one study's, under `out/`).
+fn results_file(dir: &Path) -> PathBuf {
     let study = std::fs::read_dir(dir.join("out"))
         .unwrap()
         .next()
         .unwrap()
         .unwrap()
         .path();
-    let file = std::fs::read_dir(&study)
+    std::fs::read_dir(&study)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
+        .unwrap()
+}
+
+/// The run's results document, and the folder it lies in.
+fn results(dir: &Path) -> (Value, PathBuf) {
+    let file = results_file(dir);
     let doc = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    (doc, study)
+    (doc, file.parent().unwrap().to_path_buf())
 }
 
 fn numpy_available() -> bool {
@@ -189,25 +191,9 @@ fn an_unknown_tool_is_refused() {
 #[test]
 fn ctrl_c_during_a_sanitizer_run_leaves_the_case_for_resume() {
     let dir = setup();
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbench"));
-    cmd.current_dir(dir.path())
-        .env("KBENCH_MOCK_GPU", "mock.toml")
-        .env(
-            "KBENCH_COMPUTE_SANITIZER",
-            dir.path().join("compute-sanitizer"),
-        )
-        .env("FAKE_SANITIZER_SLEEP_S", "30")
-        .args([
-            "run",
-            "--out-dir",
-            "out",
-            "--warmup",
-            "0",
-            "--max-samples",
-            "3",
-        ])
-        .args(["--min-samples", "3", "--sanitize"])
-        .arg(repo("examples/reduction/reduction.toml"))
+    let mut cmd = run_command(dir.path(), "examples/reduction/reduction.toml");
+    cmd.env("FAKE_SANITIZER_SLEEP_S", "30")
+        .arg("--sanitize")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
@@ -228,13 +214,7 @@ fn ctrl_c_during_a_sanitizer_run_leaves_the_case_for_resume() {
     assert_eq!(output.status.code(), Some(130), "{stderr}");
     // The case whose check was stopped is not in the file (nor its journal), failed or
     // otherwise; the other cases never started.
-    let study = dir.path().join("out/custom_reduction");
-    let file = std::fs::read_dir(&study)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
-    let doc = kbench::results::load_results(&file).unwrap();
+    let doc = kbench::results::load_results(&results_file(dir.path())).unwrap();
     assert_eq!(doc.cases.len(), 0, "{:?}", doc.cases);
     assert!(stderr.contains("--resume"), "{stderr}");
 }

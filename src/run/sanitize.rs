@@ -102,12 +102,12 @@ impl Sanitizer {
         setup_limit_s: f64,
         halt: &AtomicBool,
     ) -> Option<SanitizerCheck> {
-        let log_file = log_path(&job.results_path, case.index, self.tool);
+        let (log_file, shown_log_file) = log_path(&job.results_path, case.index, self.tool);
         let mut check = SanitizerCheck {
             tool: self.tool.name().to_string(),
             errors: None,
             report: Vec::new(),
-            log_file: relative_to_results(&job.results_path, &log_file),
+            log_file: shown_log_file,
             failure: None,
         };
         if let Err(e) = log_file.parent().map_or(Ok(()), std::fs::create_dir_all) {
@@ -210,24 +210,12 @@ fn sanitizer_job(job: &StudyJob) -> StudyJob {
     }
 }
 
-/// `<results stem>-sanitizer/case-0007-memcheck.log`, beside the results file.
-fn log_path(results_path: &Path, index: usize, tool: SanitizerTool) -> PathBuf {
-    let folder = results_path.parent().unwrap_or(Path::new("."));
-    let stem = results_path
-        .file_stem()
-        .unwrap_or_default()
-        .to_string_lossy();
-    folder
-        .join(format!("{stem}-sanitizer"))
-        .join(format!("case-{index:04}-{}.log", tool.name()))
-}
-
-fn relative_to_results(results_path: &Path, file: &Path) -> String {
-    let folder = results_path.parent().unwrap_or(Path::new("."));
-    file.strip_prefix(folder)
-        .unwrap_or(file)
-        .display()
-        .to_string()
+/// `<results stem>-sanitizer/case-0007-memcheck.log`, beside the results file: the path, and
+/// the path relative to the results file's folder (as the results record it).
+fn log_path(results_path: &Path, index: usize, tool: SanitizerTool) -> (PathBuf, String) {
+    let name = format!("case-{index:04}-{}.log", tool.name());
+    let (folder, relative) = crate::results::beside(results_path, "sanitizer", &name);
+    (folder.join(&relative), relative.display().to_string())
 }
 
 fn read_log(log_file: &Path, check: &mut SanitizerCheck) {
@@ -334,14 +322,11 @@ mod tests {
 
     #[test]
     fn the_report_lies_beside_the_results_file() {
-        let log = log_path(Path::new("out/s/2026.json"), 7, SanitizerTool::Racecheck);
+        let (log, shown) = log_path(Path::new("out/s/2026.json"), 7, SanitizerTool::Racecheck);
         assert_eq!(
             log,
             Path::new("out/s/2026-sanitizer/case-0007-racecheck.log")
         );
-        assert_eq!(
-            relative_to_results(Path::new("out/s/2026.json"), &log),
-            "2026-sanitizer/case-0007-racecheck.log"
-        );
+        assert_eq!(shown, "2026-sanitizer/case-0007-racecheck.log");
     }
 }

@@ -131,6 +131,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     report = []
+    failed = []
     for path in a.manifests:
         with open(path, "rb") as f:
             manifest = tomllib.load(f)
@@ -147,7 +148,15 @@ def main():
             with open(one, "w") as f:
                 f.write(one_case_manifest(manifest, case, a.samples,
                                           os.path.dirname(os.path.abspath(path))))
-            launches = ncu_durations_s(a.kbench, one, os.path.join(a.out, "ncu-runs"), a.cache_control)
+            try:
+                launches = ncu_durations_s(a.kbench, one, os.path.join(a.out, "ncu-runs"),
+                                           a.cache_control)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                # One case that ncu could not time leaves the others to be checked.
+                print(f"{study} case {case['index']}: {e}", file=sys.stderr)
+                failed.append({"study": study, "case": case["index"], "variant": case["variant"],
+                               "params": case["params"], "error": str(e)[:2000]})
+                continue
             by_kernel = {}
             for name, s in launches:
                 by_kernel.setdefault(name, []).append(s)
@@ -176,6 +185,9 @@ def main():
                 "profiler_median_s": statistics.median(profiler) if profiler else None,
                 "timer_method": timer.get("method"),
                 "event_overhead_s": timer.get("event_overhead_s"),
+                # Launches a run, from ncu's record: 1 for a single-kernel case, the one kind
+                # the max(2%, 0.5 µs) target is stated for.
+                "launches_per_run": period,
             }
             row["ratio"] = row["kbench_median_s"] / ncu_s
             diff = abs(row["kbench_median_s"] - ncu_s)
@@ -184,9 +196,14 @@ def main():
                 pdiff = abs(row["profiler_median_s"] - ncu_s)
                 row["profiler_within_target"] = pdiff <= max(0.02 * ncu_s, 0.5e-6)
             report.append(row)
+            # Written after every case, so that a sweep stopped part-way keeps what it measured.
+            with open(os.path.join(a.out, "timer-check.json"), "w") as f:
+                json.dump(report, f, indent=1)
+    with open(os.path.join(a.out, "timer-check-failed.json"), "w") as f:
+        json.dump(failed, f, indent=1)
     # CUPTI: its activity records' span (from the first block); profiler: CUPTI's range
     # profiler's gpu__time_duration, Nsight Compute's own metric, with its verdict against ncu.
-    print(f"{'case':44s} {'kbench':>13s} {'ncu':>13s} {'ratio':>7s} {'CUPTI':>13s} "
+    print(f"{'case':44s} {'runs':>4s} {'kbench':>13s} {'ncu':>13s} {'ratio':>7s} {'CUPTI':>13s} "
           f"{'profiler':>13s}  within max(2%, 0.5 µs): kbench, profiler")
     dash = "         -   "
     for r in report:
@@ -194,12 +211,13 @@ def main():
         cupti = fmt_s(r["cupti_median_s"]) if r["cupti_median_s"] else dash
         profiler = fmt_s(r["profiler_median_s"]) if r["profiler_median_s"] else dash
         verdict = {True: "yes", False: "NO", None: "-"}
-        print(f"{label[:44]:44s} {fmt_s(r['kbench_median_s'])} {fmt_s(r['ncu_median_s'])} "
+        print(f"{label[:44]:44s} {r['launches_per_run']:4d} {fmt_s(r['kbench_median_s'])} {fmt_s(r['ncu_median_s'])} "
               f"{r['ratio']:7.3f} {cupti} {profiler}  {verdict[r['within_target']]}, "
               f"{verdict[r.get('profiler_within_target')]}")
-    with open(os.path.join(a.out, "timer-check.json"), "w") as f:
-        json.dump(report, f, indent=1)
-    return 0 if all(r["within_target"] for r in report) else 1
+    for r in failed:
+        print(f"{r['study']} #{r['case']}: ncu gave no time: {r['error'][:200]}")
+    single = [r for r in report if r["launches_per_run"] == 1]
+    return 0 if all(r["within_target"] for r in single) and not failed else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The timer sweep (issue 30): every CUDA kernel of every algorithm at several sizes (2^14 to 2^28,
+# powers of two and not) and block sizes, each case timed by kbench as usual and then again under
+# Nsight Compute (scripts/timer_check.py: gpu__time_duration, caches flushed before each kernel,
+# clocks left alone), with a markdown table of the verdicts at the end. Run on a GPU machine,
+# from the repository root:
+#   bash scripts/timer-sweep.sh [--kbench PATH] [--out DIR] [--samples N] [MANIFEST...]
+# (manifests default to experiments/timer_sweep/*.toml; the table goes to DIR/summary.md).
+set -euo pipefail
+kbench=.gpu-bundle/kbench
+out=out/timer-sweep
+samples=10
+manifests=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --kbench) kbench="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --samples) samples="$2"; shift 2 ;;
+    *) manifests+=("$1"); shift ;;
+  esac
+done
+[ ${#manifests[@]} -gt 0 ] || manifests=(experiments/timer_sweep/*.toml)
+[ -x "$kbench" ] || { echo "no kbench binary at $kbench (build it, or pass --kbench)" >&2; exit 2; }
+command -v ncu >/dev/null || { echo "ncu (Nsight Compute) is not on PATH" >&2; exit 2; }
+mkdir -p "$out"
+status=0
+python3 "$(dirname "$0")/timer_check.py" --kbench "$kbench" --out "$out" --samples "$samples" \
+  "${manifests[@]}" || status=$?
+python3 "$(dirname "$0")/timer_sweep_summary.py" "$out/timer-check.json" | tee "$out/summary.md"
+exit "$status"

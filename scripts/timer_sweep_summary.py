@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""The timer sweep's table (scripts/timer-sweep.sh), from timer_check.py's JSON: one row a case,
+with kbench's events, kbench's CUPTI profiler and Nsight Compute, and the verdict.
+
+The target, max(2%, 0.5 µs) of ncu, is stated for runs of one kernel. A run of several kernels
+is timed by ncu one kernel at a time, each with the caches flushed and nothing before it, so
+ncu's sum is an upper bound of a run's kernels that leaves out the gaps between them: those rows
+are marked `multi` and compared with kbench's CUPTI activity span of the same run instead."""
+import json
+import sys
+
+
+def us(s):
+    return "-" if s is None else (f"{s * 1e6:.2f} µs" if s < 1e-3 else f"{s * 1e3:.3f} ms")
+
+
+def within(a, b):
+    return a is not None and b is not None and abs(a - b) <= max(0.02 * b, 0.5e-6)
+
+
+def main(paths):
+    rows = [r for p in paths for r in json.load(open(p))]
+    print("| case | launches a run | kbench events | kbench profiler | Nsight Compute | events / ncu | verdict |")
+    print("|---|---|---|---|---|---|---|")
+    single = agree = 0
+    for r in rows:
+        params = ", ".join(f"{k}={v}" for k, v in r["params"].items())
+        case = f"{r['variant']} {params}"
+        launches = r.get("launches_per_run", 1)
+        ratio = r["kbench_median_s"] / r["ncu_median_s"]
+        if launches == 1:
+            single += 1
+            ok = within(r["kbench_median_s"], r["ncu_median_s"])
+            agree += ok
+            verdict = "within" if ok else f"OFF by {100 * (ratio - 1):+.1f}%"
+        else:
+            span = r.get("cupti_median_s")
+            verdict = f"multi: ncu's sum is an upper bound; CUPTI span {us(span)}"
+        print(f"| {case} | {launches} | {us(r['kbench_median_s'])} | {us(r.get('profiler_median_s'))} | "
+              f"{us(r['ncu_median_s'])} | {ratio:.3f} | {verdict} |")
+    print(f"\n{agree} of {single} single-kernel cases within max(2%, 0.5 µs) of Nsight Compute; "
+          f"{len(rows) - single} cases of several launches a run.")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

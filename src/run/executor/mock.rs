@@ -822,8 +822,9 @@ impl Primitives for MockRun<'_> {
         let d = &self.device.spec.device;
         d.power_w.is_some() && d.energy_counter
     }
-    /// The runs in one window of the time model; its energy is `power_w` over the window's
-    /// time, in whole millijoules as NVML counts.
+    /// One run in a window of the time model, charged as `runs` (the mock's runs do real work
+    /// on the host: 20,000 of them would take a test's time); its energy is `power_w` over the
+    /// window's time, in whole millijoules as NVML counts.
     fn energy_window(
         &self,
         runs: u32,
@@ -833,10 +834,8 @@ impl Primitives for MockRun<'_> {
             bail!("the mock device has no NVML");
         };
         self.start_window();
-        for _ in 0..runs {
-            region()?;
-        }
-        let window_s = self.end_window();
+        region()?;
+        let window_s = self.end_window() * runs as f64;
         Ok(EnergyReading {
             energy_mj: (power_w * window_s * 1e3).round() as u64,
             window_s,

@@ -206,7 +206,10 @@ fn without_nvml_the_fields_are_absent_and_the_reason_is_recorded_once() {
         assert_eq!(timer["clocks"], Value::Null);
     }
     let wide = report(dir.path(), &results, &["--wide"]);
-    assert!(!wide.contains("J/run") && !wide.contains("SM MHz"), "{wide}");
+    assert!(
+        !wide.contains("J/run") && !wide.contains("SM MHz"),
+        "{wide}"
+    );
     let csv = report(dir.path(), &results, &["--format", "csv"]);
     assert!(!csv.contains("joules_per_run"), "{csv}");
 }
@@ -248,14 +251,16 @@ fn energy_false_in_the_manifest_turns_the_window_off_and_is_recorded() {
 #[test]
 fn a_window_that_would_not_fit_in_the_time_limit_is_skipped_and_says_why() {
     // 4 µs runs: a window of 20,000 runs (0.08 s), twice that is past a 0.15 s limit.
-    let study = STUDY.replace("n = [4_096, 1_000_003]", "n = 4_096")
-        + "timeout_s = 0.15\n";
+    let study = STUDY.replace("n = [4_096, 1_000_003]", "n = 4_096") + "timeout_s = 0.15\n";
     let (_dir, _, doc) = run(&study, MOCK_NVML);
     for case in cases(&doc) {
         assert_eq!(case["status"], "passed", "{case}");
         let timer = gpu_timer(case);
         assert!(timer.get("energy").is_none(), "{timer}");
         let why = timer["energy_skipped"].as_str().unwrap();
-        assert!(why.contains("would not fit in the") && why.contains("time limit"), "{why}");
+        assert!(
+            why.contains("would not fit in the") && why.contains("time limit"),
+            "{why}"
+        );
     }
 }

@@ -53,6 +53,9 @@ fn a_reduction_records_joules_per_run_power_and_clocks() {
     let energy = large.energy().unwrap();
     let median_s = large.summary.as_ref().unwrap().median_s;
     let ratio = energy.joules_per_run / (energy.power_w * median_s);
-    assert!((0.5..=2.0).contains(&ratio), "{ratio}: {energy:?}, {median_s} s");
+    assert!(
+        (0.5..=2.0).contains(&ratio),
+        "{ratio}: {energy:?}, {median_s} s"
+    );
     assert!(energy.window_s >= 0.05, "{energy:?}");
 }

@@ -163,7 +163,10 @@ mod tests {
         // Near the top of the counter's range: a plain difference, no overflow.
         assert_eq!(energy_delta_mj(u64::MAX - 10, u64::MAX), Ok(10));
         let fell = energy_delta_mj(36_000, 1_000).unwrap_err();
-        assert!(fell.contains("went down") && fell.contains("36000 mJ"), "{fell}");
+        assert!(
+            fell.contains("went down") && fell.contains("36000 mJ"),
+            "{fell}"
+        );
     }
 
     fn reading(sm: u32, reasons: ThrottleReasons) -> ClockReading {

@@ -712,7 +712,12 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
     let energy = doc.cases.iter().any(|c| c.energy().is_some());
     let clocks = doc.cases.iter().any(|c| c.clocks().is_some());
     if energy {
-        header.extend(["joules_per_run", "power_w", "energy_window_s", "energy_runs"]);
+        header.extend([
+            "joules_per_run",
+            "power_w",
+            "energy_window_s",
+            "energy_runs",
+        ]);
     }
     if clocks {
         header.extend([

@@ -795,7 +795,7 @@ pub const MAX_ENERGY_RUNS: u32 = 20_000;
 /// `ENERGY_WINDOW_S`, at least one (a case slower than the window gets one more run), at most
 /// `MAX_ENERGY_RUNS`.
 fn energy_runs(median_s: f64) -> u32 {
-    if !(median_s > 0.0) || !median_s.is_finite() {
+    if median_s.is_nan() || median_s <= 0.0 || median_s.is_infinite() {
         return 1;
     }
     (ENERGY_WINDOW_S / median_s)
@@ -960,7 +960,10 @@ mod tests {
             reading(1980, 0, 0),
         ])
         .unwrap();
-        assert_eq!((record.sm_clock_min_mhz, record.sm_clock_max_mhz), (1755, 1980));
+        assert_eq!(
+            (record.sm_clock_min_mhz, record.sm_clock_max_mhz),
+            (1755, 1980)
+        );
         assert_eq!(record.sm_clock_median_mhz, Some(1980));
         // A memory clock NVML did not give (0) is left out, not counted as 0 MHz.
         assert_eq!(record.memory_clock_median_mhz, Some(2619));

@@ -386,7 +386,8 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         self.download(&io, record.outputs)?;
         launcher.check_guards()?;
         self.profile(&io, &mut *launcher, &measured, record.timer)?;
-        // The window's runs: the case's launches alone, hot (no flush, no reset between them).
+        // The window's runs: the case's launches alone, hot (no flush, no reset between them);
+        // the outputs judged were downloaded above.
         self.energy(&measured, record.timer, &mut || launcher.launch())?;
         Ok(measured)
     }
@@ -415,7 +416,11 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             clocks.extend(sample.clocks);
             Ok(taken(&sample))
         })?;
-        self.energy(&measured, record.timer, &mut run)?;
+        if self.energy(&measured, record.timer, &mut run)? {
+            // The outputs judged are a run's from poisoned outputs, as a sample's are.
+            device.reset_outputs(&io)?;
+            run()?;
+        }
         launcher.check_guards()?;
         Ok(measured)
     }
@@ -457,7 +462,11 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             clocks.extend(sample.clocks);
             Ok(taken(&sample))
         })?;
-        self.energy(&measured, record.timer, &mut run)?;
+        if self.energy(&measured, record.timer, &mut run)? {
+            // The outputs judged are a run's from poisoned outputs, as a sample's are.
+            device.reset_outputs(&io)?;
+            run()?;
+        }
         for ((_, host), (_, pinned)) in record.outputs.0.iter_mut().zip(&pinned_out) {
             device.unpin(pinned, host)?;
         }
@@ -494,6 +503,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             clocks.extend(sample.clocks);
             Ok(taken(&sample))
         })?;
+        // Each run allocates its buffers afresh: the last one's outputs are as a sample's.
         self.energy(&measured, timer, &mut run)?;
         Ok(measured)
     }
@@ -580,20 +590,21 @@ impl<'a, P: Primitives> Scoped<'a, P> {
     /// `[measure] energy` is on: `run` (one run of what the samples timed) called back to back
     /// `energy_runs` times between two readings of the counter. A window that does not fit in the
     /// case's time limit is skipped, and the record says why; one that fails costs only its own
-    /// record, unless the GPU faulted.
+    /// record, unless the GPU faulted. Returns whether `run` was called (the outputs are then
+    /// the window's last run's).
     fn energy(
         &self,
         measured: &Measured,
         timer: &mut GpuTimer,
         run: &mut dyn FnMut() -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if !self.settings.energy || !self.device.has_energy_counter() {
-            return Ok(());
+            return Ok(false);
         }
         let samples_s = &measured.measurement.samples_s;
         if samples_s.is_empty() {
             timer.energy_skipped = Some("no sample was taken".to_string());
-            return Ok(());
+            return Ok(false);
         }
         let median_s = stats::summarize(samples_s).median_s;
         let runs = energy_runs(median_s);
@@ -604,7 +615,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             timer.energy_skipped = Some(format!(
                 "an energy window of {runs} runs (about {window_s:.3} s) would not fit in the {left_s:.1} s left of the case's time limit"
             ));
-            return Ok(());
+            return Ok(false);
         }
         match self.device.energy_window(runs, run) {
             Ok(reading) if reading.window_s > 0.0 => {
@@ -614,7 +625,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             Err(e) if self.device.is_broken() => return Err(e),
             Err(e) => timer.energy_skipped = Some(format!("the energy window failed: {e:#}")),
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Adds a few profiled runs to the record, where the device has a profiler and the case's

@@ -463,6 +463,9 @@ struct RawMeasure {
     timer_tolerance: Option<Spanned<f64>>,
     #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     timer_tolerance_s: Option<Spanned<f64>>,
+    /// CUDA cases: after the samples, run the case's work back to back for about 0.1 s and read
+    /// NVML's energy counter around it (joules per run, power). On by default where NVML is.
+    energy: Option<bool>,
 }
 
 #[derive(Deserialize, Default, JsonSchema)]
@@ -1210,6 +1213,7 @@ impl<'a> Validator<'a> {
             timeout_s,
             timer_tolerance,
             timer_tolerance_s,
+            energy: raw.energy.unwrap_or(d.energy),
         })
     }
 

@@ -231,6 +231,19 @@ pub struct MeasureSettings {
     /// to its last block's end, while events (and Nsight Compute) also see about a microsecond
     /// of the GPU's own launch processing.
     pub timer_tolerance_s: f64,
+    /// Whether CUDA cases get an energy window after their samples (where NVML's energy counter
+    /// is there): their runs back to back for about `ENERGY_WINDOW_S`, the counter read around
+    /// them. Written to the results only when off.
+    #[serde(default = "energy_on", skip_serializing_if = "is_on")]
+    pub energy: bool,
+}
+
+fn energy_on() -> bool {
+    true
+}
+
+fn is_on(energy: &bool) -> bool {
+    *energy
 }
 
 impl Default for MeasureSettings {
@@ -248,6 +261,7 @@ impl Default for MeasureSettings {
             timeout_s: 120.0,
             timer_tolerance: 0.02,
             timer_tolerance_s: 1.5e-6,
+            energy: true,
         }
     }
 }
@@ -478,6 +492,10 @@ pub struct DeviceFingerprint {
     /// Clocks and throttling: None when NVML is there, else why not.
     #[serde(default)]
     pub nvml_unavailable: Option<String>,
+    /// Where NVML is there but its energy counter is not (before Volta, or refused): why. Cases
+    /// then have no energy record; where NVML is not there, `nvml_unavailable` says why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_unavailable: Option<String>,
     /// Set on the mock device alone (`KBENCH_MOCK_GPU`): its timings are synthetic, not
     /// measurements, and this says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -639,6 +657,21 @@ impl Environment {
 }
 
 impl CaseResult {
+    /// The GPU timer's record of the case, where it has one (CUDA cases that were measured).
+    pub fn gpu_timer(&self) -> Option<&GpuTimer> {
+        self.measurement.as_ref()?.gpu_timer.as_ref()
+    }
+
+    /// The case's energy window, where it had one.
+    pub fn energy(&self) -> Option<&EnergyRecord> {
+        self.gpu_timer()?.energy.as_ref()
+    }
+
+    /// The clocks read after the case's samples, where NVML was there.
+    pub fn clocks(&self) -> Option<&ClockRecord> {
+        self.gpu_timer()?.clocks.as_ref()
+    }
+
     pub fn failed(&self) -> bool {
         matches!(
             self.status,
@@ -759,6 +792,13 @@ pub struct GpuTimer {
     /// activity span by more than `max(timer_tolerance x median, timer_tolerance_s)`.
     pub timers_disagree: bool,
     pub clocks: Option<ClockRecord>,
+    /// The board's energy over the case's energy window (NVML's counter): absent where the
+    /// device has no counter (the fingerprint says why once), `energy = false`, or skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<EnergyRecord>,
+    /// Why this case has no energy record where the device has the counter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_skipped: Option<String>,
 }
 
 impl GpuTimer {
@@ -778,6 +818,8 @@ impl GpuTimer {
             profiler_skipped: None,
             timers_disagree: false,
             clocks: None,
+            energy: None,
+            energy_skipped: None,
         }
     }
 }
@@ -790,13 +832,58 @@ pub enum TimerMethod {
     BatchEvents,
 }
 
-/// SM clocks and throttle reasons seen around a case's samples (NVML).
+/// SM and memory clocks and throttle reasons read after each of a case's samples (NVML).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ClockRecord {
     pub sm_clock_min_mhz: u32,
     pub sm_clock_max_mhz: u32,
     /// Throttle reasons seen at any sample, by name.
     pub throttle_reasons: Vec<String>,
+    /// The median of the SM clock's readings (absent in files from before kbench recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_clock_median_mhz: Option<u32>,
+    /// The memory clock's median and least readings (absent where NVML does not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_clock_median_mhz: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_clock_min_mhz: Option<u32>,
+}
+
+/// The board's energy over a case's energy window: after its samples, its timed work run again
+/// `runs` times back to back (see docs/results-format.md for what a run holds in each scope),
+/// NVML's energy counter read before and after. Board energy: idle and static power included.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EnergyRecord {
+    /// Runs in the window.
+    pub runs: u32,
+    /// Seconds from the counter's first reading to its second (the device drained before each).
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
+    pub window_s: f64,
+    /// The counter's rise over the window, in millijoules (its unit).
+    pub energy_mj: u64,
+    /// Energy over the window's time: the board's mean power while it ran the case.
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
+    pub power_w: f64,
+    /// Energy over the runs.
+    #[serde(with = "figure::one")]
+    #[schemars(with = "Figure")]
+    pub joules_per_run: f64,
+}
+
+impl EnergyRecord {
+    /// The record of `energy_mj` over `window_s` and `runs` runs (at least one).
+    pub fn of(runs: u32, energy_mj: u64, window_s: f64) -> EnergyRecord {
+        let joules = energy_mj as f64 / 1e3;
+        EnergyRecord {
+            runs,
+            window_s,
+            energy_mj,
+            power_w: joules / window_s,
+            joules_per_run: joules / runs.max(1) as f64,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -915,6 +1002,40 @@ pub fn json_schema() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_energy_record_gives_power_and_joules_per_run_in_their_units() {
+        // 35,000 mJ over 0.1 s and 20,000 runs: 350 W, 1.75 mJ a run.
+        let e = EnergyRecord::of(20_000, 35_000, 0.1);
+        assert!((e.power_w - 350.0).abs() < 1e-9, "{e:?}");
+        assert!((e.joules_per_run - 1.75e-3).abs() < 1e-15, "{e:?}");
+        assert_eq!((e.runs, e.energy_mj), (20_000, 35_000));
+        // Serialized with the units in the names, and read back the same.
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["energy_mj"], 35_000);
+        assert_eq!(json["power_w"], 350.0);
+        let back: EnergyRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn files_without_energy_or_the_new_clocks_still_read_and_energy_on_is_not_written() {
+        let old = r#"{"sm_clock_min_mhz": 1700, "sm_clock_max_mhz": 1980, "throttle_reasons": []}"#;
+        let clocks: ClockRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(clocks.sm_clock_median_mhz, None);
+        let settings = serde_json::to_value(MeasureSettings::default()).unwrap();
+        assert!(settings.get("energy").is_none(), "{settings}");
+        let off = MeasureSettings {
+            energy: false,
+            ..MeasureSettings::default()
+        };
+        let json = serde_json::to_value(&off).unwrap();
+        assert_eq!(json["energy"], false);
+        let mut without = json.clone();
+        without.as_object_mut().unwrap().remove("energy");
+        let read: MeasureSettings = serde_json::from_value(without).unwrap();
+        assert!(read.energy, "a file without the key had the window on");
+    }
 
     #[test]
     fn overrides_apply_over_the_manifest_and_a_lone_min_raises_the_max() {

@@ -190,6 +190,7 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
         cupti_unavailable: None,
         cupti_profiler_unavailable: None,
         nvml_unavailable: None,
+        energy_unavailable: None,
         mock: None,
     });
     (manifest, doc)

@@ -446,6 +446,7 @@ fn gpu(bus: &str, peak: f64) -> Value {
         cupti_unavailable: None,
         cupti_profiler_unavailable: None,
         nvml_unavailable: None,
+        energy_unavailable: None,
         mock: None,
     })
     .unwrap()

@@ -219,6 +219,7 @@ impl Device {
                 cupti_unavailable: tracer.as_ref().err().cloned(),
                 cupti_profiler_unavailable: profiler.as_ref().err().cloned(),
                 nvml_unavailable: clocks.as_ref().err().cloned(),
+                energy_unavailable: clocks.as_ref().ok().and_then(|c| c.energy_mj().err()),
                 mock: None,
             },
             shared_optin_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?

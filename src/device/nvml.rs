@@ -1,17 +1,23 @@
-//! Clocks and throttling through NVML (nvml-wrapper, which loads libnvidia-ml at run time): the
-//! SM clock and the reasons the driver gives for holding it down, read after each GPU sample so
-//! that samples taken while the GPU throttled are discarded and re-taken, as NVBench does.
-//! Optional: where NVML cannot be loaded, kbench says so and keeps every sample.
+//! Clocks, throttling and energy through NVML (nvml-wrapper, which loads libnvidia-ml at run
+//! time): the SM and memory clocks and the reasons the driver gives for holding them down, read
+//! after each GPU sample so that samples taken while the GPU throttled are discarded and re-taken,
+//! as NVBench does; and the board's energy counter, read around a case's energy window (see
+//! `Device::energy_window`). Optional: where NVML cannot be loaded, kbench says so and keeps every
+//! sample; where the counter is not there, the fingerprint says so and cases have no energy.
 
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::Clock;
 use nvml_wrapper::Nvml;
+
+use super::Device;
 
 /// One reading after a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClockReading {
     pub sm_clock_mhz: u32,
     pub sm_clock_max_mhz: u32,
+    /// 0 where NVML does not say.
+    pub memory_clock_mhz: u32,
     pub reasons: u64,
 }
 
@@ -72,6 +78,7 @@ impl Clocks {
         Ok(ClockReading {
             sm_clock_mhz: device.clock_info(Clock::SM).map_err(|e| e.to_string())?,
             sm_clock_max_mhz: device.max_clock_info(Clock::SM).unwrap_or(0),
+            memory_clock_mhz: device.clock_info(Clock::Memory).unwrap_or(0),
             reasons: device
                 .current_throttle_reasons()
                 .map(|r| r.bits())
@@ -80,14 +87,93 @@ impl Clocks {
     }
 }
 
+impl Clocks {
+    /// The board's energy counter: millijoules since the driver loaded (Volta and later).
+    pub fn energy_mj(&self) -> Result<u64, String> {
+        let device = self
+            .nvml
+            .device_by_pci_bus_id(self.pci_bus_id.as_str())
+            .map_err(|e| e.to_string())?;
+        device
+            .total_energy_consumption()
+            .map_err(|e| format!("NVML's total energy counter is not readable on this GPU: {e}"))
+    }
+}
+
+/// What the board's energy counter said over an energy window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EnergyReading {
+    /// The counter's rise over the window.
+    pub energy_mj: u64,
+    /// From the first reading of the counter to the second.
+    pub window_s: f64,
+}
+
+/// The counter's rise from `before` to `after`. It counts up from the driver's load and a u64
+/// of millijoules does not wrap in any machine's life, so a fall means the driver was reloaded
+/// between the readings (or the counter misbehaved): an error, not a wrapped difference.
+pub fn energy_delta_mj(before_mj: u64, after_mj: u64) -> Result<u64, String> {
+    after_mj.checked_sub(before_mj).ok_or_else(|| {
+        format!(
+            "the energy counter went down over the window ({before_mj} mJ, then {after_mj} mJ): was the driver reloaded?"
+        )
+    })
+}
+
+impl Device {
+    /// Whether NVML's energy counter can be read here (else the fingerprint says why not).
+    pub fn has_energy_counter(&self) -> bool {
+        self.clocks.is_some() && self.fingerprint.energy_unavailable.is_none()
+    }
+
+    /// The board's energy over `runs` calls of `region`, queued back to back: the device
+    /// drained, the counter read, the runs queued, the device drained again, the counter read.
+    pub fn energy_window(
+        &self,
+        runs: u32,
+        region: &mut dyn FnMut() -> anyhow::Result<()>,
+    ) -> anyhow::Result<EnergyReading> {
+        let Some(clocks) = &self.clocks else {
+            anyhow::bail!("NVML is not there to read the energy counter");
+        };
+        self.synchronize()?;
+        let before_mj = clocks.energy_mj().map_err(anyhow::Error::msg)?;
+        let started = std::time::Instant::now();
+        for _ in 0..runs {
+            region()?;
+        }
+        self.synchronize()?;
+        let window_s = started.elapsed().as_secs_f64();
+        let after_mj = clocks.energy_mj().map_err(anyhow::Error::msg)?;
+        Ok(EnergyReading {
+            energy_mj: energy_delta_mj(before_mj, after_mj).map_err(anyhow::Error::msg)?,
+            window_s,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_energy_counter_rises_and_a_fall_is_an_error_not_a_wrap() {
+        assert_eq!(energy_delta_mj(1_000, 36_000), Ok(35_000));
+        assert_eq!(energy_delta_mj(7, 7), Ok(0));
+        // Near the top of the counter's range: a plain difference, no overflow.
+        assert_eq!(energy_delta_mj(u64::MAX - 10, u64::MAX), Ok(10));
+        let fell = energy_delta_mj(36_000, 1_000).unwrap_err();
+        assert!(
+            fell.contains("went down") && fell.contains("36000 mJ"),
+            "{fell}"
+        );
+    }
 
     fn reading(sm: u32, reasons: ThrottleReasons) -> ClockReading {
         ClockReading {
             sm_clock_mhz: sm,
             sm_clock_max_mhz: 1980,
+            memory_clock_mhz: 2619,
             reasons: reasons.bits(),
         }
     }

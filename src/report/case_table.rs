@@ -1,6 +1,7 @@
 //! The terminal table: one row per case (variant x grid point) with the median, its 95% CI,
-//! throughput, % of the measured copy peak, speedup over the baseline variant, and accuracy;
-//! then the reasons for every skipped or failed case. Rows are in the grid's order whatever
+//! throughput, % of the measured copy peak, speedup over the baseline variant, and accuracy
+//! (and, in the wide table and files, energy per run, power, clocks and throttling where NVML
+//! gave them); then the reasons for every skipped or failed case. Rows are in the grid's order whatever
 //! order the cases ran in; on a terminal (not `--wide`, not a file) the rows of a skip reason
 //! that covers `FOLD_SKIPPED_ROWS` cases or more are folded into that reason's line, and every
 //! line fits the width (columns left out, then words wrapped).
@@ -53,6 +54,11 @@ pub fn render_fitted(
     let mut columns = parameter_columns(&shown, &axes.varying);
     columns.extend(timing_columns(&shown));
     columns.extend(rate_columns(doc, &shown));
+    // Energy and clocks are for the wide table (and files) alone: a terminal's width is spent
+    // on the time first.
+    if max_width_chars.is_none() {
+        columns.extend(energy_columns(&shown));
+    }
     columns.extend(comparison_columns(doc, &shown));
     let drawn = draw_columns(columns, style, max_width_chars);
 
@@ -297,6 +303,93 @@ fn rate_columns(doc: &ResultsDoc, cases: &[CaseResult]) -> Vec<Column> {
         );
     }
     columns
+}
+
+/// Energy per run and power over the case's energy window, the SM clock's median over its
+/// samples, and the throttle reasons seen: each column where some case has a figure for it.
+fn energy_columns(cases: &[CaseResult]) -> Vec<Column> {
+    let mut columns = Vec::new();
+    if cases.iter().any(|c| c.energy().is_some()) {
+        let cell = |c: &CaseResult, f: fn(&crate::record::EnergyRecord) -> String| {
+            c.energy().map_or("-".into(), f)
+        };
+        columns.push(
+            Column::new(
+                "J/run",
+                cases
+                    .iter()
+                    .map(|c| cell(c, |e| format_joules(e.joules_per_run)))
+                    .collect(),
+            )
+            .numeric(),
+        );
+        columns.push(
+            Column::new(
+                "W",
+                cases
+                    .iter()
+                    .map(|c| cell(c, |e| format!("{:.0}", e.power_w)))
+                    .collect(),
+            )
+            .numeric(),
+        );
+    }
+    if cases.iter().any(|c| c.clocks().is_some()) {
+        columns.push(
+            Column::new(
+                "SM MHz",
+                cases
+                    .iter()
+                    .map(|c| {
+                        (c.clocks().and_then(|k| k.sm_clock_median_mhz))
+                            .map_or("-".into(), |mhz| mhz.to_string())
+                    })
+                    .collect(),
+            )
+            .numeric(),
+        );
+    }
+    if cases
+        .iter()
+        .any(|c| c.clocks().is_some_and(|k| !k.throttle_reasons.is_empty()))
+    {
+        columns.push(Column::new(
+            "throttled",
+            cases
+                .iter()
+                .map(|c| match c.clocks() {
+                    Some(k) if !k.throttle_reasons.is_empty() => k.throttle_reasons.join(" "),
+                    Some(_) => "no".into(),
+                    None => "-".into(),
+                })
+                .collect(),
+        ));
+    }
+    columns
+}
+
+/// Joules with an SI prefix and four significant figures: `12.30 mJ`, `400.0 µJ`.
+pub fn format_joules(j: f64) -> String {
+    if !j.is_finite() || j >= 1e6 {
+        return format!("{j:.3e} J");
+    }
+    let (value, unit) = if j >= 1.0 {
+        (j, "J")
+    } else if j >= 1e-3 {
+        (j * 1e3, "mJ")
+    } else if j >= 1e-6 {
+        (j * 1e6, "µJ")
+    } else {
+        (j * 1e9, "nJ")
+    };
+    let decimals = if value >= 100.0 {
+        1
+    } else if value >= 10.0 {
+        2
+    } else {
+        3
+    };
+    format!("{value:.decimals$} {unit}")
 }
 
 /// The speedup over the baseline variant (where the study names one), the sample count, and
@@ -614,6 +707,26 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
         "max_rel_err",
         "reason",
     ]);
+    // Energy and clocks go last, and only where some case has them, so a file without them
+    // reads as before.
+    let energy = doc.cases.iter().any(|c| c.energy().is_some());
+    let clocks = doc.cases.iter().any(|c| c.clocks().is_some());
+    if energy {
+        header.extend([
+            "joules_per_run",
+            "power_w",
+            "energy_window_s",
+            "energy_runs",
+        ]);
+    }
+    if clocks {
+        header.extend([
+            "sm_clock_median_mhz",
+            "sm_clock_min_mhz",
+            "memory_clock_median_mhz",
+            "throttle_reasons",
+        ]);
+    }
     writer.write_record(&header)?;
     let peak = doc
         .environment
@@ -660,6 +773,25 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
             .map(num),
         );
         row.push(c.reason.clone().unwrap_or_default());
+        if energy {
+            let e = c.energy();
+            row.extend([
+                num(e.map(|e| e.joules_per_run)),
+                num(e.map(|e| e.power_w)),
+                num(e.map(|e| e.window_s)),
+                e.map_or(String::new(), |e| e.runs.to_string()),
+            ]);
+        }
+        if clocks {
+            let k = c.clocks();
+            let mhz = |x: Option<u32>| x.map_or(String::new(), |x| x.to_string());
+            row.extend([
+                mhz(k.and_then(|k| k.sm_clock_median_mhz)),
+                mhz(k.map(|k| k.sm_clock_min_mhz)),
+                mhz(k.and_then(|k| k.memory_clock_median_mhz)),
+                k.map_or(String::new(), |k| k.throttle_reasons.join(" ")),
+            ]);
+        }
         writer.write_record(&row)?;
     }
     Ok(String::from_utf8(writer.into_inner()?)?)
@@ -787,6 +919,15 @@ pub fn format_seconds(s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn joules_get_readable_units() {
+        assert_eq!(format_joules(1.5), "1.500 J");
+        assert_eq!(format_joules(0.0123), "12.30 mJ");
+        assert_eq!(format_joules(3.5e-6), "3.500 µJ");
+        assert_eq!(format_joules(0.0004), "400.0 µJ");
+        assert_eq!(format_joules(2e-9), "2.000 nJ");
+    }
 
     #[test]
     fn seconds_get_readable_units() {

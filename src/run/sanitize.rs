@@ -201,6 +201,8 @@ fn sanitizer_job(job: &StudyJob) -> StudyJob {
         max_samples: 1,
         max_time_s: 1e-3,
         timeout_s: job.settings.timeout_s * SLOWDOWN_ALLOWED,
+        // An energy window under the sanitizer would take its slowdown many times over.
+        energy: false,
         ..job.settings.clone()
     };
     StudyJob {

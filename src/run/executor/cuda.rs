@@ -1,8 +1,8 @@
 //! The CUDA executor and the scope logic every GPU case goes through, on a real device or the mock:
 //! what one sample queues in each scope (kernel; transfers from pageable or pinned memory, over
 //! one stream or chunk by chunk over several; the whole program), how kernel-scope samples are
-//! planned (single or batch, see `device::timer`), the profiled runs after the samples, and the
-//! GPU timer's record (clocks, the other timers' verdict).
+//! planned (single or batch, see `device::timer`), the profiled runs and the energy window after
+//! the samples, and the GPU timer's record (clocks, energy, the other timers' verdict).
 //!
 //! The logic is written once (`Scoped`), over `Primitives`: the few things it asks of a device.
 //! `Cuda` implements them over `device::Device` and the algorithm's launcher; the mock device
@@ -13,11 +13,11 @@ use anyhow::{bail, Result};
 use super::{CaseError, Executed, Executor, Job};
 use crate::algos::{BoundCase, Buffers, CaseData};
 use crate::device::cupti_profiler::MAX_PROFILED_LAUNCHES;
-use crate::device::nvml::ClockReading;
+use crate::device::nvml::{ClockReading, EnergyReading};
 use crate::device::timer::{batch_runs, Sample, SamplePlan, PROFILED_RUNS};
 use crate::device::{Device, DeviceBuf, DeviceIo, Gpu, Launcher, PinnedBuf, Stream, CHUNK_ALIGN};
 use crate::measure::{self, Deadline, Measured, Taken};
-use crate::record::{ClockRecord, GpuTimer, MeasureSettings, TimerMethod};
+use crate::record::{ClockRecord, EnergyRecord, GpuTimer, MeasureSettings, TimerMethod};
 use crate::stats;
 use crate::vocab::{CacheMode, DType, HostData, HostMemory, Scope, TimingMode};
 
@@ -104,6 +104,16 @@ pub trait Primitives {
     ) -> Result<Vec<(f64, usize)>>;
     /// Whether the context is unusable for good (a kernel fault).
     fn is_broken(&self) -> bool;
+
+    /// Whether the device can read the board's energy (NVML's counter; the mock's stand-in).
+    fn has_energy_counter(&self) -> bool;
+    /// The board's energy over `runs` calls of `region` back to back, the device drained
+    /// before and after.
+    fn energy_window(
+        &self,
+        runs: u32,
+        region: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<EnergyReading>;
 }
 
 /// Runs CUDA variants on the worker's GPU.
@@ -261,6 +271,16 @@ impl Primitives for Cuda<'_> {
     fn is_broken(&self) -> bool {
         self.device.is_broken()
     }
+    fn has_energy_counter(&self) -> bool {
+        self.device.has_energy_counter()
+    }
+    fn energy_window(
+        &self,
+        runs: u32,
+        region: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<EnergyReading> {
+        self.device.energy_window(runs, region)
+    }
 }
 
 /// Timing one GPU case on `device`, in its variant's scope.
@@ -366,6 +386,9 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         self.download(&io, record.outputs)?;
         launcher.check_guards()?;
         self.profile(&io, &mut *launcher, &measured, record.timer)?;
+        // The window's runs: the case's launches alone, hot (no flush, no reset between them);
+        // the outputs judged were downloaded above.
+        self.energy(&measured, record.timer, &mut || launcher.launch())?;
         Ok(measured)
     }
 
@@ -380,18 +403,24 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         let Record {
             outputs, clocks, ..
         } = record;
+        let mut run = || {
+            for (host, target) in &targets {
+                device.copy_in(target, host)?;
+            }
+            launcher.launch()?;
+            self.download(&io, outputs)
+        };
         let measured = measure::measure(self.settings, self.deadline, || {
             device.reset_outputs(&io)?;
-            let sample = device.sample_region(cold_l2, &mut || {
-                for (host, target) in &targets {
-                    device.copy_in(target, host)?;
-                }
-                launcher.launch()?;
-                self.download(&io, outputs)
-            })?;
+            let sample = device.sample_region(cold_l2, &mut run)?;
             clocks.extend(sample.clocks);
             Ok(taken(&sample))
         })?;
+        if self.energy(&measured, record.timer, &mut run)? {
+            // The outputs judged are a run's from poisoned outputs, as a sample's are.
+            device.reset_outputs(&io)?;
+            run()?;
+        }
         launcher.check_guards()?;
         Ok(measured)
     }
@@ -420,18 +449,24 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         };
         let cold_l2 = record.timer.cold_l2;
         let clocks = &mut *record.clocks;
+        let mut run = || {
+            if streams.is_empty() {
+                copies.whole(device, &mut *launcher)
+            } else {
+                copies.chunked(device, &mut *launcher, &streams, &chunks)
+            }
+        };
         let measured = measure::measure(self.settings, self.deadline, || {
             device.reset_outputs(&io)?;
-            let sample = device.sample_region(cold_l2, &mut || {
-                if streams.is_empty() {
-                    copies.whole(device, &mut *launcher)
-                } else {
-                    copies.chunked(device, &mut *launcher, &streams, &chunks)
-                }
-            })?;
+            let sample = device.sample_region(cold_l2, &mut run)?;
             clocks.extend(sample.clocks);
             Ok(taken(&sample))
         })?;
+        if self.energy(&measured, record.timer, &mut run)? {
+            // The outputs judged are a run's from poisoned outputs, as a sample's are.
+            device.reset_outputs(&io)?;
+            run()?;
+        }
         for ((_, host), (_, pinned)) in record.outputs.0.iter_mut().zip(&pinned_out) {
             device.unpin(pinned, host)?;
         }
@@ -446,25 +481,31 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         let device = self.device;
         let cold_l2 = record.timer.cold_l2;
         let Record {
-            outputs, clocks, ..
+            outputs,
+            clocks,
+            timer,
         } = record;
-        measure::measure(self.settings, self.deadline, || {
-            let sample = device.sample_region(cold_l2, &mut || {
-                let io = self.allocate()?;
-                for (host, target) in self.targets(&io)? {
-                    device.copy_in(target, host)?;
-                }
-                let mut launcher = device.launcher(&io)?;
-                launcher.launch()?;
-                self.download(&io, outputs)?;
-                // Freed inside the timed region, as the seed's whole program did.
-                drop(launcher);
-                drop(io);
-                Ok(())
-            })?;
+        let mut run = || {
+            let io = self.allocate()?;
+            for (host, target) in self.targets(&io)? {
+                device.copy_in(target, host)?;
+            }
+            let mut launcher = device.launcher(&io)?;
+            launcher.launch()?;
+            self.download(&io, outputs)?;
+            // Freed inside the timed region, as the seed's whole program did.
+            drop(launcher);
+            drop(io);
+            Ok(())
+        };
+        let measured = measure::measure(self.settings, self.deadline, || {
+            let sample = device.sample_region(cold_l2, &mut run)?;
             clocks.extend(sample.clocks);
             Ok(taken(&sample))
-        })
+        })?;
+        // Each run allocates its buffers afresh: the last one's outputs are as a sample's.
+        self.energy(&measured, timer, &mut run)?;
+        Ok(measured)
     }
 
     /// Zeroed device buffers for the inputs, and for the outputs at their capacity.
@@ -543,6 +584,48 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         timer.unblocked_reason = unheld;
         timer.runs_per_sample = plan.runs;
         Ok(plan)
+    }
+
+    /// Adds the case's energy window to the record, where the device has an energy counter and
+    /// `[measure] energy` is on: `run` (one run of what the samples timed) called back to back
+    /// `energy_runs` times between two readings of the counter. A window that does not fit in the
+    /// case's time limit is skipped, and the record says why; one that fails costs only its own
+    /// record, unless the GPU faulted. Returns whether `run` was called (the outputs are then
+    /// the window's last run's).
+    fn energy(
+        &self,
+        measured: &Measured,
+        timer: &mut GpuTimer,
+        run: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<bool> {
+        if !self.settings.energy || !self.device.has_energy_counter() {
+            return Ok(false);
+        }
+        let samples_s = &measured.measurement.samples_s;
+        if samples_s.is_empty() {
+            timer.energy_skipped = Some("no sample was taken".to_string());
+            return Ok(false);
+        }
+        let median_s = stats::summarize(samples_s).median_s;
+        let runs = energy_runs(median_s);
+        let window_s = runs as f64 * median_s;
+        let left_s = self.deadline.remaining().as_secs_f64();
+        // Twice the window's GPU time: the host's own work between runs is not in the median.
+        if 2.0 * window_s > left_s {
+            timer.energy_skipped = Some(format!(
+                "an energy window of {runs} runs (about {window_s:.3} s) would not fit in the {left_s:.1} s left of the case's time limit"
+            ));
+            return Ok(false);
+        }
+        match self.device.energy_window(runs, run) {
+            Ok(reading) if reading.window_s > 0.0 => {
+                timer.energy = Some(EnergyRecord::of(runs, reading.energy_mj, reading.window_s));
+            }
+            Ok(_) => timer.energy_skipped = Some("the energy window took no time".to_string()),
+            Err(e) if self.device.is_broken() => return Err(e),
+            Err(e) => timer.energy_skipped = Some(format!("the energy window failed: {e:#}")),
+        }
+        Ok(true)
     }
 
     /// Adds a few profiled runs to the record, where the device has a profiler and the case's
@@ -710,6 +793,27 @@ fn profiler_skip_reason(
     }
 }
 
+/// The GPU time an energy window aims at: NVML's energy counter moves every few milliseconds on
+/// an H100, so a window of a hundred of them reads the energy to about a percent, at the cost of
+/// 0.1 s a case.
+pub const ENERGY_WINDOW_S: f64 = 0.1;
+
+/// The most runs one energy window takes: a kernel of a microsecond or less is bound by its
+/// launches, and 20,000 of them queue in well under the window.
+pub const MAX_ENERGY_RUNS: u32 = 20_000;
+
+/// Runs in an energy window for a case whose median run takes `median_s`: enough to span
+/// `ENERGY_WINDOW_S`, at least one (a case slower than the window gets one more run), at most
+/// `MAX_ENERGY_RUNS`.
+fn energy_runs(median_s: f64) -> u32 {
+    if median_s.is_nan() || median_s <= 0.0 || median_s.is_infinite() {
+        return 1;
+    }
+    (ENERGY_WINDOW_S / median_s)
+        .ceil()
+        .clamp(1.0, MAX_ENERGY_RUNS as f64) as u32
+}
+
 fn taken(sample: &Sample) -> Taken {
     Taken {
         seconds: sample.seconds_per_run,
@@ -726,11 +830,27 @@ fn clock_record(clocks: &[ClockReading]) -> Option<ClockRecord> {
     let mut reasons: Vec<String> = clocks.iter().flat_map(|c| c.reason_names()).collect();
     reasons.sort();
     reasons.dedup();
+    let sm_mhz: Vec<u32> = clocks.iter().map(|c| c.sm_clock_mhz).collect();
+    // 0: NVML did not say.
+    let memory_mhz: Vec<u32> = (clocks.iter().map(|c| c.memory_clock_mhz))
+        .filter(|&mhz| mhz > 0)
+        .collect();
     Some(ClockRecord {
-        sm_clock_min_mhz: clocks.iter().map(|c| c.sm_clock_mhz).min().unwrap_or(0),
-        sm_clock_max_mhz: clocks.iter().map(|c| c.sm_clock_mhz).max().unwrap_or(0),
+        sm_clock_min_mhz: sm_mhz.iter().copied().min().unwrap_or(0),
+        sm_clock_max_mhz: sm_mhz.iter().copied().max().unwrap_or(0),
         throttle_reasons: reasons,
+        sm_clock_median_mhz: median_mhz(&sm_mhz),
+        memory_clock_median_mhz: median_mhz(&memory_mhz),
+        memory_clock_min_mhz: memory_mhz.iter().copied().min(),
     })
+}
+
+/// The median of clock readings (the upper of the middle two of an even count: a reading, not
+/// an average of two); None for none.
+fn median_mhz(readings: &[u32]) -> Option<u32> {
+    let mut sorted = readings.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied()
 }
 
 /// Adds CUPTI's samples and the verdict of the other timers on the events to the record. The
@@ -816,6 +936,53 @@ mod tests {
         // 2 s runs: five profiled ones (about 6 s each) do not fit in 20 s, do in 40 s.
         assert!(why(single, None, 1, &[2.0; 5], 20.0).contains("time limit"));
         assert_eq!(profiler_skip_reason(single, None, 1, &[2.0; 5], 40.0), None);
+    }
+
+    #[test]
+    fn an_energy_window_spans_a_tenth_of_a_second_of_runs_within_bounds() {
+        // A 5 µs kernel: 20,000 runs make 0.1 s.
+        assert_eq!(energy_runs(5e-6), 20_000);
+        assert_eq!(energy_runs(1e-3), 100);
+        // Rounded up: 0.1 s / 3 ms is 33.3.
+        assert_eq!(energy_runs(3e-3), 34);
+        // A run slower than the window: one run.
+        assert_eq!(energy_runs(0.5), 1);
+        // A run of a microsecond or less: capped, the launches bound it.
+        assert_eq!(energy_runs(1e-7), MAX_ENERGY_RUNS);
+        // No time to go by: one run.
+        assert_eq!(energy_runs(0.0), 1);
+        assert_eq!(energy_runs(f64::NAN), 1);
+        assert_eq!(energy_runs(f64::INFINITY), 1);
+    }
+
+    #[test]
+    fn the_clock_record_has_the_medians_the_least_and_every_reason() {
+        let reading = |sm, memory, reasons: u64| ClockReading {
+            sm_clock_mhz: sm,
+            sm_clock_max_mhz: 1980,
+            memory_clock_mhz: memory,
+            reasons,
+        };
+        let power_cap = nvml_wrapper::bitmasks::device::ThrottleReasons::SW_POWER_CAP.bits();
+        let record = clock_record(&[
+            reading(1980, 2619, 0),
+            reading(1755, 2619, power_cap),
+            reading(1965, 1593, 0),
+            reading(1980, 0, 0),
+        ])
+        .unwrap();
+        assert_eq!(
+            (record.sm_clock_min_mhz, record.sm_clock_max_mhz),
+            (1755, 1980)
+        );
+        assert_eq!(record.sm_clock_median_mhz, Some(1980));
+        // A memory clock NVML did not give (0) is left out, not counted as 0 MHz.
+        assert_eq!(record.memory_clock_median_mhz, Some(2619));
+        assert_eq!(record.memory_clock_min_mhz, Some(1593));
+        assert_eq!(record.throttle_reasons, vec!["sw_power_cap"]);
+        assert_eq!(clock_record(&[]), None);
+        assert_eq!(median_mhz(&[3, 1, 2]), Some(2));
+        assert_eq!(median_mhz(&[]), None);
     }
 
     #[test]

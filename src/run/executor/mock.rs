@@ -29,6 +29,9 @@
 //! copy_gbytes_per_s = 3000.0    # the "measured" copy
 //! host_link_gbytes_per_s = 25.0 # transfers and program scopes copy over this
 //! profiler = false              # true: kernel-scope runs are profiled (a stand-in for CUPTI's)
+//! power_w = 350.0               # given: the mock has "NVML": clocks after each sample, and an
+//!                               # energy window whose energy is power_w x the model's time
+//! energy_counter = true         # false: NVML without the energy counter (clocks only)
 //!
 //! [timing]                      # every CUDA variant's time model (keys optional)
 //! seed = 1                      # the jitter's seed
@@ -59,6 +62,7 @@ use toml::Spanned;
 use super::cuda::{Chunk, Primitives, Scoped};
 use super::{CaseError, Executed, Executor, Job};
 use crate::algos::{Buffers, CaseData};
+use crate::device::nvml::{ClockReading, EnergyReading};
 use crate::device::timer::{take_sample, Sample, SampleOps, SamplePlan, PROFILED_RUNS};
 use crate::device::{fits_memory, DeviceIo, KernelFile, Launcher};
 use crate::manifest::ManifestError;
@@ -92,6 +96,14 @@ pub struct DeviceSpec {
     /// Whether kernel-scope runs are profiled after their samples, as with CUPTI's profiler.
     #[serde(default)]
     pub profiler: bool,
+    /// The board's power while it runs a case: given, the mock has a stand-in for NVML
+    /// (synthetic clocks after each sample, an energy window of this power over the model's
+    /// time); absent, it has none, as a machine without NVML.
+    #[serde(default)]
+    pub power_w: Option<f64>,
+    /// Where `power_w` is given: whether its NVML has the energy counter.
+    #[serde(default)]
+    pub energy_counter: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -156,6 +168,8 @@ struct RawDevice {
     copy_gbytes_per_s: Option<Spanned<f64>>,
     host_link_gbytes_per_s: Option<Spanned<f64>>,
     profiler: Option<bool>,
+    power_w: Option<Spanned<f64>>,
+    energy_counter: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -249,6 +263,11 @@ impl MockSpec {
                 25.0,
             )?,
             profiler: d.profiler.unwrap_or(false),
+            power_w: match &d.power_w {
+                Some(_) => Some(positive(&d.power_w, "power_w", false, 0.0)?),
+                None => None,
+            },
+            energy_counter: d.energy_counter.unwrap_or(true),
         };
         let model = |raw: &RawModel, base: &TimeModel| -> Result<TimeModel, ManifestError> {
             let jitter = positive(&raw.jitter, "jitter", true, base.jitter)?;
@@ -422,9 +441,17 @@ impl MockDevice {
             event_overhead_s: 0.0,
             cupti_unavailable: no_cupti(),
             cupti_profiler_unavailable: if d.profiler { None } else { no_cupti() },
-            nvml_unavailable: Some("the mock device has no NVML".into()),
+            nvml_unavailable: match d.power_w {
+                Some(_) => None,
+                None => Some("the mock device has no NVML".into()),
+            },
+            energy_unavailable: (d.power_w.is_some() && !d.energy_counter).then(|| {
+                "the mock device file says its NVML has no energy counter (energy_counter = false)"
+                    .into()
+            }),
             mock: Some(format!(
-                "synthetic timings and reference outputs from the mock device file {}: nothing here was measured",
+                "synthetic timings{} and reference outputs from the mock device file {}: nothing here was measured",
+                if d.power_w.is_some() { ", clocks, energy" } else { "" },
                 spec.path.display()
             )),
         };
@@ -754,7 +781,7 @@ impl Primitives for MockRun<'_> {
             launcher,
             elapsed_s: 0.0,
         };
-        Ok(untraced(take_sample(&mut sampler, plan)?))
+        Ok(self.untraced(take_sample(&mut sampler, plan)?))
     }
     fn sample_region(
         &self,
@@ -763,7 +790,8 @@ impl Primitives for MockRun<'_> {
     ) -> Result<Sample> {
         self.start_window();
         region()?;
-        Ok(untraced(self.end_window()))
+        let seconds = self.end_window();
+        Ok(self.untraced(seconds))
     }
     fn has_profiler(&self) -> bool {
         self.device.spec.device.profiler
@@ -790,14 +818,50 @@ impl Primitives for MockRun<'_> {
     fn is_broken(&self) -> bool {
         self.device.is_broken()
     }
+    fn has_energy_counter(&self) -> bool {
+        let d = &self.device.spec.device;
+        d.power_w.is_some() && d.energy_counter
+    }
+    /// One run in a window of the time model, charged as `runs` (the mock's runs do real work
+    /// on the host: 20,000 of them would take a test's time); its energy is `power_w` over the
+    /// window's time, in whole millijoules as NVML counts.
+    fn energy_window(
+        &self,
+        runs: u32,
+        region: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<EnergyReading> {
+        let Some(power_w) = self.device.spec.device.power_w else {
+            bail!("the mock device has no NVML");
+        };
+        self.start_window();
+        region()?;
+        let window_s = self.end_window() * runs as f64;
+        Ok(EnergyReading {
+            energy_mj: (power_w * window_s * 1e3).round() as u64,
+            window_s,
+        })
+    }
 }
 
-/// A sample as the mock takes it: no second timer, no clocks.
-fn untraced(seconds_per_run: f64) -> Sample {
-    Sample {
-        seconds_per_run,
-        cupti_seconds_per_run: None,
-        clocks: None,
+impl MockRun<'_> {
+    /// A sample as the mock takes it: no second timer; where the mock has NVML, clocks near the
+    /// maximum (the jitter's draw takes up to 2% off the SM clock), never throttled.
+    fn untraced(&self, seconds_per_run: f64) -> Sample {
+        let fingerprint = &self.device.fingerprint;
+        let clocks = self.device.spec.device.power_w.map(|_| {
+            let u = unit(self.model.seed, &self.key, self.windows.get());
+            ClockReading {
+                sm_clock_mhz: (fingerprint.sm_clock_mhz * (1.0 - 0.02 * u)).round() as u32,
+                sm_clock_max_mhz: fingerprint.sm_clock_mhz as u32,
+                memory_clock_mhz: fingerprint.memory_clock_mhz.round() as u32,
+                reasons: 0,
+            }
+        });
+        Sample {
+            seconds_per_run,
+            cupti_seconds_per_run: None,
+            clocks,
+        }
     }
 }
 

@@ -37,3 +37,43 @@ extern "C" __global__ void kbench_flush_l2(const int4* __restrict__ buffer, unsi
     }
     if (acc != 0) *sink = acc;
 }
+
+// The read-only peak measured when a device opens (src/device/peaks.rs): 16-byte loads over a
+// large zeroed buffer, four independent loads in flight per thread per iteration; `sink` is
+// written only if the buffer is not all zeros, which it is, so the loads stay and nothing else is
+// written. n16 counts 16-byte vectors.
+extern "C" __global__ void kbench_peak_read(const int4* __restrict__ buffer, unsigned long long n16,
+                                            int* sink) {
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    int acc = 0;
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        const int4 a = buffer[i];
+        const int4 b = buffer[i + stride];
+        const int4 c = buffer[i + 2 * stride];
+        const int4 d = buffer[i + 3 * stride];
+        acc |= (a.x | a.y | a.z | a.w) | (b.x | b.y | b.z | b.w) | (c.x | c.y | c.z | c.w) |
+               (d.x | d.y | d.z | d.w);
+    }
+    for (; i < n16; i += stride) {
+        const int4 v = buffer[i];
+        acc |= v.x | v.y | v.z | v.w;
+    }
+    if (acc != 0) *sink = acc;
+}
+
+// The write-only peak: 16-byte stores of `value` over a large buffer, four per thread per
+// iteration, nothing read.
+extern "C" __global__ void kbench_peak_write(int4* __restrict__ buffer, unsigned long long n16,
+                                             int value) {
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int4 v = make_int4(value, value, value, value);
+    for (; i + 3 * stride < n16; i += 4 * stride) {
+        buffer[i] = v;
+        buffer[i + stride] = v;
+        buffer[i + 2 * stride] = v;
+        buffer[i + 3 * stride] = v;
+    }
+    for (; i < n16; i += stride) buffer[i] = v;
+}

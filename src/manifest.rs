@@ -463,6 +463,11 @@ struct RawMeasure {
     timer_tolerance: Option<Spanned<f64>>,
     #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     timer_tolerance_s: Option<Spanned<f64>>,
+    /// Every kernel-scope sample runs on inputs no earlier run saw: copied over from a pristine
+    /// copy before it, outside the timing and before the L2 flush (for kernels that might cache
+    /// results across runs). Not with `mode = "batch"`.
+    #[schemars(with = "Option<bool>")]
+    fresh_inputs: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize, Default, JsonSchema)]
@@ -1197,15 +1202,27 @@ impl<'a> Validator<'a> {
             }
             s => s.as_ref().map_or(d.target_rel_ci, |s| *s.get_ref()),
         };
+        let mode = raw.mode.unwrap_or(d.mode);
+        let fresh_inputs = match &raw.fresh_inputs {
+            Some(f) if *f.get_ref() && mode == TimingMode::Batch => {
+                return Err(self.error(
+                    f.span(),
+                    "measure.fresh_inputs",
+                    "fresh_inputs cannot be kept with mode = \"batch\": a batch sample runs the kernel several times on the same inputs; use mode = \"single\"".into(),
+                ))
+            }
+            f => f.as_ref().is_some_and(|f| *f.get_ref()),
+        };
         Ok(MeasureSettings {
             warmup: raw.warmup.unwrap_or(d.warmup),
+            fresh_inputs,
             min_samples,
             max_samples,
             max_time_s,
             target_rel_ci,
             scope: raw.scope.map_or(d.scope, Spanned::into_inner),
             cache: raw.cache.unwrap_or(d.cache),
-            mode: raw.mode.unwrap_or(d.mode),
+            mode,
             batch_min_window_s,
             timeout_s,
             timer_tolerance,

@@ -364,8 +364,17 @@ fn device_lines(doc: &ResultsDoc) -> String {
         return several_devices(doc);
     }
     match &doc.environment.device {
+        // Older files: the copy peak alone, on the device's line; else the peaks on one of their
+        // own, so each fits 80 columns.
+        Some(device) if device.measured_read_gbytes_per_s <= 0.0 => format!(
+            "device: {} (sm {}, {} SMs), measured copy peak {:.0} GB/s\n",
+            device.name,
+            device.compute_capability,
+            device.sm_count,
+            device.measured_copy_gbytes_per_s
+        ),
         Some(device) => format!(
-            "device: {} (sm {}, {} SMs), {}\n",
+            "device: {} (sm {}, {} SMs)\n  {}\n",
             device.name,
             device.compute_capability,
             device.sm_count,
@@ -375,8 +384,9 @@ fn device_lines(doc: &ResultsDoc) -> String {
     }
 }
 
-/// The device's measured peaks and its physical ceiling; the copy peak alone for a file written
-/// before kbench measured the others.
+/// The device's measured peaks and its physical ceiling (see `DeviceFingerprint::peak` and
+/// `ceiling_gbytes_per_s`); the copy peak alone for a file written before kbench measured the
+/// others.
 pub fn peaks_text(device: &DeviceFingerprint) -> String {
     if device.measured_read_gbytes_per_s <= 0.0 && device.measured_write_gbytes_per_s <= 0.0 {
         return format!(
@@ -385,14 +395,14 @@ pub fn peaks_text(device: &DeviceFingerprint) -> String {
         );
     }
     format!(
-        "measured peaks: copy {:.0}, read {:.0}, write {:.0} GB/s; ceiling {:.0} GB/s ({})",
+        "peaks, GB/s: copy {:.0}, read {:.0}, write {:.0}; ceiling {:.0} ({})",
         device.measured_copy_gbytes_per_s,
         device.measured_read_gbytes_per_s,
         device.measured_write_gbytes_per_s,
         device.ceiling_gbytes_per_s(),
         match device.datasheet_memory_gbytes_per_s {
             Some(_) => "datasheet",
-            None => "memory clock x bus",
+            None => "clock x bus",
         }
     )
 }

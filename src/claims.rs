@@ -135,7 +135,9 @@ fn implausible(point: String, case: &CaseResult) -> ClaimCase {
         evidence: format!(
             "{} is implausible: {}",
             case.variant,
-            case.implausible_reason.as_deref().unwrap_or("faster than the memory can be")
+            case.implausible_reason
+                .as_deref()
+                .unwrap_or("faster than the memory can be")
         ),
         margin: None,
     }

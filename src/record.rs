@@ -1134,6 +1134,77 @@ mod tests {
     }
 
     #[test]
+    fn the_peak_matches_the_traffic_and_negligible_writes_count_as_reads() {
+        assert_eq!(PeakKind::for_traffic(4 << 20, 4), PeakKind::Read);
+        assert_eq!(PeakKind::for_traffic(0, 4 << 20), PeakKind::Write);
+        assert_eq!(PeakKind::for_traffic(8 << 20, 4 << 20), PeakKind::Copy);
+        // 2% of the bytes written is still a read; 3% is a mix.
+        assert_eq!(PeakKind::for_traffic(98, 2), PeakKind::Read);
+        assert_eq!(PeakKind::for_traffic(97, 3), PeakKind::Copy);
+        // Nothing known (an older file): the copy, as before.
+        assert_eq!(PeakKind::for_traffic(0, 0), PeakKind::Copy);
+    }
+
+    fn h100(read: f64, datasheet: Option<f64>) -> DeviceFingerprint {
+        serde_json::from_value(serde_json::json!({
+            "name": "H100", "compute_capability": "9.0", "sm_count": 132,
+            "total_memory_bytes": 1u64 << 36, "l2_cache_bytes": 50u64 << 20,
+            "sm_clock_mhz": 1980.0, "memory_clock_mhz": 2619.0, "memory_bus_width_bits": 5120,
+            "theoretical_memory_gbytes_per_s": 3352.0, "driver_version": "580",
+            "nvrtc_version": "13.0", "measured_copy_gbytes_per_s": 2986.0,
+            "measured_read_gbytes_per_s": read, "measured_write_gbytes_per_s": 0.0,
+            "datasheet_memory_gbytes_per_s": datasheet,
+        }))
+        .unwrap()
+    }
+
+    fn cuda_case(bytes_read: u64, bytes_written: u64, gbytes_per_s: f64) -> CaseResult {
+        let mut case: CaseResult = serde_json::from_value(serde_json::json!({
+            "index": 0, "variant": "v", "backend": "cuda", "implementation": "k",
+            "scope": "kernel", "params": {}, "status": "passed", "reason": null,
+            "bytes_moved": bytes_read + bytes_written, "flops": 0, "summary": null,
+            "gbytes_per_s": gbytes_per_s, "gflops_per_s": null, "measurement": null,
+            "outputs": [], "saved_files": [], "wall_s": 1.0,
+        }))
+        .unwrap();
+        case.bytes_read = bytes_read;
+        case.bytes_written = bytes_written;
+        case
+    }
+
+    #[test]
+    fn a_case_is_judged_against_its_peak_and_flagged_past_the_ceiling() {
+        let device = h100(3200.0, Some(3352.0));
+        // reduce_fast at 2^28: 3129 GB/s, 105% of the copy peak, 98% of the read peak.
+        let mut reduce = cuda_case(1 << 30, 4, 3129.0);
+        reduce.judge_peak(&device);
+        assert_eq!(reduce.peak_kind, Some(PeakKind::Read));
+        assert_eq!(reduce.peak_gbytes_per_s, Some(3200.0));
+        assert!((reduce.share_of_peak(None).unwrap() - 3129.0 / 3200.0).abs() < 1e-12);
+        assert!(!reduce.implausible);
+        // Within 2% of the ceiling passes; past it does not.
+        let mut close = cuda_case(1 << 30, 4, 3352.0 * 1.019);
+        close.judge_peak(&device);
+        assert!(!close.implausible);
+        let mut past = cuda_case(1 << 30, 4, 3352.0 * 1.03);
+        past.judge_peak(&device);
+        assert!(past.implausible);
+        assert!(past.implausible_reason.unwrap().contains("3352 GB/s"));
+        // The larger of the datasheet's and CUDA's figures is the ceiling.
+        assert_eq!(h100(3200.0, Some(3400.0)).ceiling_gbytes_per_s(), 3400.0);
+        assert_eq!(h100(3200.0, None).ceiling_gbytes_per_s(), 3352.0);
+        // A device without a read peak (an older file) holds a read-only case to the copy.
+        let mut old = cuda_case(1 << 30, 4, 2900.0);
+        old.judge_peak(&h100(0.0, None));
+        assert_eq!(old.peak_kind, Some(PeakKind::Copy));
+        assert_eq!(old.peak_gbytes_per_s, Some(2986.0));
+        // A case that recorded no peak reads against the device's copy peak.
+        let unjudged = cuda_case(1 << 30, 4, 2986.0);
+        assert_eq!(unjudged.share_of_peak(Some(&device)), Some(1.0));
+        assert_eq!(unjudged.share_of_peak(None), None);
+    }
+
+    #[test]
     fn min_above_max_is_refused_and_old_files_read_without_overrides() {
         let crossed = MeasureOverrides {
             min_samples: Some(50),

@@ -52,7 +52,9 @@ fn the_read_peak_is_at_least_the_copy_and_below_the_datasheet() {
     assert!(d.measured_write_gbytes_per_s > 0.0);
     assert!(d.measured_write_gbytes_per_s <= datasheet * (1.0 + IMPLAUSIBLE_MARGIN));
     // The reset a case gets before it runs works on this device.
-    device.reset_persisting_l2().expect("the persisting-L2 reset");
+    device
+        .reset_persisting_l2()
+        .expect("the persisting-L2 reset");
 }
 
 /// Every passed case: within 2% of the peak matching its traffic (or flagged implausible, which
@@ -60,7 +62,9 @@ fn the_read_peak_is_at_least_the_copy_and_below_the_datasheet() {
 fn assert_within_peaks(cases: &[CaseResult], kind: PeakKind) {
     assert_all_passed(cases);
     for case in cases {
-        let share = case.share_of_peak(None).expect("a CUDA case's share of its peak");
+        let share = case
+            .share_of_peak(None)
+            .expect("a CUDA case's share of its peak");
         println!(
             "{} {:?}: {:.0} GB/s, {:.1}% of the {:?} peak {:?}",
             case.variant,
@@ -79,7 +83,13 @@ fn assert_within_peaks(cases: &[CaseResult], kind: PeakKind) {
             case.params,
             share * 100.0
         );
-        let timer = case.measurement.as_ref().unwrap().gpu_timer.as_ref().unwrap();
+        let timer = case
+            .measurement
+            .as_ref()
+            .unwrap()
+            .gpu_timer
+            .as_ref()
+            .unwrap();
         assert_eq!(
             timer.persisting_l2_reset,
             Some(true),

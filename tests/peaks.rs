@@ -202,7 +202,10 @@ fn a_case_faster_than_the_memory_is_implausible_and_fails_every_claim_on_it() {
     let reason = impossible["implausible_reason"].as_str().unwrap();
     assert!(reason.contains("ceiling of 4000 GB/s"), "{reason}");
     assert!(case(&doc, "honest").get("implausible").is_none());
-    assert!(percent_cell(&printed, "impossible").contains("implausible"), "{printed}");
+    assert!(
+        percent_cell(&printed, "impossible").contains("implausible"),
+        "{printed}"
+    );
     assert!(printed.contains("IMPLAUSIBLE: 5000 GB/s"), "{printed}");
 
     let claims = doc["claims"].as_array().unwrap();
@@ -306,7 +309,10 @@ fn fresh_inputs_copy_the_inputs_over_before_every_run_and_are_recorded() {
         let samples = c["measurement"]["samples_s"].as_array().unwrap().len() as u64;
         let warmup = c["measurement"]["warmup_runs"].as_u64().unwrap();
         let copies = timer["fresh_input_copies"].as_u64().unwrap();
-        assert!(copies >= samples + warmup, "{copies} copies for {samples} samples: {timer}");
+        assert!(
+            copies >= samples + warmup,
+            "{copies} copies for {samples} samples: {timer}"
+        );
         assert_eq!(timer["persisting_l2_reset"], true, "{timer}");
     }
     // Without it: nothing copied, nothing recorded.
@@ -340,10 +346,17 @@ fn place(text: &str, needle: &str) -> String {
 
 #[test]
 fn fresh_inputs_and_traffic_mistakes_are_refused_at_their_line_and_column() {
-    let batch = study("reduce", "reduce_fast", "mode = \"batch\"\nfresh_inputs = true");
+    let batch = study(
+        "reduce",
+        "reduce_fast",
+        "mode = \"batch\"\nfresh_inputs = true",
+    );
     let err = check_error(&batch);
     assert!(err.contains("measure.fresh_inputs"), "{err}");
-    assert!(err.contains("cannot be kept with mode = \"batch\""), "{err}");
+    assert!(
+        err.contains("cannot be kept with mode = \"batch\""),
+        "{err}"
+    );
     assert!(err.contains(&place(&batch, "true")), "{err}");
 
     let not_bool = study("reduce", "reduce_fast", "fresh_inputs = \"yes\"");
@@ -398,4 +411,24 @@ fn a_custom_study_declaring_read_traffic_is_held_to_the_read_peak() {
         assert_eq!(case["bytes_written"], 0, "{case}");
         assert_eq!(case["bytes_read"], case["bytes_moved"], "{case}");
     }
+}
+
+#[test]
+fn a_mock_read_peak_that_is_no_bandwidth_is_refused_at_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("study.toml"),
+        study("reduce", "reduce_fast", ""),
+    )
+    .unwrap();
+    let mock = MOCK.replace("read_gbytes_per_s = 3500.0", "read_gbytes_per_s = -1.0");
+    std::fs::write(dir.path().join("mock.toml"), &mock).unwrap();
+    let out = kbench(dir.path())
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .args(["run", "study.toml", "--out-dir", "out"])
+        .assert()
+        .code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(err.contains("`read_gbytes_per_s` is -1"), "{err}");
+    assert!(err.contains("mock.toml:5:21"), "{err}");
 }

@@ -309,9 +309,8 @@ impl BoundCase for CustomCase<'_> {
             }
         }
         self.command_references(&inputs, &mut outputs)?;
-        let (bytes_read, bytes_written) = def
-            .traffic
-            .split(self.count(&def.bytes, "custom.bytes")?);
+        let (bytes_read, bytes_written) =
+            def.traffic.split(self.count(&def.bytes, "custom.bytes")?);
         Ok(CaseData {
             inputs: Buffers(inputs),
             outputs,

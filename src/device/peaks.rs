@@ -56,9 +56,7 @@ impl Device {
         // SAFETY: (const int4* buffer, unsigned long long n16, int* sink) over `vectors`
         // 16-byte vectors of a live, 256-byte aligned allocation.
         let read = self.best_rate(bytes, &mut |dims| unsafe {
-            kernels
-                .read
-                .launch(dims, &[ptr, Arg::U64(vectors), ptr])
+            kernels.read.launch(dims, &[ptr, Arg::U64(vectors), ptr])
         })?;
         // SAFETY: (int4* buffer, unsigned long long n16, int value), as above.
         let write = self.best_rate(bytes, &mut |dims| unsafe {

@@ -747,7 +747,10 @@ fn reasons(
         Some((case, format!("{label}: {}", case.reason.as_ref()?)))
     });
     let implausible = cases.iter().filter_map(|case| {
-        let why = case.implausible_reason.as_deref().unwrap_or("faster than the memory can be");
+        let why = case
+            .implausible_reason
+            .as_deref()
+            .unwrap_or("faster than the memory can be");
         case.implausible
             .then(|| (case, format!("IMPLAUSIBLE: {why}")))
     });

@@ -241,8 +241,9 @@ impl MockSpec {
             Ok(x)
         };
         let d = &raw.device;
-        let copy_gbytes_per_s =
-            positive(&d.copy_gbytes_per_s, "copy_gbytes_per_s", false, 3000.0)?;
+        let copy_gbytes_per_s = positive(&d.copy_gbytes_per_s, "copy_gbytes_per_s", false, 3000.0)?;
+        // The read and write peaks default to the copy's.
+        let peak = |value, key| positive(value, key, false, copy_gbytes_per_s);
         let device = DeviceSpec {
             name: format!("MOCK {}", d.name.as_deref().unwrap_or("GPU")),
             compute_capability: d.compute_capability.clone().unwrap_or("9.0".into()),
@@ -250,18 +251,8 @@ impl MockSpec {
             memory_bytes: (positive(&d.memory_gib, "memory_gib", false, 80.0)? * GIB) as u64,
             peak_gbytes_per_s: positive(&d.peak_gbytes_per_s, "peak_gbytes_per_s", false, 3350.0)?,
             copy_gbytes_per_s,
-            read_gbytes_per_s: positive(
-                &d.read_gbytes_per_s,
-                "read_gbytes_per_s",
-                false,
-                copy_gbytes_per_s,
-            )?,
-            write_gbytes_per_s: positive(
-                &d.write_gbytes_per_s,
-                "write_gbytes_per_s",
-                false,
-                copy_gbytes_per_s,
-            )?,
+            read_gbytes_per_s: peak(&d.read_gbytes_per_s, "read_gbytes_per_s")?,
+            write_gbytes_per_s: peak(&d.write_gbytes_per_s, "write_gbytes_per_s")?,
             host_link_gbytes_per_s: positive(
                 &d.host_link_gbytes_per_s,
                 "host_link_gbytes_per_s",

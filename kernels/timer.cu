@@ -39,41 +39,52 @@ extern "C" __global__ void kbench_flush_l2(const int4* __restrict__ buffer, unsi
 }
 
 // The read-only peak measured when a device opens (src/device/peaks.rs): 16-byte loads over a
-// large zeroed buffer, four independent loads in flight per thread per iteration; `sink` is
-// written only if the buffer is not all zeros, which it is, so the loads stay and nothing else is
-// written. n16 counts 16-byte vectors.
-extern "C" __global__ void kbench_peak_read(const int4* __restrict__ buffer, unsigned long long n16,
-                                            int* sink) {
-    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+// large zeroed buffer, as reduce_fast reads (kernels/reduce.cu): a block takes chunks of 4 * B
+// consecutive vectors, load k of thread t being vector base + k * B + t, so each warp-wide load
+// is 512 contiguous bytes and four loads a thread are in flight before any use. `sink` is written
+// only if the buffer is not all zeros, which it is, so the loads stay and nothing else is written.
+// n16 counts 16-byte vectors.
+#define KBENCH_PEAK_UNROLL 4
+
+extern "C" __global__ void __launch_bounds__(1024) kbench_peak_read(const int4* __restrict__ buffer,
+                                                                   unsigned long long n16,
+                                                                   int* sink) {
+    const unsigned long long chunk = (unsigned long long)KBENCH_PEAK_UNROLL * blockDim.x;
+    const unsigned long long grid_stride = chunk * gridDim.x;
+    unsigned long long base = (unsigned long long)blockIdx.x * chunk;
     int acc = 0;
-    for (; i + 3 * stride < n16; i += 4 * stride) {
-        const int4 a = buffer[i];
-        const int4 b = buffer[i + stride];
-        const int4 c = buffer[i + 2 * stride];
-        const int4 d = buffer[i + 3 * stride];
-        acc |= (a.x | a.y | a.z | a.w) | (b.x | b.y | b.z | b.w) | (c.x | c.y | c.z | c.w) |
-               (d.x | d.y | d.z | d.w);
+    for (; base + chunk <= n16; base += grid_stride) {
+        int4 v[KBENCH_PEAK_UNROLL];
+#pragma unroll
+        for (int k = 0; k < KBENCH_PEAK_UNROLL; ++k) v[k] = __ldg(buffer + base + k * blockDim.x + threadIdx.x);
+#pragma unroll
+        for (int k = 0; k < KBENCH_PEAK_UNROLL; ++k) acc |= v[k].x | v[k].y | v[k].z | v[k].w;
     }
-    for (; i < n16; i += stride) {
-        const int4 v = buffer[i];
-        acc |= v.x | v.y | v.z | v.w;
+    for (int k = 0; k < KBENCH_PEAK_UNROLL; ++k) {
+        const unsigned long long j = base + k * blockDim.x + threadIdx.x;
+        if (j < n16) {
+            const int4 v = __ldg(buffer + j);
+            acc |= v.x | v.y | v.z | v.w;
+        }
     }
     if (acc != 0) *sink = acc;
 }
 
-// The write-only peak: 16-byte stores of `value` over a large buffer, four per thread per
-// iteration, nothing read.
-extern "C" __global__ void kbench_peak_write(int4* __restrict__ buffer, unsigned long long n16,
-                                             int value) {
-    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+// The write-only peak: 16-byte stores of `value` over a large buffer, in the read kernel's
+// pattern, nothing read.
+extern "C" __global__ void __launch_bounds__(1024) kbench_peak_write(int4* __restrict__ buffer,
+                                                                    unsigned long long n16,
+                                                                    int value) {
+    const unsigned long long chunk = (unsigned long long)KBENCH_PEAK_UNROLL * blockDim.x;
+    const unsigned long long grid_stride = chunk * gridDim.x;
+    unsigned long long base = (unsigned long long)blockIdx.x * chunk;
     const int4 v = make_int4(value, value, value, value);
-    for (; i + 3 * stride < n16; i += 4 * stride) {
-        buffer[i] = v;
-        buffer[i + stride] = v;
-        buffer[i + 2 * stride] = v;
-        buffer[i + 3 * stride] = v;
+    for (; base + chunk <= n16; base += grid_stride) {
+#pragma unroll
+        for (int k = 0; k < KBENCH_PEAK_UNROLL; ++k) buffer[base + k * blockDim.x + threadIdx.x] = v;
     }
-    for (; i < n16; i += stride) buffer[i] = v;
+    for (int k = 0; k < KBENCH_PEAK_UNROLL; ++k) {
+        const unsigned long long j = base + k * blockDim.x + threadIdx.x;
+        if (j < n16) buffer[j] = v;
+    }
 }

@@ -1,9 +1,10 @@
 //! The terminal table: one row per case (variant x grid point) with the median, its 95% CI,
-//! throughput, % of the measured copy peak, speedup over the baseline variant, and accuracy;
-//! then the reasons for every skipped or failed case. Rows are in the grid's order whatever
-//! order the cases ran in; on a terminal (not `--wide`, not a file) the rows of a skip reason
-//! that covers `FOLD_SKIPPED_ROWS` cases or more are folded into that reason's line, and every
-//! line fits the width (columns left out, then words wrapped).
+//! throughput, % of the measured peak matching its traffic (flagged where implausible), speedup
+//! over the baseline variant, and accuracy; then the reasons for every skipped or failed case
+//! and every implausible one. Rows are in the grid's order whatever order the cases ran in; on a
+//! terminal (not `--wide`, not a file) the rows of a skip reason that covers `FOLD_SKIPPED_ROWS`
+//! cases or more are folded into that reason's line, and every line fits the width (columns left
+//! out, then words wrapped).
 
 use std::collections::BTreeMap;
 
@@ -358,7 +359,7 @@ fn heading(doc: &ResultsDoc, fixed: &[String]) -> String {
     )
 }
 
-/// The GPU the run used and its measured copy peak, or each of several; nothing for a CPU run.
+/// The GPU the run used and its measured peaks, or each of several; nothing for a CPU run.
 fn device_lines(doc: &ResultsDoc) -> String {
     if doc.environment.devices.len() > 1 {
         return several_devices(doc);

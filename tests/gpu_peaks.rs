@@ -57,6 +57,38 @@ fn the_read_peak_is_at_least_the_copy_and_below_the_datasheet() {
         .expect("the persisting-L2 reset");
 }
 
+/// The context's persisting-L2 limit, as the driver reports it.
+fn persisting_l2_limit_bytes() -> usize {
+    use cudarc::driver::sys::{cuCtxGetLimit, CUlimit};
+    let mut bytes = 0usize;
+    // SAFETY: writes one size_t; the device's context is current on this thread.
+    let status = unsafe { cuCtxGetLimit(&mut bytes, CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE) };
+    assert_eq!(status, cudarc::driver::sys::CUresult::CUDA_SUCCESS);
+    bytes
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_reset_takes_back_a_persisting_l2_carve_out_someone_set() {
+    use cudarc::driver::sys::{cuCtxSetLimit, CUlimit};
+    let device = Device::open(KernelSource::default()).expect("a CUDA GPU");
+    // Binds the device's context to this thread, as before every case.
+    device
+        .reset_persisting_l2()
+        .expect("the persisting-L2 reset");
+    assert_eq!(persisting_l2_limit_bytes(), 0);
+    // What a kernel's host code (or a tool) could leave behind: 4 MiB set aside for persisting
+    // accesses, which the cold flush could not evict.
+    // SAFETY: a plain driver call on the current context, with no kernel in flight.
+    let status = unsafe { cuCtxSetLimit(CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 4 << 20) };
+    assert_eq!(status, cudarc::driver::sys::CUresult::CUDA_SUCCESS);
+    assert!(persisting_l2_limit_bytes() > 0);
+    device
+        .reset_persisting_l2()
+        .expect("the persisting-L2 reset");
+    assert_eq!(persisting_l2_limit_bytes(), 0);
+}
+
 /// Every passed case: within 2% of the peak matching its traffic (or flagged implausible, which
 /// fails the test too: no shipped kernel is), its reset recorded.
 fn assert_within_peaks(cases: &[CaseResult], kind: PeakKind) {

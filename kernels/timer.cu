@@ -37,3 +37,54 @@ extern "C" __global__ void kbench_flush_l2(const int4* __restrict__ buffer, unsi
     }
     if (acc != 0) *sink = acc;
 }
+
+// The read-only peak measured when a device opens (src/device/peaks.rs): 16-byte loads over a
+// large zeroed buffer, as reduce_fast reads (kernels/reduce.cu): a block takes chunks of 4 * B
+// consecutive vectors, load k of thread t being vector base + k * B + t, so each warp-wide load
+// is 512 contiguous bytes and four loads a thread are in flight before any use. `sink` is written
+// only if the buffer is not all zeros, which it is, so the loads stay and nothing else is written.
+// n16 counts 16-byte vectors.
+#define KBENCH_PEAK_UNROLL 4
+
+extern "C" __global__ void __launch_bounds__(1024) kbench_peak_read(const int4* __restrict__ buffer,
+                                                                   unsigned long long n16,
+                                                                   int* sink) {
+    const unsigned long long chunk = (unsigned long long)KBENCH_PEAK_UNROLL * blockDim.x;
+    const unsigned long long grid_stride = chunk * gridDim.x;
+    unsigned long long base = (unsigned long long)blockIdx.x * chunk;
+    int acc = 0;
+    for (; base + chunk <= n16; base += grid_stride) {
+        int4 v[KBENCH_PEAK_UNROLL];
+#pragma unroll
+        for (int k = 0; k < KBENCH_PEAK_UNROLL; ++k) v[k] = __ldg(buffer + base + k * blockDim.x + threadIdx.x);
+#pragma unroll
+        for (int k = 0; k < KBENCH_PEAK_UNROLL; ++k) acc |= v[k].x | v[k].y | v[k].z | v[k].w;
+    }
+    for (int k = 0; k < KBENCH_PEAK_UNROLL; ++k) {
+        const unsigned long long j = base + k * blockDim.x + threadIdx.x;
+        if (j < n16) {
+            const int4 v = __ldg(buffer + j);
+            acc |= v.x | v.y | v.z | v.w;
+        }
+    }
+    if (acc != 0) *sink = acc;
+}
+
+// The write-only peak: 16-byte stores of `value` over a large buffer, in the read kernel's
+// pattern, nothing read.
+extern "C" __global__ void __launch_bounds__(1024) kbench_peak_write(int4* __restrict__ buffer,
+                                                                    unsigned long long n16,
+                                                                    int value) {
+    const unsigned long long chunk = (unsigned long long)KBENCH_PEAK_UNROLL * blockDim.x;
+    const unsigned long long grid_stride = chunk * gridDim.x;
+    unsigned long long base = (unsigned long long)blockIdx.x * chunk;
+    const int4 v = make_int4(value, value, value, value);
+    for (; base + chunk <= n16; base += grid_stride) {
+#pragma unroll
+        for (int k = 0; k < KBENCH_PEAK_UNROLL; ++k) buffer[base + k * blockDim.x + threadIdx.x] = v;
+    }
+    for (int k = 0; k < KBENCH_PEAK_UNROLL; ++k) {
+        const unsigned long long j = base + k * blockDim.x + threadIdx.x;
+        if (j < n16) buffer[j] = v;
+    }
+}

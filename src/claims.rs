@@ -10,7 +10,10 @@
 
 use crate::compare::bootstrap_ratio_ci95;
 use crate::manifest::{selected, Check, ClaimSpec, Manifest, Quantity};
-use crate::record::{CaseResult, CaseStatus, ClaimCase, ClaimStatus, ClaimVerdict, ResultsDoc};
+use crate::record::{
+    CaseResult, CaseStatus, ClaimCase, ClaimStatus, ClaimVerdict, DeviceFingerprint, PeakKind,
+    ResultsDoc,
+};
 use crate::vocab::{describe_params, Params};
 
 /// Judges every claim of `manifest` on `doc`'s cases.
@@ -28,14 +31,10 @@ pub fn judge(claim: &ClaimSpec, doc: &ResultsDoc) -> ClaimVerdict {
     let cases = match &claim.check {
         Check::Faster { a, b, by } => faster(&of(a), &of(b), *by),
         Check::ReachesPeak { a, share } => {
-            let peak = doc
-                .environment
-                .device
-                .as_ref()
-                .map(|d| d.measured_copy_gbytes_per_s);
+            let device = doc.environment.device.as_ref();
             of(a)
                 .into_iter()
-                .map(|c| reaches_peak(c, *share, peak))
+                .map(|c| reaches_peak(c, *share, device))
                 .collect()
         }
         Check::Passes { variants } => variants.iter().flat_map(|v| of(v)).map(passes).collect(),
@@ -124,6 +123,26 @@ fn not_measured(point: String, case: &CaseResult) -> ClaimCase {
     }
 }
 
+/// A case whose GB/s is above what the memory can physically move (`CaseResult::implausible`):
+/// any claim on its time fails, with the reason.
+fn implausible(point: String, case: &CaseResult) -> ClaimCase {
+    ClaimCase {
+        point,
+        status: ClaimStatus::Refuted,
+        skipped: false,
+        estimate: None,
+        ci95: None,
+        evidence: format!(
+            "{} is implausible: {}",
+            case.variant,
+            case.implausible_reason
+                .as_deref()
+                .unwrap_or("faster than the memory can be")
+        ),
+        margin: None,
+    }
+}
+
 fn samples(case: &CaseResult) -> Option<&[f64]> {
     match (case.status, &case.measurement) {
         (CaseStatus::Passed, Some(m)) if !m.samples_s.is_empty() => Some(&m.samples_s),
@@ -182,6 +201,10 @@ fn faster(a: &[&CaseResult], b: &[&CaseResult], by: f64) -> Vec<ClaimCase> {
             } else {
                 &cb.params
             });
+            if let Some(bad) = [ca, cb].into_iter().find(|c| c.implausible) {
+                out.push(implausible(point, bad));
+                continue;
+            }
             let (Some(sa), Some(sb)) = (samples(ca), samples(cb)) else {
                 let unmeasured = if samples(ca).is_none() { ca } else { cb };
                 out.push(not_measured(point, unmeasured));
@@ -207,11 +230,20 @@ fn faster(a: &[&CaseResult], b: &[&CaseResult], by: f64) -> Vec<ClaimCase> {
     out
 }
 
-fn reaches_peak(case: &CaseResult, share: f64, peak: Option<f64>) -> ClaimCase {
+/// Whether the case reaches `share` of the measured peak matching its traffic (the one it
+/// recorded; `device`'s copy peak in files written before cases recorded theirs).
+fn reaches_peak(case: &CaseResult, share: f64, device: Option<&DeviceFingerprint>) -> ClaimCase {
     let point = describe_params(&case.params);
+    if case.implausible {
+        return implausible(point, case);
+    }
+    let (kind, peak) = match (case.peak_kind, case.peak_gbytes_per_s) {
+        (Some(kind), Some(peak)) => (kind, Some(peak)),
+        _ => (PeakKind::Copy, device.map(|d| d.measured_copy_gbytes_per_s)),
+    };
     let (Some(summary), Some(peak)) = (
         case.summary.as_ref().filter(|_| samples(case).is_some()),
-        peak,
+        peak.filter(|p| *p > 0.0),
     ) else {
         return not_measured(point, case);
     };
@@ -230,8 +262,9 @@ fn reaches_peak(case: &CaseResult, share: f64, peak: Option<f64>) -> ClaimCase {
         ci95: Some(ci),
         margin: Some(ci.0 / share),
         evidence: format!(
-            "{:.1}% of the copy peak (95% CI {:.1}% .. {:.1}%; needs {:.1}%)",
+            "{:.1}% of the {} peak (95% CI {:.1}% .. {:.1}%; needs {:.1}%)",
             estimate * 100.0,
+            kind.name(),
             ci.0 * 100.0,
             ci.1 * 100.0,
             share * 100.0
@@ -298,6 +331,10 @@ fn trend(cases: &[&CaseResult], quantity: Quantity, along: &str, rising: bool) -
                     continue;
                 };
                 out.push(trend_case(point, quantity, n / p, (n / p, n / p), rising));
+                continue;
+            }
+            if let Some(bad) = [prev, next].into_iter().find(|c| c.implausible) {
+                out.push(implausible(point, bad));
                 continue;
             }
             let (Some(sp), Some(sn)) = (samples(prev), samples(next)) else {

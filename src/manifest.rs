@@ -466,6 +466,11 @@ struct RawMeasure {
     /// CUDA cases: after the samples, run the case's work back to back for about 0.1 s and read
     /// NVML's energy counter around it (joules per run, power). On by default where NVML is.
     energy: Option<bool>,
+    /// Every kernel-scope sample runs on inputs no earlier run saw: copied over from a pristine
+    /// copy before it, outside the timing and before the L2 flush (for kernels that might cache
+    /// results across runs). Not with `mode = "batch"`.
+    #[schemars(with = "Option<bool>")]
+    fresh_inputs: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize, Default, JsonSchema)]
@@ -1200,15 +1205,27 @@ impl<'a> Validator<'a> {
             }
             s => s.as_ref().map_or(d.target_rel_ci, |s| *s.get_ref()),
         };
+        let mode = raw.mode.unwrap_or(d.mode);
+        let fresh_inputs = match &raw.fresh_inputs {
+            Some(f) if *f.get_ref() && mode == TimingMode::Batch => {
+                return Err(self.error(
+                    f.span(),
+                    "measure.fresh_inputs",
+                    "fresh_inputs cannot be kept with mode = \"batch\": a batch sample runs the kernel several times on the same inputs; use mode = \"single\"".into(),
+                ))
+            }
+            f => f.as_ref().is_some_and(|f| *f.get_ref()),
+        };
         Ok(MeasureSettings {
             warmup: raw.warmup.unwrap_or(d.warmup),
+            fresh_inputs,
             min_samples,
             max_samples,
             max_time_s,
             target_rel_ci,
             scope: raw.scope.map_or(d.scope, Spanned::into_inner),
             cache: raw.cache.unwrap_or(d.cache),
-            mode: raw.mode.unwrap_or(d.mode),
+            mode,
             batch_min_window_s,
             timeout_s,
             timer_tolerance,

@@ -224,6 +224,12 @@ pub struct MeasureSettings {
     pub batch_min_window_s: f64,
     /// A case still running after this long (warm-up and samples) is recorded as timed out.
     pub timeout_s: f64,
+    /// Every kernel-scope sample starts from inputs no earlier run saw: before each (outside the
+    /// timing, before the L2 flush) the device copies the case's inputs over from a pristine
+    /// copy, so a kernel that keeps state in or keyed on its inputs cannot reuse it. Not with
+    /// batch mode (several runs share one sample's inputs).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fresh_inputs: bool,
     /// The most the two timers (events and CUPTI) may disagree, relative to the events' median,
     /// before a case is flagged ...
     pub timer_tolerance: f64,
@@ -259,6 +265,7 @@ impl Default for MeasureSettings {
             mode: TimingMode::Single,
             batch_min_window_s: 100e-6,
             timeout_s: 120.0,
+            fresh_inputs: false,
             timer_tolerance: 0.02,
             timer_tolerance_s: 1.5e-6,
             energy: true,
@@ -471,6 +478,19 @@ pub struct DeviceFingerprint {
     pub nvrtc_version: String,
     /// A large device-to-device copy measured at the start of the run (bytes read + written).
     pub measured_copy_gbytes_per_s: f64,
+    /// A kernel reading a large buffer with 16-byte loads (and writing next to nothing),
+    /// measured at the start of the run: the ceiling of read-only kernels, above the copy's on
+    /// an H100. 0 in files written before kbench measured it (the copy peak stands in).
+    #[serde(default)]
+    pub measured_read_gbytes_per_s: f64,
+    /// A kernel storing 16-byte vectors over a large buffer: the ceiling of write-only kernels.
+    /// 0 in files written before kbench measured it (the copy peak stands in).
+    #[serde(default)]
+    pub measured_write_gbytes_per_s: f64,
+    /// The datasheet's bandwidth through NVML: the maximum memory clock x the bus width x 2
+    /// transfers per clock. None where NVML is not there (and in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datasheet_memory_gbytes_per_s: Option<f64>,
     /// The host link, measured at the start of the run: 256 MiB copied from page-locked host
     /// memory to the device, and back.
     #[serde(default)]
@@ -541,7 +561,14 @@ pub struct CaseResult {
     pub status: CaseStatus,
     /// Why a case was skipped or failed.
     pub reason: Option<String>,
+    /// The fewest bytes the case must move: `bytes_read + bytes_written`.
     pub bytes_moved: u64,
+    /// Of `bytes_moved`, those read and those written; both 0 in files written before kbench
+    /// split them (their "% peak" is then of the copy peak).
+    #[serde(default)]
+    pub bytes_read: u64,
+    #[serde(default)]
+    pub bytes_written: u64,
     pub flops: u64,
     pub summary: Option<Summary>,
     /// From the median time and the fewest bytes the case must move.
@@ -551,6 +578,22 @@ pub struct CaseResult {
     #[serde(with = "figure::option")]
     #[schemars(with = "Option<Figure>")]
     pub gflops_per_s: Option<f64>,
+    /// Which measured peak the case's "% peak" divides by: the one matching its traffic (see
+    /// `PeakKind::for_traffic`). None for CPU cases and in older files (the copy peak then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_kind: Option<PeakKind>,
+    /// That peak, from the device the case ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_gbytes_per_s: Option<f64>,
+    /// The case moved its bytes faster than the memory physically can (its GB/s above the
+    /// device's ceiling, `DeviceFingerprint::ceiling_gbytes_per_s`, by more than
+    /// `IMPLAUSIBLE_MARGIN`): its time is not what it claims to be (data kept in L2 across the
+    /// flush, work skipped, or a byte count too high). Every claim resting on it fails.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub implausible: bool,
+    /// Why it is implausible, with the numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implausible_reason: Option<String>,
     pub measurement: Option<Measurement>,
     /// Each output checked against its reference.
     pub outputs: Vec<OutputCheck>,
@@ -624,6 +667,117 @@ impl DeviceFingerprint {
             host_or(&self.host, default_host).to_string(),
             self.pci_bus_id.clone(),
         )
+    }
+}
+
+/// Which measured peak a case's "% peak" divides by: the one whose traffic matches its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PeakKind {
+    /// Reads alone (16-byte loads over a large buffer): an H100 reads faster than it copies.
+    Read,
+    /// Writes alone (16-byte stores).
+    Write,
+    /// Reads and writes mixed: the device-to-device copy, which pays the bus turnarounds a
+    /// mixed kernel pays.
+    Copy,
+}
+
+/// The share of a case's bytes the other direction may have and still count as negligible: a
+/// reduction reads n values and writes one (or one per block).
+pub const NEGLIGIBLE_TRAFFIC_SHARE: f64 = 0.02;
+
+/// How far above the device's physical ceiling a case's GB/s may be before it is implausible:
+/// the datasheet's clocks are rounded (the H100's memory clock reads 2619 MHz), and a median
+/// has its own noise.
+pub const IMPLAUSIBLE_MARGIN: f64 = 0.02;
+
+impl PeakKind {
+    /// The peak matching a case's traffic: read (or write) where the other direction is at most
+    /// `NEGLIGIBLE_TRAFFIC_SHARE` of its bytes, else copy. Mixed traffic is held to the copy
+    /// rather than a read/write blend: a blend of the one-way peaks would ignore the cost of
+    /// turning the bus around, which the copy (half reads, half writes) measures. Nothing
+    /// known (both 0, as in older files): copy, as kbench always used.
+    pub fn for_traffic(bytes_read: u64, bytes_written: u64) -> PeakKind {
+        let total = (bytes_read as f64) + (bytes_written as f64);
+        if total == 0.0 {
+            PeakKind::Copy
+        } else if bytes_written as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * total {
+            PeakKind::Read
+        } else if bytes_read as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * total {
+            PeakKind::Write
+        } else {
+            PeakKind::Copy
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PeakKind::Read => "read",
+            PeakKind::Write => "write",
+            PeakKind::Copy => "copy",
+        }
+    }
+}
+
+impl DeviceFingerprint {
+    /// The measured peak of `kind` and the kind it is: the copy peak where the device has no
+    /// measurement of that kind (a file written before kbench measured read and write peaks).
+    pub fn peak(&self, kind: PeakKind) -> (PeakKind, f64) {
+        let measured = match kind {
+            PeakKind::Read => self.measured_read_gbytes_per_s,
+            PeakKind::Write => self.measured_write_gbytes_per_s,
+            PeakKind::Copy => self.measured_copy_gbytes_per_s,
+        };
+        if measured > 0.0 {
+            (kind, measured)
+        } else {
+            (PeakKind::Copy, self.measured_copy_gbytes_per_s)
+        }
+    }
+
+    /// What the memory can physically move, in GB/s: the larger of the datasheet's (NVML's
+    /// maximum memory clock) and CUDA's attribute figure (the current memory clock), so that a
+    /// clock read low never makes an honest case implausible. 0 when neither is known.
+    pub fn ceiling_gbytes_per_s(&self) -> f64 {
+        let datasheet = self.datasheet_memory_gbytes_per_s.unwrap_or(0.0);
+        datasheet.max(self.theoretical_memory_gbytes_per_s)
+    }
+}
+
+impl CaseResult {
+    /// The case's GB/s as a share of its peak (1.0 = 100%): the peak it recorded, or, in files
+    /// written before cases recorded theirs, `device`'s copy peak. CUDA cases only.
+    pub fn share_of_peak(&self, device: Option<&DeviceFingerprint>) -> Option<f64> {
+        if self.backend != Backend::Cuda {
+            return None;
+        }
+        let peak = self
+            .peak_gbytes_per_s
+            .or_else(|| device.map(|d| d.measured_copy_gbytes_per_s))
+            .filter(|p| *p > 0.0)?;
+        Some(self.gbytes_per_s? / peak)
+    }
+
+    /// Fills in the peak the case is measured against and whether its GB/s is plausible on
+    /// `device`, from its bytes and `gbytes_per_s`.
+    pub fn judge_peak(&mut self, device: &DeviceFingerprint) {
+        let (kind, peak) = device.peak(PeakKind::for_traffic(self.bytes_read, self.bytes_written));
+        self.peak_kind = Some(kind);
+        self.peak_gbytes_per_s = (peak > 0.0).then_some(peak);
+        let ceiling = device.ceiling_gbytes_per_s();
+        self.implausible = false;
+        self.implausible_reason = None;
+        if let Some(rate) = self.gbytes_per_s {
+            if ceiling > 0.0 && rate > ceiling * (1.0 + IMPLAUSIBLE_MARGIN) {
+                self.implausible = true;
+                self.implausible_reason = Some(format!(
+                    "{rate:.0} GB/s is {:.0}% of the memory's physical ceiling of {ceiling:.0} GB/s (more than {:.0}% over it): the time cannot be right (data kept in L2 across the flush, work skipped, or a byte count too high)",
+                    rate / ceiling * 100.0,
+                    IMPLAUSIBLE_MARGIN * 100.0
+                ));
+            }
+        }
     }
 }
 
@@ -799,6 +953,22 @@ pub struct GpuTimer {
     /// Why this case has no energy record where the device has the counter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy_skipped: Option<String>,
+    /// Whether the context's persisting-L2 carve-out was set to 0 and its persisting lines
+    /// reset before the case, so no access-policy window keeps data in L2 across the flush.
+    /// None in files written before kbench did it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persisting_l2_reset: Option<bool>,
+    /// Why the reset failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persisting_l2_reset_error: Option<String>,
+    /// `fresh_inputs`: how many times the inputs were copied over from their pristine copy
+    /// (once before every sample, warm-up and profiled run).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fresh_input_copies: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl GpuTimer {
@@ -820,6 +990,9 @@ impl GpuTimer {
             clocks: None,
             energy: None,
             energy_skipped: None,
+            persisting_l2_reset: None,
+            persisting_l2_reset_error: None,
+            fresh_input_copies: 0,
         }
     }
 }
@@ -1079,6 +1252,77 @@ mod tests {
                 "  --max-time-s 0.5, but the run measured with max_time_s = 2",
             ]
         );
+    }
+
+    #[test]
+    fn the_peak_matches_the_traffic_and_negligible_writes_count_as_reads() {
+        assert_eq!(PeakKind::for_traffic(4 << 20, 4), PeakKind::Read);
+        assert_eq!(PeakKind::for_traffic(0, 4 << 20), PeakKind::Write);
+        assert_eq!(PeakKind::for_traffic(8 << 20, 4 << 20), PeakKind::Copy);
+        // 2% of the bytes written is still a read; 3% is a mix.
+        assert_eq!(PeakKind::for_traffic(98, 2), PeakKind::Read);
+        assert_eq!(PeakKind::for_traffic(97, 3), PeakKind::Copy);
+        // Nothing known (an older file): the copy, as before.
+        assert_eq!(PeakKind::for_traffic(0, 0), PeakKind::Copy);
+    }
+
+    fn h100(read: f64, datasheet: Option<f64>) -> DeviceFingerprint {
+        serde_json::from_value(serde_json::json!({
+            "name": "H100", "compute_capability": "9.0", "sm_count": 132,
+            "total_memory_bytes": 1u64 << 36, "l2_cache_bytes": 50u64 << 20,
+            "sm_clock_mhz": 1980.0, "memory_clock_mhz": 2619.0, "memory_bus_width_bits": 5120,
+            "theoretical_memory_gbytes_per_s": 3352.0, "driver_version": "580",
+            "nvrtc_version": "13.0", "measured_copy_gbytes_per_s": 2986.0,
+            "measured_read_gbytes_per_s": read, "measured_write_gbytes_per_s": 0.0,
+            "datasheet_memory_gbytes_per_s": datasheet,
+        }))
+        .unwrap()
+    }
+
+    fn cuda_case(bytes_read: u64, bytes_written: u64, gbytes_per_s: f64) -> CaseResult {
+        let mut case: CaseResult = serde_json::from_value(serde_json::json!({
+            "index": 0, "variant": "v", "backend": "cuda", "implementation": "k",
+            "scope": "kernel", "params": {}, "status": "passed", "reason": null,
+            "bytes_moved": bytes_read + bytes_written, "flops": 0, "summary": null,
+            "gbytes_per_s": gbytes_per_s, "gflops_per_s": null, "measurement": null,
+            "outputs": [], "saved_files": [], "wall_s": 1.0,
+        }))
+        .unwrap();
+        case.bytes_read = bytes_read;
+        case.bytes_written = bytes_written;
+        case
+    }
+
+    #[test]
+    fn a_case_is_judged_against_its_peak_and_flagged_past_the_ceiling() {
+        let device = h100(3200.0, Some(3352.0));
+        // reduce_fast at 2^28: 3129 GB/s, 105% of the copy peak, 98% of the read peak.
+        let mut reduce = cuda_case(1 << 30, 4, 3129.0);
+        reduce.judge_peak(&device);
+        assert_eq!(reduce.peak_kind, Some(PeakKind::Read));
+        assert_eq!(reduce.peak_gbytes_per_s, Some(3200.0));
+        assert!((reduce.share_of_peak(None).unwrap() - 3129.0 / 3200.0).abs() < 1e-12);
+        assert!(!reduce.implausible);
+        // Within 2% of the ceiling passes; past it does not.
+        let mut close = cuda_case(1 << 30, 4, 3352.0 * 1.019);
+        close.judge_peak(&device);
+        assert!(!close.implausible);
+        let mut past = cuda_case(1 << 30, 4, 3352.0 * 1.03);
+        past.judge_peak(&device);
+        assert!(past.implausible);
+        assert!(past.implausible_reason.unwrap().contains("3352 GB/s"));
+        // The larger of the datasheet's and CUDA's figures is the ceiling.
+        assert_eq!(h100(3200.0, Some(3400.0)).ceiling_gbytes_per_s(), 3400.0);
+        assert_eq!(h100(3200.0, None).ceiling_gbytes_per_s(), 3352.0);
+        // A device without a read peak (an older file) holds a read-only case to the copy.
+        let mut old = cuda_case(1 << 30, 4, 2900.0);
+        old.judge_peak(&h100(0.0, None));
+        assert_eq!(old.peak_kind, Some(PeakKind::Copy));
+        assert_eq!(old.peak_gbytes_per_s, Some(2986.0));
+        // A case that recorded no peak reads against the device's copy peak.
+        let unjudged = cuda_case(1 << 30, 4, 2986.0);
+        assert_eq!(unjudged.share_of_peak(Some(&device)), Some(1.0));
+        assert_eq!(unjudged.share_of_peak(None), None);
     }
 
     #[test]

@@ -145,18 +145,25 @@ impl OutputSpec {
 }
 
 /// One case's data: named inputs, each output's reference, and the least work the case must do
-/// (for GB/s and GFLOP/s).
+/// (for GB/s and GFLOP/s): the fewest bytes it must read and write, which also say which
+/// measured peak its "% peak" divides by (`record::PeakKind::for_traffic`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CaseData {
     pub inputs: Buffers,
     pub outputs: Vec<OutputSpec>,
-    pub bytes_moved: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
     pub flops: u64,
     /// Numbers worth recording about the case (levels, colours, repeats found).
     pub facts: Vec<(&'static str, f64)>,
 }
 
 impl CaseData {
+    /// Bytes read plus bytes written: what GB/s counts.
+    pub fn bytes_moved(&self) -> u64 {
+        self.bytes_read.saturating_add(self.bytes_written)
+    }
+
     /// Output buffers of each output's capacity, ready for a run (see `reset_outputs`).
     pub fn output_buffers(&self) -> Buffers {
         let mut outputs = Buffers(

@@ -300,9 +300,10 @@ impl Algorithm for Durbin {
             inputs: Buffers(vec![("r", input)]),
             outputs: vec![OutputSpec::new("y", p.dtype, reference, tolerance(p))],
             // r read once, y written once: the whole recursion fits on chip.
-            bytes_moved: n
-                .checked_mul(2 * p.dtype.size_bytes())
+            bytes_read: n
+                .checked_mul(p.dtype.size_bytes())
                 .context("the byte count overflows")?,
+            bytes_written: n * p.dtype.size_bytes(),
             // Step k: a k-term dot product and k updates, 2 flops each.
             flops: n
                 .checked_mul(n.saturating_sub(1))

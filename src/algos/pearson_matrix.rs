@@ -165,7 +165,8 @@ impl Algorithm for PearsonMatrix {
         Ok(CaseData {
             inputs: Buffers(vec![("series", series)]),
             outputs: vec![output],
-            bytes_moved: (elements + cells as u64)
+            bytes_read: elements.checked_mul(s).context("the byte count overflows")?,
+            bytes_written: (cells as u64)
                 .checked_mul(s)
                 .context("the byte count overflows")?,
             flops: (m as u64 * (m as u64 + 1))
@@ -731,7 +732,7 @@ mod tests {
         assert!(r.iter().any(|&v| v.abs() > 0.5 && v < 0.999));
         assert!(r.iter().any(|&v| v.abs() < 0.5));
         assert_eq!(data.flops, 9 * 10 * 50);
-        assert_eq!(data.bytes_moved, (9 * 50 + 81) * 8);
+        assert_eq!((data.bytes_read, data.bytes_written), (9 * 50 * 8, 81 * 8));
     }
 
     #[test]

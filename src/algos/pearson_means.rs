@@ -136,9 +136,10 @@ impl Algorithm for PearsonMeans {
         Ok(CaseData {
             inputs: Buffers(vec![("series", series)]),
             outputs: vec![OutputSpec::new("means", p.dtype, reference, tolerance)],
-            bytes_moved: (elements + p.walk.m as u64)
+            bytes_read: elements
                 .checked_mul(p.dtype.size_bytes())
                 .context("the byte count overflows")?,
+            bytes_written: p.walk.m as u64 * p.dtype.size_bytes(),
             flops: elements,
             facts: Vec::new(),
         })

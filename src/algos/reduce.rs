@@ -116,9 +116,10 @@ impl Algorithm for Reduce {
                 tolerance(p.n, dtype),
             )],
             // x read once, the sum written once.
-            bytes_moved: (p.n as u64 + 1)
+            bytes_read: (p.n as u64)
                 .checked_mul(dtype.size_bytes())
                 .context("the byte count overflows")?,
+            bytes_written: dtype.size_bytes(),
             flops: p.n.saturating_sub(1) as u64,
             facts: Vec::new(),
         })

@@ -103,7 +103,9 @@ impl Algorithm for Saxpy {
         Ok(CaseData {
             inputs: Buffers(vec![("x", HostData::F32(x)), ("y", HostData::F32(y))]),
             outputs: vec![output],
-            bytes_moved: n.checked_mul(12).context("the byte count overflows")?,
+            // x and y read, y written.
+            bytes_read: n.checked_mul(8).context("the byte count overflows")?,
+            bytes_written: 4 * n,
             flops: 2 * n,
             facts: Vec::new(),
         })

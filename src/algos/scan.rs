@@ -151,7 +151,8 @@ impl Algorithm for Scan {
                 reference,
                 Tolerance::EXACT,
             )],
-            bytes_moved: n.checked_mul(8).context("the byte count overflows")?,
+            bytes_read: n.checked_mul(4).context("the byte count overflows")?,
+            bytes_written: 4 * n,
             flops: n,
             facts: Vec::new(),
         })

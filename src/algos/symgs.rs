@@ -241,7 +241,7 @@ impl Algorithm for Symgs {
         let elem = p.dtype.size_bytes();
         let (n64, nnz64) = (n as u64, nnz as u64);
         // A sweep reads the matrix (values, column indices, row pointers), r and x, and writes x.
-        let sweep_bytes = nnz64 * (4 + elem) + (n64 + 1) * 4 + 3 * n64 * elem;
+        let sweep_read_bytes = nnz64 * (4 + elem) + (n64 + 1) * 4 + 2 * n64 * elem;
         Ok(CaseData {
             inputs: Buffers(vec![
                 ("row_ptr", HostData::I32(matrix.row_ptr)),
@@ -253,7 +253,8 @@ impl Algorithm for Symgs {
                 ("colour_ptr", HostData::I32(colour_ptr)),
             ]),
             outputs: vec![output],
-            bytes_moved: 2 * sweep_bytes,
+            bytes_read: 2 * sweep_read_bytes,
+            bytes_written: 2 * n64 * elem,
             flops: 2 * 2 * nnz64,
             facts: vec![
                 ("rows", n as f64),

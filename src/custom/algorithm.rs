@@ -309,10 +309,13 @@ impl BoundCase for CustomCase<'_> {
             }
         }
         self.command_references(&inputs, &mut outputs)?;
+        let (bytes_read, bytes_written) =
+            def.traffic.split(self.count(&def.bytes, "custom.bytes")?);
         Ok(CaseData {
             inputs: Buffers(inputs),
             outputs,
-            bytes_moved: self.count(&def.bytes, "custom.bytes")?,
+            bytes_read,
+            bytes_written,
             flops: self.count(&def.flops, "custom.flops")?,
             facts: Vec::new(),
         })

@@ -30,6 +30,44 @@ pub struct CustomDef {
     /// Bytes moved and flops, as expressions: GB/s and GFLOP/s.
     pub bytes: String,
     pub flops: String,
+    /// Which way `bytes` go: the peak "% peak" divides by.
+    #[serde(default)]
+    pub traffic: Traffic,
+}
+
+/// `[custom] traffic`: whether the kernels' bytes are read, written, or both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Traffic {
+    /// Read alone (a reduction): "% peak" is of the measured read peak.
+    Read,
+    /// Written alone (a fill, a generator): of the write peak.
+    Write,
+    /// Both (the default): of the copy peak.
+    #[default]
+    Copy,
+}
+
+impl Traffic {
+    pub const NAMES: [&'static str; 3] = ["read", "write", "copy"];
+
+    pub fn parse(name: &str) -> Option<Traffic> {
+        match name {
+            "read" => Some(Traffic::Read),
+            "write" => Some(Traffic::Write),
+            "copy" => Some(Traffic::Copy),
+            _ => None,
+        }
+    }
+
+    /// `bytes` split into (read, written): all one way, or half each for copy.
+    pub fn split(self, bytes: u64) -> (u64, u64) {
+        match self {
+            Traffic::Read => (bytes, 0),
+            Traffic::Write => (0, bytes),
+            Traffic::Copy => (bytes - bytes / 2, bytes / 2),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

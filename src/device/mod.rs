@@ -15,6 +15,7 @@ pub mod guard;
 pub mod libs;
 pub mod nvml;
 pub mod nvrtc;
+pub mod peaks;
 pub mod ptx;
 pub mod sparse;
 pub mod timer;
@@ -187,6 +188,7 @@ impl Device {
         };
         let pci_bus_id = pci_bus_id(&ctx)?;
         let clocks = nvml::Clocks::open(&pci_bus_id);
+        let datasheet = peaks::datasheet_gbytes_per_s(&pci_bus_id).ok();
         let profiler = match std::env::var("KBENCH_CUPTI_PROFILER").as_deref() {
             Ok("off") => Err("turned off by KBENCH_CUPTI_PROFILER=off".to_string()),
             _ => cupti::load_library()
@@ -213,6 +215,9 @@ impl Device {
                 driver_version: format!("{}.{}", driver / 1000, (driver % 1000) / 10),
                 nvrtc_version: format!("{nvrtc_major}.{nvrtc_minor}"),
                 measured_copy_gbytes_per_s: 0.0,
+                measured_read_gbytes_per_s: 0.0,
+                measured_write_gbytes_per_s: 0.0,
+                datasheet_memory_gbytes_per_s: datasheet,
                 host_to_device_gbytes_per_s: 0.0,
                 device_to_host_gbytes_per_s: 0.0,
                 event_overhead_s: 0.0,
@@ -243,6 +248,12 @@ impl Device {
             stream,
         };
         device.fingerprint.measured_copy_gbytes_per_s = device.measure_copy_bandwidth()?;
+        // After the copy's warm-up, so the clocks have settled.
+        let peak_kernels = peaks::PeakKernels::load(&timer_module, &device)?;
+        (
+            device.fingerprint.measured_read_gbytes_per_s,
+            device.fingerprint.measured_write_gbytes_per_s,
+        ) = device.measure_read_write_peaks(&peak_kernels)?;
         let (to_device, to_host) = device.measure_host_link()?;
         device.fingerprint.host_to_device_gbytes_per_s = to_device;
         device.fingerprint.device_to_host_gbytes_per_s = to_host;
@@ -448,6 +459,28 @@ impl Device {
                 &[self.l2_flush.arg(), Arg::U64(vectors), self.l2_flush.arg()],
             )
         }
+    }
+
+    /// Sets the context's persisting-L2 carve-out to 0 and turns every persisting line back to
+    /// normal, before a case: a kernel (a custom one especially) may set an access-policy window
+    /// that keeps its data in L2 across the cold flush, which reads through L2 but cannot evict
+    /// lines set aside for persisting accesses. Waits for the stream first, as the limit may
+    /// only change between kernels.
+    pub fn reset_persisting_l2(&self) -> Result<()> {
+        self.synchronize()?;
+        self.ctx.bind_to_thread().map_err(driver_error)?;
+        // SAFETY: plain driver calls on the current context, with no kernel in flight.
+        unsafe {
+            sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0)
+                .result()
+                .map_err(driver_error)
+                .context("setting the persisting-L2 limit to 0")?;
+            sys::cuCtxResetPersistingL2Cache()
+                .result()
+                .map_err(driver_error)
+                .context("resetting the persisting L2 lines")?;
+        }
+        Ok(())
     }
 
     pub(crate) fn record_start(&self) -> Result<()> {
@@ -1155,6 +1188,11 @@ pub struct DeviceIo<B = DeviceBuf> {
     pub outputs: Vec<(&'static str, B)>,
     /// (output, input): outputs computed in place over a copy of an input.
     pub in_place: Vec<(&'static str, &'static str)>,
+    /// `[measure] fresh_inputs`: a pristine copy of each input, copied over it before every
+    /// run (`refresh_inputs`), so no run sees what an earlier one left; empty otherwise.
+    pub pristine: Vec<(&'static str, B)>,
+    /// How many times the inputs were copied over from `pristine`.
+    pub refreshes: std::cell::Cell<u64>,
 }
 
 impl<B> DeviceIo<B> {
@@ -1175,6 +1213,18 @@ impl<B> DeviceIo<B> {
 }
 
 impl DeviceIo {
+    /// Copies every input over from its pristine copy (queued, device to device), where the
+    /// case has them (`fresh_inputs`); nothing otherwise.
+    pub fn refresh_inputs(&self) -> Result<()> {
+        for (name, pristine) in &self.pristine {
+            self.input(name)?.copy_from_device(pristine)?;
+        }
+        if !self.pristine.is_empty() {
+            self.refreshes.set(self.refreshes.get() + 1);
+        }
+        Ok(())
+    }
+
     /// Readies the outputs for a run: poisoned, or copied from their input when computed in
     /// place.
     pub fn reset_outputs(&self) -> Result<()> {

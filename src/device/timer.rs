@@ -31,6 +31,9 @@ pub const HOLD_KERNEL_FILE: KernelFile = KernelFile {
 pub const HOLD_KERNEL: &str = "kbench_hold_stream";
 /// The cold-L2 flush (a read of twice the L2's size), also in `kernels/timer.cu`.
 pub const FLUSH_KERNEL: &str = "kbench_flush_l2";
+/// The read-only and write-only peak kernels (src/device/peaks.rs), also in `kernels/timer.cu`.
+pub const PEAK_READ_KERNEL: &str = "kbench_peak_read";
+pub const PEAK_WRITE_KERNEL: &str = "kbench_peak_write";
 /// How long the hold waits for the host before it gives up (and the sample is refused).
 pub const HOLD_LIMIT_NS: u64 = 2_000_000_000;
 /// The most launches queued behind a held stream: well below the driver's launch queue, which
@@ -85,6 +88,9 @@ pub struct SamplePlan {
     pub flush_l2: bool,
     /// Runs between the events.
     pub runs: u32,
+    /// Copy the inputs over from their pristine copies first (`[measure] fresh_inputs`), before
+    /// the flush, so the copy leaves nothing of theirs in L2.
+    pub fresh_inputs: bool,
 }
 
 /// How long the hold waits when the device opens and checks that holding works at all.
@@ -107,6 +113,7 @@ impl SamplePlan {
             hold: reason.is_none(),
             flush_l2: cold_l2,
             runs: 1,
+            fresh_inputs: false,
         };
         (plan, reason)
     }
@@ -143,6 +150,8 @@ pub fn batch_runs(window_s: f64, one_run_s: f64, launches_per_run: usize) -> u32
 /// over the mock device (`run::executor::mock`), and over a recorder in the tests.
 pub trait SampleOps {
     fn hold(&mut self) -> Result<()>;
+    /// Copies the inputs over from their pristine copies (`SamplePlan::fresh_inputs`).
+    fn refresh_inputs(&mut self) -> Result<()>;
     fn flush_l2(&mut self) -> Result<()>;
     fn reset_outputs(&mut self) -> Result<()>;
     fn record_start(&mut self) -> Result<()>;
@@ -160,6 +169,9 @@ pub fn take_sample(ops: &mut dyn SampleOps, plan: &SamplePlan) -> Result<f64> {
         ops.hold()?;
     }
     let queued = (|| {
+        if plan.fresh_inputs {
+            ops.refresh_inputs()?;
+        }
         // The reset first: it writes the outputs (and reads an in-place output's input), and
         // done after the flush it left them in L2, so a cold kernel found them there. Measured
         // on an H100 against Nsight Compute, which starts each kernel with L2 invalidated:
@@ -205,6 +217,9 @@ struct KernelSampler<'a> {
 impl SampleOps for KernelSampler<'_> {
     fn hold(&mut self) -> Result<()> {
         self.device.hold_stream()
+    }
+    fn refresh_inputs(&mut self) -> Result<()> {
+        self.io.refresh_inputs()
     }
     fn flush_l2(&mut self) -> Result<()> {
         self.device.flush_l2()
@@ -293,6 +308,7 @@ impl Device {
         }
         let runs = (0..PROFILED_RUNS)
             .map(|_| {
+                io.refresh_inputs()?;
                 io.reset_outputs()?;
                 if cold_l2 {
                     self.flush_l2()?;
@@ -350,6 +366,10 @@ mod tests {
             self.steps.push("hold");
             Ok(())
         }
+        fn refresh_inputs(&mut self) -> Result<()> {
+            self.steps.push("refresh");
+            Ok(())
+        }
         fn flush_l2(&mut self) -> Result<()> {
             self.steps.push("flush");
             Ok(())
@@ -393,6 +413,18 @@ mod tests {
         assert_eq!(
             r.steps,
             ["hold", "reset", "flush", "start", "run", "stop", "release", "elapsed"]
+        );
+    }
+
+    #[test]
+    fn fresh_inputs_are_copied_in_behind_the_hold_before_the_flush_outside_the_events() {
+        let mut r = Recorder::default();
+        let (mut plan, _) = SamplePlan::single(true, 1, None);
+        plan.fresh_inputs = true;
+        take_sample(&mut r, &plan).unwrap();
+        assert_eq!(
+            r.steps,
+            ["hold", "refresh", "flush", "reset", "start", "run", "stop", "release", "elapsed"]
         );
     }
 

@@ -19,7 +19,7 @@ use toml::Spanned;
 use super::{where_source_span, ManifestError, Validator};
 use crate::custom::def::{
     ArgDecl, AxisDecl, AxisKindDecl, BufferDecl, CType, CommandDecl, CustomDef, ElemType, Expected,
-    Init, LaunchDecl, Program, Repeat, Role, SourceFile,
+    Init, LaunchDecl, Program, Repeat, Role, SourceFile, Traffic,
 };
 use crate::custom::schedule::{self, DefError};
 use crate::expr::Expr;
@@ -70,6 +70,20 @@ pub(super) struct RawCustom {
     /// Floating-point operations, as an expression (GFLOP/s). Default 0.
     #[schemars(with = "Option<String>")]
     flops: Option<Spanned<String>>,
+    /// Which way `bytes` go: `read` (read alone), `write` (written alone) or `copy` (both, the
+    /// default). "% peak" divides by the measured peak of that kind.
+    #[schemars(with = "Option<RawTraffic>")]
+    traffic: Option<Spanned<String>>,
+}
+
+/// `[custom] traffic`'s values, for the manifest schema.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+enum RawTraffic {
+    Read,
+    Write,
+    Copy,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -341,6 +355,20 @@ impl Validator<'_> {
             };
         let bytes = work(&raw.bytes, "custom.bytes")?;
         let flops = work(&raw.flops, "custom.flops")?;
+        let traffic = match &raw.traffic {
+            None => Traffic::Copy,
+            Some(text) => Traffic::parse(text.get_ref()).ok_or_else(|| {
+                self.error(
+                    text.span(),
+                    "custom.traffic",
+                    format!(
+                        "unknown traffic `{}`: one of {}",
+                        text.get_ref(),
+                        Traffic::NAMES.map(|n| format!("`{n}`")).join(", ")
+                    ),
+                )
+            })?,
+        };
         let def = CustomDef {
             title: String::new(),
             sources,
@@ -353,6 +381,7 @@ impl Validator<'_> {
             reference_command,
             bytes,
             flops,
+            traffic,
         };
         Ok((def, spans))
     }

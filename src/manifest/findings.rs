@@ -229,7 +229,8 @@ pub struct ClaimSpec {
 pub enum Check {
     /// `a` is at least `by` times faster than `b` at every selected grid point.
     Faster { a: String, b: String, by: f64 },
-    /// `a` moves its bytes at `share` of the measured copy peak or more.
+    /// `a` moves its bytes at `share` of its measured peak (read, write or copy, as its
+    /// traffic) or more.
     ReachesPeak { a: String, share: f64 },
     /// Every selected case of these variants passes its accuracy check.
     Passes { variants: Vec<String> },
@@ -319,7 +320,8 @@ pub(super) struct RawClaim {
     /// For `faster`: at least this many times faster.
     #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     by: Option<Spanned<f64>>,
-    /// For `reaches_peak`: the share of the measured copy peak (0.8 = 80%).
+    /// For `reaches_peak`: the share of the measured peak matching the case's traffic (read,
+    /// write or copy; 0.8 = 80%).
     #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
     share: Option<Spanned<f64>>,
     #[serde(default)]

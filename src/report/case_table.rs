@@ -1,10 +1,11 @@
 //! The terminal table: one row per case (variant x grid point) with the median, its 95% CI,
-//! throughput, % of the measured copy peak, speedup over the baseline variant, and accuracy
-//! (and, in the wide table and files, energy per run, power, clocks and throttling where NVML
-//! gave them); then the reasons for every skipped or failed case. Rows are in the grid's order whatever
-//! order the cases ran in; on a terminal (not `--wide`, not a file) the rows of a skip reason
-//! that covers `FOLD_SKIPPED_ROWS` cases or more are folded into that reason's line, and every
-//! line fits the width (columns left out, then words wrapped).
+//! throughput, % of the measured peak matching its traffic (flagged where implausible), speedup
+//! over the baseline variant, and accuracy (and, in the wide table and files, energy per run,
+//! power, clocks and throttling where NVML gave them); then the reasons for every skipped or
+//! failed case and every implausible one. Rows are in the grid's order whatever order the cases
+//! ran in; on a terminal (not `--wide`, not a file) the rows of a skip reason that covers
+//! `FOLD_SKIPPED_ROWS` cases or more are folded into that reason's line, and every line fits the
+//! width (columns left out, then words wrapped).
 
 use std::collections::BTreeMap;
 
@@ -12,9 +13,9 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style, Width};
 
-use crate::record::{CaseResult, CaseStatus, ResultsDoc, Summary};
+use crate::record::{CaseResult, CaseStatus, DeviceFingerprint, ResultsDoc, Summary};
 use crate::stats;
-use crate::vocab::{Backend, ParamValue};
+use crate::vocab::ParamValue;
 
 /// How the table is drawn: box-drawing for terminals, or markdown to paste into a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,22 +282,12 @@ fn rate_columns(doc: &ResultsDoc, cases: &[CaseResult]) -> Vec<Column> {
             .droppable(5),
         );
     }
-    let peak_gbytes_per_s = doc
-        .environment
-        .device
-        .as_ref()
-        .map(|d| d.measured_copy_gbytes_per_s);
-    if let Some(peak) = peak_gbytes_per_s {
+    let device = doc.environment.device.as_ref();
+    if device.is_some() {
         columns.push(
             Column::new(
                 "% peak",
-                cases
-                    .iter()
-                    .map(|c| match (c.backend, c.gbytes_per_s) {
-                        (Backend::Cuda, Some(g)) => format!("{:.0}%", g / peak * 100.0),
-                        _ => "-".into(),
-                    })
-                    .collect(),
+                cases.iter().map(|c| peak_cell(c, device)).collect(),
             )
             .numeric()
             .droppable(3),
@@ -392,6 +383,18 @@ pub fn format_joules(j: f64) -> String {
     format!("{value:.decimals$} {unit}")
 }
 
+/// A case's GB/s as a share of the measured peak matching its traffic (read, write or copy;
+/// the copy peak in older files), flagged where the case is implausible (faster than the
+/// memory can be: see `CaseResult::judge_peak`).
+fn peak_cell(case: &CaseResult, device: Option<&DeviceFingerprint>) -> String {
+    match case.share_of_peak(device) {
+        Some(share) if case.implausible => format!("{:.0}% implausible", share * 100.0),
+        Some(share) => format!("{:.0}%", share * 100.0),
+        None if case.implausible => "implausible".into(),
+        None => "-".into(),
+    }
+}
+
 /// The speedup over the baseline variant (where the study names one), the sample count, and
 /// the accuracy.
 fn comparison_columns(doc: &ResultsDoc, cases: &[CaseResult]) -> Vec<Column> {
@@ -449,21 +452,53 @@ fn heading(doc: &ResultsDoc, fixed: &[String]) -> String {
     )
 }
 
-/// The GPU the run used and its measured copy peak, or each of several; nothing for a CPU run.
+/// The GPU the run used and its measured peaks, or each of several; nothing for a CPU run.
 fn device_lines(doc: &ResultsDoc) -> String {
     if doc.environment.devices.len() > 1 {
         return several_devices(doc);
     }
     match &doc.environment.device {
-        Some(device) => format!(
+        // Older files: the copy peak alone, on the device's line; else the peaks on one of their
+        // own, so each fits 80 columns.
+        Some(device) if device.measured_read_gbytes_per_s <= 0.0 => format!(
             "device: {} (sm {}, {} SMs), measured copy peak {:.0} GB/s\n",
             device.name,
             device.compute_capability,
             device.sm_count,
             device.measured_copy_gbytes_per_s
         ),
+        Some(device) => format!(
+            "device: {} (sm {}, {} SMs)\n  {}\n",
+            device.name,
+            device.compute_capability,
+            device.sm_count,
+            peaks_text(device)
+        ),
         None => String::new(),
     }
+}
+
+/// The device's measured peaks and its physical ceiling (see `DeviceFingerprint::peak` and
+/// `ceiling_gbytes_per_s`); the copy peak alone for a file written before kbench measured the
+/// others.
+pub fn peaks_text(device: &DeviceFingerprint) -> String {
+    if device.measured_read_gbytes_per_s <= 0.0 && device.measured_write_gbytes_per_s <= 0.0 {
+        return format!(
+            "measured copy peak {:.0} GB/s",
+            device.measured_copy_gbytes_per_s
+        );
+    }
+    format!(
+        "peaks, GB/s: copy {:.0}, read {:.0}, write {:.0}; ceiling {:.0} ({})",
+        device.measured_copy_gbytes_per_s,
+        device.measured_read_gbytes_per_s,
+        device.measured_write_gbytes_per_s,
+        device.ceiling_gbytes_per_s(),
+        match device.datasheet_memory_gbytes_per_s {
+            Some(_) => "datasheet",
+            None => "clock x bus",
+        }
+    )
 }
 
 /// A run on several GPUs (`run --devices`, or merged shards): each GPU, its measured copy peak
@@ -728,11 +763,7 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
         ]);
     }
     writer.write_record(&header)?;
-    let peak = doc
-        .environment
-        .device
-        .as_ref()
-        .map(|d| d.measured_copy_gbytes_per_s);
+    let device = doc.environment.device.as_ref();
     let num = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:e}"));
     for c in &doc.cases {
         let s = c.summary.as_ref();
@@ -759,10 +790,7 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
                 s.map(|s| s.min_s),
                 s.map(|s| s.max_s),
                 c.gbytes_per_s,
-                match (c.backend, c.gbytes_per_s, peak) {
-                    (Backend::Cuda, Some(g), Some(p)) => Some(g / p * 100.0),
-                    _ => None,
-                },
+                c.share_of_peak(device).map(|s| s * 100.0),
                 doc.manifest
                     .baseline
                     .as_ref()
@@ -842,15 +870,24 @@ fn reasons(
     width: Option<usize>,
 ) -> String {
     let mut by_reason: Vec<(String, Vec<String>)> = Vec::new();
-    for case in cases {
-        let Some(reason) = &case.reason else { continue };
+    let status_reasons = cases.iter().filter_map(|case| {
         let label = match case.status {
             CaseStatus::Skipped => "skipped",
             CaseStatus::AccuracyFailed => "FAILED",
             CaseStatus::TimedOut => "TIMED OUT",
             _ => "ERROR",
         };
-        let key = format!("{label}: {reason}");
+        Some((case, format!("{label}: {}", case.reason.as_ref()?)))
+    });
+    let implausible = cases.iter().filter_map(|case| {
+        let why = case
+            .implausible_reason
+            .as_deref()
+            .unwrap_or("faster than the memory can be");
+        case.implausible
+            .then(|| (case, format!("IMPLAUSIBLE: {why}")))
+    });
+    for (case, key) in status_reasons.chain(implausible) {
         let who = format!("#{} {}", case.index, case.variant);
         match by_reason.iter_mut().find(|(k, _)| *k == key) {
             Some((_, list)) => list.push(who),

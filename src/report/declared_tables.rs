@@ -10,8 +10,10 @@ use super::case_table::{format_seconds, TableStyle};
 pub use super::text::wrap;
 use crate::claims;
 use crate::manifest::{selected, Quantity, TableSpec, Unit};
-use crate::record::{CaseResult, CaseStatus, ClaimStatus, ClaimVerdict, ResultsDoc};
-use crate::vocab::{Backend, ParamValue};
+use crate::record::{
+    CaseResult, CaseStatus, ClaimStatus, ClaimVerdict, DeviceFingerprint, ResultsDoc,
+};
+use crate::vocab::ParamValue;
 
 /// One declared table, drawn from `doc`'s cases. On a terminal of `width` columns (None: any
 /// width, as `--wide` and files draw it) a table too wide is split into parts of as many columns
@@ -298,11 +300,7 @@ impl Grid {
                 }
             }
         }
-        let peak = doc
-            .environment
-            .device
-            .as_ref()
-            .map(|d| d.measured_copy_gbytes_per_s);
+        let device = doc.environment.device.as_ref();
         let cells = rows
             .iter()
             .map(|row| {
@@ -318,7 +316,7 @@ impl Grid {
                             Some(c) if !shows_value(table.value, c.status) => {
                                 Cell::NotPassed(c.status)
                             }
-                            Some(c) => cell_value(table, c, &doc.cases, peak)
+                            Some(c) => cell_value(table, c, &doc.cases, device)
                                 .map_or(Cell::Missing, Cell::Value),
                         }
                     })
@@ -342,13 +340,11 @@ fn cell_value(
     table: &TableSpec,
     case: &CaseResult,
     all: &[CaseResult],
-    peak: Option<f64>,
+    device: Option<&DeviceFingerprint>,
 ) -> Option<f64> {
     match table.value {
-        Quantity::PercentOfPeak => match case.backend {
-            Backend::Cuda => Some(case.gbytes_per_s? / peak? * 100.0),
-            Backend::Cpu => None,
-        },
+        // Of the measured peak matching the case's traffic (see `CaseResult::share_of_peak`).
+        Quantity::PercentOfPeak => case.share_of_peak(device).map(|s| s * 100.0),
         Quantity::Speedup => super::case_table::speedup(case, table.baseline.as_deref()?, all),
         quantity => claims::value(case, quantity),
     }
@@ -371,7 +367,9 @@ fn describe_value(table: &TableSpec) -> String {
         Quantity::Min => "fastest time".to_string(),
         Quantity::GbytesPerS => "GB/s".to_string(),
         Quantity::GflopsPerS => "GFLOP/s".to_string(),
-        Quantity::PercentOfPeak => "% of the measured copy peak".to_string(),
+        Quantity::PercentOfPeak => {
+            "% of the measured peak matching each case's traffic (read, write or copy)".to_string()
+        }
         Quantity::Speedup => format!(
             "speedup over {}",
             table.baseline.as_deref().unwrap_or("the baseline")

@@ -315,8 +315,11 @@ fn environment(doc: &ResultsDoc) -> String {
             rows.push((
                 "gpu memory",
                 format!(
-                    "measured copy {:.0} GB/s, theoretical {:.0} GB/s",
-                    d.measured_copy_gbytes_per_s, d.theoretical_memory_gbytes_per_s
+                    "{}; theoretical {:.0} GB/s (memory clock x bus){}",
+                    super::case_table::peaks_text(d),
+                    d.theoretical_memory_gbytes_per_s,
+                    d.datasheet_memory_gbytes_per_s
+                        .map_or(String::new(), |g| format!(", datasheet {g:.0} GB/s (NVML)"))
                 ),
             ));
             rows.push((

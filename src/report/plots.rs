@@ -16,7 +16,7 @@ use plotters::prelude::*;
 
 use super::case_table::speedup;
 use crate::record::{CaseResult, ResultsDoc};
-use crate::vocab::{Backend, ParamValue};
+use crate::vocab::ParamValue;
 
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 static REGISTER_FONT: Once = Once::new();
@@ -177,19 +177,15 @@ pub fn write_plots(doc: &ResultsDoc, axis_order: &[&str], dir: &Path) -> Result<
             });
         }
         if let Some(device) = &doc.environment.device {
-            let peak = device.measured_copy_gbytes_per_s;
             charts.push(Chart {
                 file_stem: "peak",
                 title: format!(
-                    "{}{subtitle}: % of the measured {peak:.0} GB/s copy peak",
+                    "{}{subtitle}: % of the measured peak matching each case's traffic",
                     doc.study.name
                 ),
                 y_label: "throughput, % of measured peak",
                 log_y: false,
-                series: collect(&|c| match c.backend {
-                    Backend::Cuda => Some((c.gbytes_per_s? / peak * 100.0, None)),
-                    Backend::Cpu => None,
-                }),
+                series: collect(&|c| Some((c.share_of_peak(Some(device))? * 100.0, None))),
                 reference_y: Some(100.0),
                 y_format: YFormat::Percent,
             });

@@ -147,10 +147,16 @@ fn result_of(variants: &[Variant], case: &Case) -> CaseResult {
         status: CaseStatus::Error,
         reason: None,
         bytes_moved: 0,
+        bytes_read: 0,
+        bytes_written: 0,
         flops: 0,
         summary: None,
         gbytes_per_s: None,
         gflops_per_s: None,
+        peak_kind: None,
+        peak_gbytes_per_s: None,
+        implausible: false,
+        implausible_reason: None,
         measurement: None,
         outputs: Vec::new(),
         facts: Default::default(),
@@ -247,6 +253,9 @@ fn measure_case(
         return Ok(());
     }
     summarize(result, measurement, &data);
+    if let Some(device) = executor.device() {
+        result.judge_peak(device);
+    }
     let wrong = judge(result, &data, &mut outputs);
     // A wrong answer outranks a time that is no number, which outranks a time limit; a right
     // answer clears neither.
@@ -292,7 +301,9 @@ fn prepare(job: &Job, study: &WorkerStudy, result: &mut CaseResult) -> Result<Ca
             .tolerance(&job.variant.implementation, output)
             .with_overrides(output.dtype, &study.accuracy);
     }
-    result.bytes_moved = data.bytes_moved;
+    result.bytes_moved = data.bytes_moved();
+    result.bytes_read = data.bytes_read;
+    result.bytes_written = data.bytes_written;
     result.flops = data.flops;
     result.facts = (data.facts.iter())
         .map(|(k, v)| (k.to_string(), *v))
@@ -372,7 +383,7 @@ fn non_finite_time(result: &CaseResult) -> Option<String> {
 /// The samples' statistics and the throughput they give, with the measurement itself.
 fn summarize(result: &mut CaseResult, measurement: Measurement, data: &CaseData) {
     let summary = stats::summarize(&measurement.samples_s);
-    result.gbytes_per_s = Some(data.bytes_moved as f64 / summary.median_s / 1e9);
+    result.gbytes_per_s = Some(data.bytes_moved() as f64 / summary.median_s / 1e9);
     result.gflops_per_s = Some(data.flops as f64 / summary.median_s / 1e9);
     result.summary = Some(summary);
     result.measurement = Some(measurement);

@@ -17,7 +17,9 @@ use crate::device::nvml::{ClockReading, EnergyReading};
 use crate::device::timer::{batch_runs, Sample, SamplePlan, PROFILED_RUNS};
 use crate::device::{Device, DeviceBuf, DeviceIo, Gpu, Launcher, PinnedBuf, Stream, CHUNK_ALIGN};
 use crate::measure::{self, Deadline, Measured, Taken};
-use crate::record::{ClockRecord, EnergyRecord, GpuTimer, MeasureSettings, TimerMethod};
+use crate::record::{
+    ClockRecord, DeviceFingerprint, EnergyRecord, GpuTimer, MeasureSettings, TimerMethod,
+};
 use crate::stats;
 use crate::vocab::{CacheMode, DType, HostData, HostMemory, Scope, TimingMode};
 
@@ -114,6 +116,9 @@ pub trait Primitives {
         runs: u32,
         region: &mut dyn FnMut() -> Result<()>,
     ) -> Result<EnergyReading>;
+    /// Sets the persisting-L2 carve-out to 0 and resets persisting lines, before a case; Err:
+    /// why it could not.
+    fn reset_persisting_l2(&self) -> Result<(), String>;
 }
 
 /// Runs CUDA variants on the worker's GPU.
@@ -162,6 +167,10 @@ impl Executor for CudaExecutor<'_> {
             kernel: &job.variant.implementation,
         };
         Ok(Scoped::new(&cuda, job, data, Deadline::after(f64::INFINITY)).run_once()?)
+    }
+
+    fn device(&self) -> Option<&DeviceFingerprint> {
+        Some(&self.device.fingerprint)
     }
 }
 
@@ -281,6 +290,11 @@ impl Primitives for Cuda<'_> {
     ) -> Result<EnergyReading> {
         self.device.energy_window(runs, region)
     }
+    fn reset_persisting_l2(&self) -> Result<(), String> {
+        self.device
+            .reset_persisting_l2()
+            .map_err(|e| format!("{e:#}"))
+    }
 }
 
 /// Timing one GPU case on `device`, in its variant's scope.
@@ -321,6 +335,11 @@ impl<'a, P: Primitives> Scoped<'a, P> {
     pub fn run(&self) -> Result<Executed> {
         let cold_l2 = self.settings.cache == CacheMode::Cold;
         let mut timer = GpuTimer::new(TimerMethod::Events, 1, cold_l2);
+        // Before anything of the case runs: no earlier case's (or tool's) access-policy window
+        // may keep data in L2 through this case's flushes.
+        let reset = self.device.reset_persisting_l2();
+        timer.persisting_l2_reset = Some(reset.is_ok());
+        timer.persisting_l2_reset_error = reset.err();
         let mut clocks = Vec::new();
         let mut outputs = self.data.output_buffers();
         let mut record = Record {
@@ -371,12 +390,18 @@ impl<'a, P: Primitives> Scoped<'a, P> {
     /// The case's runs alone, on inputs copied once, as the sample plan says; then profiled.
     fn kernel_scope(&self, record: &mut Record) -> Result<Measured> {
         let device = self.device;
-        let io = self.allocate()?;
+        let mut io = self.allocate()?;
         for (name, host) in &self.data.inputs.0 {
             device.copy_in(io.input(name)?, host)?;
+            if self.settings.fresh_inputs {
+                let pristine = device.alloc(host.dtype(), host.len())?;
+                device.copy_in(&pristine, host)?;
+                io.pristine.push((name, pristine));
+            }
         }
         let mut launcher = device.launcher(&io)?;
-        let plan = self.plan(&io, &mut *launcher, record.timer)?;
+        let mut plan = self.plan(&io, &mut *launcher, record.timer)?;
+        plan.fresh_inputs = self.settings.fresh_inputs;
         let clocks = &mut *record.clocks;
         let measured = measure::measure(self.settings, self.deadline, || {
             let sample = device.sample_kernel(&io, &mut *launcher, &plan)?;
@@ -389,6 +414,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         // The window's runs: the case's launches alone, hot (no flush, no reset between them);
         // the outputs judged were downloaded above.
         self.energy(&measured, record.timer, &mut || launcher.launch())?;
+        record.timer.fresh_input_copies = io.refreshes.get();
         Ok(measured)
     }
 
@@ -523,6 +549,8 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             inputs,
             outputs,
             in_place,
+            pristine: Vec::new(),
+            refreshes: Default::default(),
         })
     }
 

@@ -25,8 +25,10 @@
 //! compute_capability = "9.0"
 //! sm_count = 132
 //! memory_gib = 80.0             # larger cases are skipped, with the numbers, as on a GPU
-//! peak_gbytes_per_s = 3350.0    # the theoretical bandwidth
+//! peak_gbytes_per_s = 3350.0    # the theoretical bandwidth: above it (+2%) a case is implausible
 //! copy_gbytes_per_s = 3000.0    # the "measured" copy
+//! read_gbytes_per_s = 3000.0    # the "measured" read-only peak (default: the copy's)
+//! write_gbytes_per_s = 3000.0   # the "measured" write-only peak (default: the copy's)
 //! host_link_gbytes_per_s = 25.0 # transfers and program scopes copy over this
 //! profiler = false              # true: kernel-scope runs are profiled (a stand-in for CUPTI's)
 //! power_w = 350.0               # given: the mock has "NVML": clocks after each sample, and an
@@ -92,6 +94,8 @@ pub struct DeviceSpec {
     pub memory_bytes: u64,
     pub peak_gbytes_per_s: f64,
     pub copy_gbytes_per_s: f64,
+    pub read_gbytes_per_s: f64,
+    pub write_gbytes_per_s: f64,
     pub host_link_gbytes_per_s: f64,
     /// Whether kernel-scope runs are profiled after their samples, as with CUPTI's profiler.
     #[serde(default)]
@@ -166,6 +170,8 @@ struct RawDevice {
     memory_gib: Option<Spanned<f64>>,
     peak_gbytes_per_s: Option<Spanned<f64>>,
     copy_gbytes_per_s: Option<Spanned<f64>>,
+    read_gbytes_per_s: Option<Spanned<f64>>,
+    write_gbytes_per_s: Option<Spanned<f64>>,
     host_link_gbytes_per_s: Option<Spanned<f64>>,
     profiler: Option<bool>,
     power_w: Option<Spanned<f64>>,
@@ -249,13 +255,18 @@ impl MockSpec {
             Ok(x)
         };
         let d = &raw.device;
+        let copy_gbytes_per_s = positive(&d.copy_gbytes_per_s, "copy_gbytes_per_s", false, 3000.0)?;
+        // The read and write peaks default to the copy's.
+        let peak = |value, key| positive(value, key, false, copy_gbytes_per_s);
         let device = DeviceSpec {
             name: format!("MOCK {}", d.name.as_deref().unwrap_or("GPU")),
             compute_capability: d.compute_capability.clone().unwrap_or("9.0".into()),
             sm_count: d.sm_count.unwrap_or(132),
             memory_bytes: (positive(&d.memory_gib, "memory_gib", false, 80.0)? * GIB) as u64,
             peak_gbytes_per_s: positive(&d.peak_gbytes_per_s, "peak_gbytes_per_s", false, 3350.0)?,
-            copy_gbytes_per_s: positive(&d.copy_gbytes_per_s, "copy_gbytes_per_s", false, 3000.0)?,
+            copy_gbytes_per_s,
+            read_gbytes_per_s: peak(&d.read_gbytes_per_s, "read_gbytes_per_s")?,
+            write_gbytes_per_s: peak(&d.write_gbytes_per_s, "write_gbytes_per_s")?,
             host_link_gbytes_per_s: positive(
                 &d.host_link_gbytes_per_s,
                 "host_link_gbytes_per_s",
@@ -436,6 +447,9 @@ impl MockDevice {
             driver_version: "mock".into(),
             nvrtc_version: "mock".into(),
             measured_copy_gbytes_per_s: d.copy_gbytes_per_s,
+            measured_read_gbytes_per_s: d.read_gbytes_per_s,
+            measured_write_gbytes_per_s: d.write_gbytes_per_s,
+            datasheet_memory_gbytes_per_s: None,
             host_to_device_gbytes_per_s: d.host_link_gbytes_per_s,
             device_to_host_gbytes_per_s: d.host_link_gbytes_per_s,
             event_overhead_s: 0.0,
@@ -554,6 +568,10 @@ impl Executor for MockExecutor<'_> {
                 .collect(),
         ))
     }
+
+    fn device(&self) -> Option<&DeviceFingerprint> {
+        Some(&self.mock.fingerprint)
+    }
 }
 
 /// A mock buffer "on the device": host memory.
@@ -621,7 +639,7 @@ impl MockRun<'_> {
             rate => self.data.flops as f64 * share / (rate * 1e9),
         };
         self.model.launch_s
-            + self.data.bytes_moved as f64 * share / (self.model.gbytes_per_s * 1e9)
+            + self.data.bytes_moved() as f64 * share / (self.model.gbytes_per_s * 1e9)
             + flops_s
     }
 
@@ -808,6 +826,7 @@ impl Primitives for MockRun<'_> {
     ) -> Result<Vec<(f64, usize)>> {
         (0..PROFILED_RUNS)
             .map(|_| {
+                self.refresh_inputs(io)?;
                 self.reset_outputs(io)?;
                 self.start_window();
                 launcher.launch()?;
@@ -840,6 +859,28 @@ impl Primitives for MockRun<'_> {
             energy_mj: (power_w * window_s * 1e3).round() as u64,
             window_s,
         })
+    }
+    /// The mock's L2 holds nothing: the reset always succeeds, and is recorded as on a GPU.
+    fn reset_persisting_l2(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl MockRun<'_> {
+    /// Copies every input over from its pristine copy (`fresh_inputs`), outside any window.
+    fn refresh_inputs(&self, io: &DeviceIo<MockBuf>) -> Result<()> {
+        for (name, pristine) in &io.pristine {
+            let pristine = pristine.borrow();
+            copy_range(
+                &mut io.input(name)?.borrow_mut(),
+                &pristine,
+                (0, pristine.len()),
+            )?;
+        }
+        if !io.pristine.is_empty() {
+            io.refreshes.set(io.refreshes.get() + 1);
+        }
+        Ok(())
     }
 }
 
@@ -894,6 +935,9 @@ struct Sampler<'s, 'a> {
 impl SampleOps for Sampler<'_, '_> {
     fn hold(&mut self) -> Result<()> {
         Ok(())
+    }
+    fn refresh_inputs(&mut self) -> Result<()> {
+        self.run.refresh_inputs(self.io)
     }
     fn flush_l2(&mut self) -> Result<()> {
         Ok(())

@@ -75,6 +75,12 @@ pub trait Executor {
             "kbench bug: a reference kernel can run only on a GPU"
         )))
     }
+
+    /// The GPU this executor runs on, whose peaks a case's GB/s is judged against; None on the
+    /// CPU.
+    fn device(&self) -> Option<&DeviceFingerprint> {
+        None
+    }
 }
 
 /// The executor for a case of `backend`, opening the GPU if this is the first CUDA case; a GPU

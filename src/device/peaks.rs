@@ -1,0 +1,127 @@
+//! The memory's ceilings, found when a device opens: the read-only and write-only peaks measured
+//! by kbench's own kernels (`kbench_peak_read`, `kbench_peak_write` in kernels/timer.cu, each the
+//! best over a few launch shapes), and the datasheet's peak read through NVML. The copy peak
+//! (`Device::measure_copy_bandwidth`) is the third measured one.
+//!
+//! A case's "% peak" divides by the measured peak matching its traffic (`record::PeakKind`); the
+//! physical ceiling a case may not pass (`DeviceFingerprint::ceiling_gbytes_per_s`) is the larger
+//! of the datasheet's figure and CUDA's attribute one.
+
+use anyhow::Result;
+
+use super::{driver_error, timer, Arg, Device, DeviceBuf, Dims, Kernel, Module};
+use crate::vocab::DType;
+
+/// The two kernels, loaded from the timer's module.
+pub(super) struct PeakKernels {
+    read: Kernel,
+    write: Kernel,
+}
+
+/// Launch shapes tried for each peak, as (threads per block, blocks per SM): the grid-stride
+/// loops run best at full occupancy (2048 threads an SM on an H100) and at a few waves more.
+const SHAPES: [(u32, u32); 5] = [(256, 8), (512, 4), (1024, 2), (128, 16), (256, 32)];
+/// Untimed launches per shape before its timed ones.
+const WARMUP_LAUNCHES: usize = 2;
+/// Timed launches per shape: the shape's figure is their median.
+const TIMED_LAUNCHES: usize = 10;
+
+impl PeakKernels {
+    pub(super) fn load(timer_module: &Module, device: &Device) -> Result<PeakKernels> {
+        let kernel = |name: &str| -> Result<Kernel> {
+            Ok(Kernel {
+                function: timer_module.0.load_function(name).map_err(driver_error)?,
+                stream: device.stream.clone(),
+                name: name.to_string(),
+            })
+        };
+        Ok(PeakKernels {
+            read: kernel(timer::PEAK_READ_KERNEL)?,
+            write: kernel(timer::PEAK_WRITE_KERNEL)?,
+        })
+    }
+}
+
+impl Device {
+    /// The read-only and the write-only peaks in GB/s: each the best, over `SHAPES`, of the
+    /// median of `TIMED_LAUNCHES` launches over 1 GiB (or an eighth of the memory, if smaller),
+    /// about 60 GiB of traffic each (a few tens of milliseconds on an H100).
+    pub(super) fn measure_read_write_peaks(&self, kernels: &PeakKernels) -> Result<(f64, f64)> {
+        let bytes = (1usize << 30).min(self.fingerprint.total_memory_bytes as usize / 8) & !255;
+        let buffer = DeviceBuf::zeroed(&self.stream, DType::I32, bytes / 4)?;
+        let ptr = buffer.arg();
+        let vectors = bytes as u64 / 16;
+        // The buffer is zeroed and the write kernel writes zeros, so the read kernel's `sink`
+        // (the buffer's first word) is never written and the buffer stays as it was.
+        // SAFETY: (const int4* buffer, unsigned long long n16, int* sink) over `vectors`
+        // 16-byte vectors of a live, 256-byte aligned allocation.
+        let read = self.best_rate(bytes, &mut |dims| unsafe {
+            kernels.read.launch(dims, &[ptr, Arg::U64(vectors), ptr])
+        })?;
+        // SAFETY: (int4* buffer, unsigned long long n16, int value), as above.
+        let write = self.best_rate(bytes, &mut |dims| unsafe {
+            kernels
+                .write
+                .launch(dims, &[ptr, Arg::U64(vectors), Arg::I32(0)])
+        })?;
+        self.synchronize()?;
+        drop(buffer);
+        Ok((read, write))
+    }
+
+    /// The best GB/s over `SHAPES` of `launch`, which moves `bytes` a launch.
+    fn best_rate(&self, bytes: usize, launch: &mut dyn FnMut(Dims) -> Result<()>) -> Result<f64> {
+        let mut best_gbytes_per_s = 0.0f64;
+        for (threads, blocks_per_sm) in SHAPES {
+            let dims = Dims::linear(self.fingerprint.sm_count * blocks_per_sm, threads, 0);
+            for _ in 0..WARMUP_LAUNCHES {
+                launch(dims)?;
+            }
+            let mut times_s = Vec::with_capacity(TIMED_LAUNCHES);
+            for _ in 0..TIMED_LAUNCHES {
+                self.record_start()?;
+                launch(dims)?;
+                self.record_stop()?;
+                times_s.push(self.elapsed_raw_s()?);
+            }
+            times_s.sort_by(f64::total_cmp);
+            let median_s = times_s[times_s.len() / 2];
+            best_gbytes_per_s = best_gbytes_per_s.max(bytes as f64 / median_s / 1e9);
+        }
+        Ok(best_gbytes_per_s)
+    }
+}
+
+/// The datasheet's memory bandwidth of the GPU at `pci_bus_id` in GB/s, through NVML: its
+/// maximum memory clock x its bus width, 2 transfers per clock (HBM and GDDR as NVML reports
+/// them). Err: why NVML could not say.
+pub fn datasheet_gbytes_per_s(pci_bus_id: &str) -> Result<f64, String> {
+    use nvml_wrapper::enum_wrappers::device::Clock;
+    let nvml = nvml_wrapper::Nvml::init().map_err(|e| format!("NVML unavailable: {e}"))?;
+    let device = nvml
+        .device_by_pci_bus_id(pci_bus_id)
+        .map_err(|e| format!("NVML does not know the GPU at {pci_bus_id}: {e}"))?;
+    let clock_mhz = device
+        .max_clock_info(Clock::Memory)
+        .map_err(|e| format!("NVML has no maximum memory clock: {e}"))?;
+    let bus_width_bits = device
+        .memory_bus_width()
+        .map_err(|e| format!("NVML has no memory bus width: {e}"))?;
+    Ok(datasheet_rate(clock_mhz, bus_width_bits))
+}
+
+/// GB/s from a memory clock and a bus width: 2 transfers per clock.
+fn datasheet_rate(clock_mhz: u32, bus_width_bits: u32) -> f64 {
+    2.0 * clock_mhz as f64 * 1e6 * bus_width_bits as f64 / 8.0 / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_h100s_datasheet_clock_and_bus_give_its_3352_gbytes_per_s() {
+        // An H100 SXM: NVML's maximum memory clock 2619 MHz, 5120-bit HBM3.
+        assert!((datasheet_rate(2619, 5120) - 3352.32).abs() < 1e-6);
+    }
+}

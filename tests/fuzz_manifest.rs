@@ -94,11 +94,11 @@ const TOKENS: &[&str] = &[
 ];
 
 fn seeds() -> Vec<String> {
-    let mut seeds: Vec<String> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments"))
-            .unwrap()
-            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-            .collect();
+    let pattern = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/**/*.toml");
+    let mut seeds: Vec<String> = glob::glob(pattern.to_str().unwrap())
+        .unwrap()
+        .map(|path| std::fs::read_to_string(path.unwrap()).unwrap())
+        .collect();
     seeds.push(
         "[study]\nname = \"f\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\nn = [1, 2, 3]\nblock = [32, 64, 128]\n\
          zip = [[\"n\", \"block\"]]\nwhere = \"n * block % 3 != 1 or dtype == 'f32'\"\n\

@@ -104,8 +104,10 @@ fn every_shipped_experiment_is_valid() {
     } else {
         Path::new(".")
     };
-    for entry in std::fs::read_dir(root.join("experiments")).unwrap() {
-        let path = entry.unwrap().path();
+    // experiments/ and its folders (the timer sweep's manifests live in one).
+    let pattern = root.join("experiments/**/*.toml");
+    for path in glob::glob(pattern.to_str().unwrap()).unwrap() {
+        let path = path.unwrap();
         if let Err(e) = kbench::manifest::load(&path) {
             panic!("{e}");
         }

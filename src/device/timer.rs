@@ -424,7 +424,7 @@ mod tests {
         take_sample(&mut r, &plan).unwrap();
         assert_eq!(
             r.steps,
-            ["hold", "refresh", "flush", "reset", "start", "run", "stop", "release", "elapsed"]
+            ["hold", "refresh", "reset", "flush", "start", "run", "stop", "release", "elapsed"]
         );
     }
 

@@ -376,6 +376,11 @@ struct RawManifest {
     #[serde(default)]
     #[schemars(with = "Option<custom::RawCustom>")]
     custom: Option<Spanned<custom::RawCustom>>,
+    /// What `kbench tune` tunes (`kbench run` and `check` take the table and leave it alone).
+    #[serde(default)]
+    #[schemars(with = "Option<crate::tune::spec::RawTune>")]
+    #[allow(dead_code)] // read and checked by `tune::spec::load`, which keeps its spans
+    tune: Option<crate::tune::spec::RawTune>,
 }
 
 /// What `kbench compare` uses for this study unless its command line says otherwise.
@@ -576,7 +581,9 @@ fn serde_error(path: &Path, source: &str, error: toml::de::Error) -> ManifestErr
 /// name kbench's insides, not what to write. `line` is the source line the error points at.
 fn plain_serde_message(message: &str, key: Option<&str>, line: &str) -> String {
     const ARRAYS_OF_TABLES: [&str; 3] = ["variant", "table", "claim"];
-    const TABLES: [&str; 6] = ["study", "grid", "measure", "accuracy", "report", "compare"];
+    const TABLES: [&str; 7] = [
+        "study", "grid", "measure", "accuracy", "report", "compare", "tune",
+    ];
     let header = line.trim_start();
     match key {
         Some(k)

@@ -1,8 +1,8 @@
 //! `kbench tune`: the command line made into a tune request (`tune::session`), with the same
 //! run options `kbench run` builds (workers, the mock device, `--devices` lanes, Ctrl-C).
 
-use super::{bad_input, check_kernels_dir};
 use super::run::{interrupt_flag, mock_gpu, worker_exe};
+use super::{bad_input, check_kernels_dir};
 use crate::cli::TuneArgs;
 use crate::device::KernelSource;
 use crate::exit::Exit;

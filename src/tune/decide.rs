@@ -56,7 +56,9 @@ impl Verdict {
     /// One line: `separated from block=128 items=4 (3.1% slower, p = 0.0002)`.
     pub fn describe(&self, runner_up_label: &str) -> String {
         let slower = self.runner_up_slower_by.unwrap_or(0.0) * 100.0;
-        let p = self.p_value.map_or(String::new(), |p| format!(", p = {p:.2e}"));
+        let p = self
+            .p_value
+            .map_or(String::new(), |p| format!(", p = {p:.2e}"));
         match self.kind {
             VerdictKind::Separated => {
                 format!("separated from {runner_up_label} ({slower:.1}% slower{p}; 95% CIs apart)")

@@ -56,7 +56,11 @@ impl Evaluation {
             case_index: result.index,
             values,
             status: result.status,
-            median_s: result.summary.as_ref().filter(|_| passed).map(|s| s.median_s),
+            median_s: result
+                .summary
+                .as_ref()
+                .filter(|_| passed)
+                .map(|s| s.median_s),
             median_ci95_s: (result.summary.as_ref())
                 .filter(|_| passed)
                 .map(|s| s.median_ci95_s),
@@ -106,8 +110,9 @@ impl Journal {
             None => "",
         };
         for (n, line) in whole.lines().enumerate() {
-            let parsed: Line = serde_json::from_str(line)
-                .with_context(|| format!("{}:{}: not a tune journal line", path.display(), n + 1))?;
+            let parsed: Line = serde_json::from_str(line).with_context(|| {
+                format!("{}:{}: not a tune journal line", path.display(), n + 1)
+            })?;
             match (parsed, n) {
                 (Line::Start(s), 0) => start = Some(s),
                 (Line::Evaluation(e), 1..) => evaluations.push(e),

@@ -22,7 +22,7 @@ use crate::record::CaseStatus;
 use crate::report::case_table::format_seconds;
 use crate::results::write_json_atomically;
 use crate::vocab::{describe_params, ParamValue, Params};
-use crate::{outln, out};
+use crate::{out, outln};
 
 /// The tune results document (`tune.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -101,7 +101,10 @@ impl Winner {
     }
 
     pub fn verdict_line(&self) -> String {
-        let runner_up = self.runner_up_values.as_ref().map_or(String::new(), describe_params);
+        let runner_up = self
+            .runner_up_values
+            .as_ref()
+            .map_or(String::new(), describe_params);
         self.verdict.describe(&runner_up)
     }
 }
@@ -191,7 +194,10 @@ pub fn write_all(
 /// The tables on stdout (or the document as JSON).
 pub fn print(doc: &TuneDoc, json: bool) {
     if json {
-        outln!("{}", serde_json::to_string(doc).expect("the tune document serializes"));
+        outln!(
+            "{}",
+            serde_json::to_string(doc).expect("the tune document serializes")
+        );
         return;
     }
     for problem in &doc.problems {
@@ -223,9 +229,16 @@ pub fn table(doc: &TuneDoc, problem: &ProblemResult) -> String {
         "configuration", "median", "95% CI", "status"
     ));
     for (e, label) in rows.iter().zip(&labels) {
-        let mark = if Some(&e.values) == winner { "  <- winner" } else { "" };
+        let mark = if Some(&e.values) == winner {
+            "  <- winner"
+        } else {
+            ""
+        };
         let (median, ci) = match (e.median_s, e.median_ci95_s) {
-            (Some(m), Some((lo, hi))) => (format_seconds(m), format!("{} .. {}", format_seconds(lo), format_seconds(hi))),
+            (Some(m), Some((lo, hi))) => (
+                format_seconds(m),
+                format!("{} .. {}", format_seconds(lo), format_seconds(hi)),
+            ),
             _ => ("-".into(), "-".into()),
         };
         let status = match (&e.reason, e.status) {
@@ -234,7 +247,9 @@ pub fn table(doc: &TuneDoc, problem: &ProblemResult) -> String {
             }
             (_, s) => s.name().to_string(),
         };
-        text.push_str(&format!("  {label:<width$}  {median:>10}  {ci:>23}  {status}{mark}\n"));
+        text.push_str(&format!(
+            "  {label:<width$}  {median:>10}  {ci:>23}  {status}{mark}\n"
+        ));
     }
     match (&problem.winner, &problem.no_winner) {
         (Some(w), _) => text.push_str(&format!(
@@ -255,7 +270,13 @@ pub fn table(doc: &TuneDoc, problem: &ProblemResult) -> String {
 /// A C identifier from any text: letters and digits kept, the rest `_`, upper case.
 fn c_name(text: &str) -> String {
     let mut name: String = (text.chars())
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
         .collect();
     if name.starts_with(|c: char| c.is_ascii_digit()) {
         name.insert(0, '_');
@@ -295,7 +316,11 @@ pub fn header(doc: &TuneDoc) -> String {
         .collect();
     if let [(_, w)] = decided.as_slice() {
         for (axis, value) in &w.values {
-            h.push_str(&format!("#define KBENCH_TUNED_{} {}\n", c_name(axis), c_value(value)));
+            h.push_str(&format!(
+                "#define KBENCH_TUNED_{} {}\n",
+                c_name(axis),
+                c_value(value)
+            ));
         }
         h.push('\n');
     }
@@ -307,9 +332,15 @@ pub fn header(doc: &TuneDoc) -> String {
         .chain(w.values.iter())
         .map(|(k, v)| (k.clone(), v))
         .collect();
-    h.push_str(&format!("struct kbench_tuned_{study} {{\n    const char* variant;\n"));
+    h.push_str(&format!(
+        "struct kbench_tuned_{study} {{\n    const char* variant;\n"
+    ));
     for (name, value) in &columns {
-        h.push_str(&format!("    {} {};\n", c_type(value), c_name(name).to_lowercase()));
+        h.push_str(&format!(
+            "    {} {};\n",
+            c_type(value),
+            c_name(name).to_lowercase()
+        ));
     }
     h.push_str(&format!(
         "}};\n\nstatic const struct kbench_tuned_{study} kbench_tuned_{study}_winners[] = {{\n"
@@ -348,10 +379,16 @@ pub fn fixed_manifest(doc: &TuneDoc, manifest: &Manifest) -> Result<String> {
         .filter_map(|p| Some((p, p.winner.as_ref()?)))
         .collect();
     for axis in &doc.tune.axes {
-        let mut values: Vec<&ParamValue> = winners.iter().filter_map(|(_, w)| w.values.get(axis)).collect();
+        let mut values: Vec<&ParamValue> = winners
+            .iter()
+            .filter_map(|(_, w)| w.values.get(axis))
+            .collect();
         values.sort();
         values.dedup();
-        grid.insert(axis.clone(), toml::Value::Array(values.into_iter().map(toml_value).collect()));
+        grid.insert(
+            axis.clone(),
+            toml::Value::Array(values.into_iter().map(toml_value).collect()),
+        );
     }
     let chosen: Vec<String> = (winners.iter())
         .map(|(p, w)| {
@@ -361,7 +398,11 @@ pub fn fixed_manifest(doc: &TuneDoc, manifest: &Manifest) -> Result<String> {
             format!("({})", terms.join(" and "))
         })
         .collect();
-    let chosen = if chosen.is_empty() { "false".to_string() } else { chosen.join(" or ") };
+    let chosen = if chosen.is_empty() {
+        "false".to_string()
+    } else {
+        chosen.join(" or ")
+    };
     let filter = match grid.get("where").and_then(|w| w.as_str()) {
         Some(own) => format!("({own}) and ({chosen})"),
         None => chosen,
@@ -408,13 +449,24 @@ pub fn convergence_svg(problem: &ProblemResult) -> Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (640, 360)).into_drawing_area();
-        let e = |e: DrawingAreaErrorKind<std::io::Error>| anyhow!("drawing the convergence plot: {e:?}");
+        let e = |e: DrawingAreaErrorKind<std::io::Error>| {
+            anyhow!("drawing the convergence plot: {e:?}")
+        };
         root.fill(&WHITE).map_err(e)?;
         let n = problem.evaluations.len().max(2) as f64;
-        let (lo, hi) = (points.iter()).fold((f64::MAX, f64::MIN), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
-        let (lo, hi) = if points.is_empty() { (0.0, 1.0) } else { (lo * 0.95, hi * 1.05) };
+        let (lo, hi) = (points.iter()).fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+            (lo.min(p.1), hi.max(p.1))
+        });
+        let (lo, hi) = if points.is_empty() {
+            (0.0, 1.0)
+        } else {
+            (lo * 0.95, hi * 1.05)
+        };
         let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{}: best so far", problem.label), ("sans-serif", 18))
+            .caption(
+                format!("{}: best so far", problem.label),
+                ("sans-serif", 18),
+            )
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
@@ -427,15 +479,24 @@ pub fn convergence_svg(problem: &ProblemResult) -> Result<String> {
             .draw()
             .map_err(e)?;
         let color = RGBColor(31, 119, 180);
-        chart.draw_series(LineSeries::new(points.iter().copied(), color.stroke_width(2))).map_err(e)?;
-        chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled()))).map_err(e)?;
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(e)?;
+        chart
+            .draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))
+            .map_err(e)?;
         root.present().map_err(e)?;
     }
     Ok(svg)
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// The HTML report: per problem point, the table, the verdict and the convergence plot.

@@ -99,7 +99,10 @@ pub fn run(request: &TuneRequest) -> Exit {
     match ended {
         Err(e) => {
             errln!("error: {e:#}");
-            errln!("the evaluations so far are journaled in {}", tune.dir.display());
+            errln!(
+                "the evaluations so far are journaled in {}",
+                tune.dir.display()
+            );
             Exit::BadInput
         }
         Ok((StudyEnd::Interrupted, _)) => {
@@ -123,7 +126,10 @@ fn prepare(request: &TuneRequest) -> Result<Tune> {
         TuneSource::Resume(path) => {
             let dir = tune_dir_of(path);
             let (journal, start, evaluations) = Journal::resume(&dir)?;
-            (start.manifest_path.clone(), Some((dir, journal, start, evaluations)))
+            (
+                start.manifest_path.clone(),
+                Some((dir, journal, start, evaluations)),
+            )
         }
     };
     let (manifest, cases) = load(&manifest_path, &request.options)?;
@@ -224,7 +230,8 @@ fn check_resumable(manifest: &Manifest, start: &Start, request: &TuneRequest) ->
 /// `--resume` takes the tune's folder or any file in it.
 fn tune_dir_of(path: &Path) -> PathBuf {
     if path.is_file() {
-        path.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+        path.parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
     } else {
         path.to_path_buf()
     }
@@ -237,7 +244,11 @@ fn new_tune_dir(out_dir: &Path, study: &str, strategy: StrategyKind) -> Result<P
         .with_context(|| format!("cannot create the output folder {}", parent.display()))?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     for n in 1..1000 {
-        let suffix = if n == 1 { String::new() } else { format!("-{n}") };
+        let suffix = if n == 1 {
+            String::new()
+        } else {
+            format!("-{n}")
+        };
         let dir = parent.join(format!("tune-{stamp}-{}{suffix}", strategy.name()));
         match std::fs::create_dir(&dir) {
             Ok(()) => return Ok(dir),
@@ -245,7 +256,10 @@ fn new_tune_dir(out_dir: &Path, study: &str, strategy: StrategyKind) -> Result<P
             Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
         }
     }
-    bail!("cannot find a free name for the tune's folder in {}", parent.display())
+    bail!(
+        "cannot find a free name for the tune's folder in {}",
+        parent.display()
+    )
 }
 
 /// The seed of problem point `p`'s strategy.
@@ -302,13 +316,8 @@ fn evaluate(tune: &mut Tune, options: &RunOptions) -> Result<StudyEnd> {
             }
             let seed = problem_seed(tune.spec.seed, p);
             let history = observed(&tune.history[p]);
-            let proposed = strategy::propose(
-                tune.spec.strategy,
-                &problem.space(),
-                &history,
-                want,
-                seed,
-            );
+            let proposed =
+                strategy::propose(tune.spec.strategy, &problem.space(), &history, want, seed);
             batch.extend(proposed.into_iter().map(|c| (p, c)));
         }
         if batch.is_empty() {
@@ -482,15 +491,26 @@ fn top_configs(history: &[Evaluation], top: usize) -> Vec<Contender> {
 
 /// A re-measured case's samples added to its contender's; a contender whose re-measurement
 /// fails (a wrong answer that comes and goes, a fault) is out, with the reason.
-fn pool(contenders: &mut Vec<Contender>, dropped: &mut Vec<(usize, String)>, config: usize, result: &CaseResult) {
+fn pool(
+    contenders: &mut Vec<Contender>,
+    dropped: &mut Vec<(usize, String)>,
+    config: usize,
+    result: &CaseResult,
+) {
     let Some(at) = contenders.iter().position(|k| k.config == config) else {
         return;
     };
     match (&result.measurement, result.status) {
         (Some(m), CaseStatus::Passed) => contenders[at].samples_s.extend(&m.samples_s),
         _ => {
-            let reason = result.reason.clone().unwrap_or_else(|| result.status.name().into());
-            dropped.push((config, format!("re-measurement {}: {reason}", result.status.name())));
+            let reason = result
+                .reason
+                .clone()
+                .unwrap_or_else(|| result.status.name().into());
+            dropped.push((
+                config,
+                format!("re-measurement {}: {reason}", result.status.name()),
+            ));
             contenders.remove(at);
         }
     }
@@ -525,10 +545,15 @@ fn winner_of(
                 tie_within: tune.spec.tie_within,
             }
         }
-        _ => decide::decide(contenders, tune.spec.tie_within)
-            .ok_or("no contender has samples")?,
+        _ => decide::decide(contenders, tune.spec.tie_within).ok_or("no contender has samples")?,
     };
-    Ok(Winner::new(&tune.problems[p], verdict, rounds, contenders, dropped))
+    Ok(Winner::new(
+        &tune.problems[p],
+        verdict,
+        rounds,
+        contenders,
+        dropped,
+    ))
 }
 
 /// Why a problem point has no winner: every configuration failed or was skipped.
@@ -537,7 +562,10 @@ fn no_winner_reason(history: &[Evaluation]) -> String {
     format!(
         "no correct configuration among the {} evaluated{}",
         history.len(),
-        first.map_or(String::new(), |r| format!(" (e.g. {})", r.lines().next().unwrap_or("")))
+        first.map_or(String::new(), |r| format!(
+            " (e.g. {})",
+            r.lines().next().unwrap_or("")
+        ))
     )
 }
 
@@ -548,7 +576,13 @@ fn finish(tune: &Tune, request: &TuneRequest, winners: Vec<Decided>) -> Exit {
         .zip(winners)
         .map(|((p, problem), winner)| ProblemResult::new(problem, &tune.history[p], winner))
         .collect();
-    let doc = TuneDoc::new(&tune.manifest, &tune.start, &tune.spec, problems, &tune.results_files);
+    let doc = TuneDoc::new(
+        &tune.manifest,
+        &tune.start,
+        &tune.spec,
+        problems,
+        &tune.results_files,
+    );
     let written = output::write_all(&doc, &tune.dir, &tune.manifest, request);
     match written {
         Ok(paths) => {

@@ -153,7 +153,12 @@ pub fn load(manifest: &Manifest) -> Result<TuneSpec, ManifestError> {
             )
         })?,
     };
-    let budget = check_budget(raw.budget.as_ref(), strategy, header.start..header.start, &at)?;
+    let budget = check_budget(
+        raw.budget.as_ref(),
+        strategy,
+        header.start..header.start,
+        &at,
+    )?;
     let top = whole_in(raw.top.as_ref(), "tune.top", 1, 100, 3, &at)?;
     let rounds = whole_in(raw.rounds.as_ref(), "tune.rounds", 1, 100, 5, &at)?;
     let tie_within = match &raw.tie_within {
@@ -219,7 +224,11 @@ fn check_axes(
             ));
         }
         if names.contains(name) {
-            return Err(at(axis.span(), &key, format!("axis `{name}` is named twice")));
+            return Err(at(
+                axis.span(),
+                &key,
+                format!("axis `{name}` is named twice"),
+            ));
         }
         names.push(name.clone());
     }

@@ -52,8 +52,12 @@ pub fn propose(
             .filter(fresh)
             .take(want)
             .collect(),
-        StrategyKind::Anneal => anneal(space, history, &evaluated, seed).into_iter().collect(),
-        StrategyKind::Bayes => bayes(space, history, &evaluated, seed).into_iter().collect(),
+        StrategyKind::Anneal => anneal(space, history, &evaluated, seed)
+            .into_iter()
+            .collect(),
+        StrategyKind::Bayes => bayes(space, history, &evaluated, seed)
+            .into_iter()
+            .collect(),
     };
     debug_assert!(proposed.iter().all(|c| !evaluated[*c]));
     proposed
@@ -387,7 +391,9 @@ mod tests {
         for (name, f) in landscapes() {
             let best = optimum(&space, f.as_ref());
             let gaps: Vec<f64> = (0..20)
-                .map(|seed| best_found(&search(kind, &space, f.as_ref(), budget, seed)) / best - 1.0)
+                .map(|seed| {
+                    best_found(&search(kind, &space, f.as_ref(), budget, seed)) / best - 1.0
+                })
                 .collect();
             let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
             let within = gaps.iter().filter(|g| **g <= 0.02 + 1e-9).count();
@@ -435,7 +441,11 @@ mod tests {
             let mut seen: Vec<usize> = h.iter().map(|o| o.config).collect();
             seen.sort();
             seen.dedup();
-            assert_eq!(seen.len(), h.len(), "{name}: a configuration evaluated twice");
+            assert_eq!(
+                seen.len(),
+                h.len(),
+                "{name}: a configuration evaluated twice"
+            );
             let first = h.iter().find_map(|o| o.time_s).unwrap();
             assert!(best_found(&h) < first, "{name}: no improvement");
         }
@@ -469,7 +479,12 @@ mod tests {
             let mut seen: Vec<usize> = h.iter().map(|o| o.config).collect();
             seen.sort();
             seen.dedup();
-            assert_eq!(seen.len(), 12, "{}: covers all without repeats", kind.name());
+            assert_eq!(
+                seen.len(),
+                12,
+                "{}: covers all without repeats",
+                kind.name()
+            );
             assert_eq!(h.len(), 12);
         }
     }
@@ -479,7 +494,11 @@ mod tests {
         let space = grid(6, 8);
         let (_, f) = &landscapes()[0];
         let h = search(StrategyKind::Bayes, &space, f.as_ref(), 9, 7);
-        for kind in [StrategyKind::Bayes, StrategyKind::Anneal, StrategyKind::Random] {
+        for kind in [
+            StrategyKind::Bayes,
+            StrategyKind::Anneal,
+            StrategyKind::Random,
+        ] {
             let a = propose(kind, &space, &h, 1, 7);
             let b = propose(kind, &space, &h, 1, 7);
             assert_eq!(a, b, "{}", kind.name());
@@ -499,6 +518,9 @@ mod tests {
             assert!(var < 0.05);
         }
         let (_, far) = gp.predict(&[3.0]);
-        assert!(far > 0.9, "far from the data the variance returns to the prior: {far}");
+        assert!(
+            far > 0.9,
+            "far from the data the variance returns to the prior: {far}"
+        );
     }
 }

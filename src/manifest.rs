@@ -20,6 +20,7 @@ pub use custom::check_kernel_params;
 pub use file_axes::{check_unchanged, parse_recorded, record_files, FileExpansion, FileSource};
 mod findings;
 mod json_schema;
+pub mod tune_table;
 
 pub use findings::{
     selected, Check, ClaimSpec, Dimension, Quantity, ReferenceRow, Select, TableSpec, Unit,
@@ -378,9 +379,9 @@ struct RawManifest {
     custom: Option<Spanned<custom::RawCustom>>,
     /// What `kbench tune` tunes (`kbench run` and `check` take the table and leave it alone).
     #[serde(default)]
-    #[schemars(with = "Option<crate::tune::spec::RawTune>")]
+    #[schemars(with = "Option<tune_table::RawTune>")]
     #[allow(dead_code)] // read and checked by `tune::spec::load`, which keeps its spans
-    tune: Option<crate::tune::spec::RawTune>,
+    tune: Option<tune_table::RawTune>,
 }
 
 /// What `kbench compare` uses for this study unless its command line says otherwise.

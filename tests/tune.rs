@@ -602,3 +602,48 @@ fn a_built_in_algorithm_is_tuned_over_its_block_size() {
         assert_eq!(p["winner"]["values"]["block"], 256, "{}", p["winner"]);
     }
 }
+
+/// A time budget: no new configuration once a problem point's evaluations took that long, so a
+/// budget shorter than any case evaluates one configuration per point (the model-based search
+/// proposes one at a time), which wins alone.
+#[test]
+fn a_time_budget_stops_the_search_and_a_lone_configuration_wins_alone() {
+    let dir = setup(None);
+    let out = tune(dir.path(), &["--budget-time-s", "1e-9"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = tune_doc(&tune_dirs(dir.path())[0]);
+    assert_eq!(doc["tune"]["budget"]["time_s"], 1e-9);
+    for p in doc["problems"].as_array().unwrap() {
+        assert_eq!(p["evaluations"].as_array().unwrap().len(), 1);
+        assert_eq!(p["winner"]["verdict"]["kind"], "alone", "{}", p["winner"]);
+        assert_eq!(p["winner"]["rounds"], 0);
+    }
+    assert!(text(&out.stdout).contains("the only correct configuration"));
+}
+
+/// On a machine without a GPU (and no mock), every CUDA case is skipped: no winner, said with
+/// the reason, exit 1.
+#[test]
+fn without_a_gpu_there_is_no_winner_and_the_reason_is_given() {
+    let dir = setup(None);
+    let out = kbench(dir.path())
+        .env_remove("KBENCH_MOCK_GPU")
+        .env("CUDA_VISIBLE_DEVICES", "")
+        .args([
+            "tune",
+            "study.toml",
+            "--out-dir",
+            "out",
+            "--budget-evaluations",
+            "2",
+        ])
+        .args(MEASURE)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("no winner: no correct configuration among the 2 evaluated"),
+        "{stdout}"
+    );
+}

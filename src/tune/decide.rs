@@ -89,8 +89,11 @@ fn median_and_ci(samples_s: &[f64]) -> (f64, (f64, f64)) {
     (median, median_ci95(&sorted))
 }
 
+/// A contender's configuration, pooled median, its 95% CI, and its samples.
+type Ranked<'a> = (usize, f64, (f64, f64), &'a [f64]);
+
 /// The contenders ranked by pooled median (fastest first); those without samples are left out.
-fn ranked(contenders: &[Contender]) -> Vec<(usize, f64, (f64, f64), &[f64])> {
+fn ranked(contenders: &[Contender]) -> Vec<Ranked<'_>> {
     let mut ranked: Vec<_> = (contenders.iter())
         .filter(|c| !c.samples_s.is_empty())
         .map(|c| {

@@ -14,7 +14,6 @@ use serde::{Deserialize, Serialize};
 
 use super::decide::{Contender, Verdict};
 use super::journal::{Evaluation, Start};
-use super::session::{Decided, TuneRequest};
 use super::space::Problem;
 use super::spec::TuneSpec;
 use crate::manifest::Manifest;
@@ -23,6 +22,9 @@ use crate::report::case_table::format_seconds;
 use crate::results::write_json_atomically;
 use crate::vocab::{describe_params, ParamValue, Params};
 use crate::{out, outln};
+
+/// A problem point's decided winner, or why it has none.
+pub type Decided = Result<Winner, String>;
 
 /// The tune results document (`tune.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -170,7 +172,8 @@ pub fn write_all(
     doc: &TuneDoc,
     dir: &Path,
     manifest: &Manifest,
-    request: &TuneRequest,
+    export_header: Option<&Path>,
+    export_manifest: Option<&Path>,
 ) -> Result<Vec<PathBuf>> {
     let json = dir.join("tune.json");
     write_json_atomically(&json, doc)?;
@@ -178,15 +181,15 @@ pub fn write_all(
     std::fs::write(&html, html_report(doc)?)
         .with_context(|| format!("cannot write {}", html.display()))?;
     let mut written = vec![json, html];
-    if let Some(path) = &request.export_header {
+    if let Some(path) = export_header {
         std::fs::write(path, header(doc))
             .with_context(|| format!("cannot write {}", path.display()))?;
-        written.push(path.clone());
+        written.push(path.to_path_buf());
     }
-    if let Some(path) = &request.export_manifest {
+    if let Some(path) = export_manifest {
         std::fs::write(path, fixed_manifest(doc, manifest)?)
             .with_context(|| format!("cannot write {}", path.display()))?;
-        written.push(path.clone());
+        written.push(path.to_path_buf());
     }
     Ok(written)
 }

@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use super::decide::{self, Contender, Verdict, VerdictKind};
 use super::journal::{Evaluation, Journal, Start};
-use super::output::{self, ProblemResult, TuneDoc, Winner};
+use super::output::{self, Decided, ProblemResult, TuneDoc, Winner};
 use super::space::{self, Problem};
 use super::spec::{self, Budget, StrategyKind, TuneSpec};
 use super::strategy::{self, Observed};
@@ -421,9 +421,6 @@ fn run_cases(
     Ok((end, progress.finished.into_inner()))
 }
 
-/// A problem point's decided winner, or why it has none.
-pub type Decided = Result<Winner, String>;
-
 /// Re-measures every problem point's top configurations, interleaved, and decides the winners.
 fn decide_all(tune: &mut Tune, options: &RunOptions) -> Result<(StudyEnd, Vec<Decided>)> {
     let mut contenders: Vec<Vec<Contender>> = (tune.history.iter())
@@ -583,7 +580,13 @@ fn finish(tune: &Tune, request: &TuneRequest, winners: Vec<Decided>) -> Exit {
         problems,
         &tune.results_files,
     );
-    let written = output::write_all(&doc, &tune.dir, &tune.manifest, request);
+    let written = output::write_all(
+        &doc,
+        &tune.dir,
+        &tune.manifest,
+        request.export_header.as_deref(),
+        request.export_manifest.as_deref(),
+    );
     match written {
         Ok(paths) => {
             output::print(&doc, request.json);

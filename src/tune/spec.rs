@@ -2,55 +2,18 @@
 //! problem, tuned independently at each of their points), the search strategy, its budget and
 //! seed, and how the winner is decided (`top`, `rounds`, `tie_within`).
 //!
-//! `manifest.rs` accepts the table's shape (`RawTune`, so `kbench run` and `check` take a tuning
+//! `manifest.rs` accepts the table's shape (`manifest::tune_table::RawTune`, so `kbench run` and `check` take a tuning
 //! manifest, and the JSON Schema lists it); what only a study can tell (an axis the algorithm
 //! lacks, one the grid does not list, a budget of zero) is checked here, with the file, line,
 //! column and key, as every other manifest error.
 
 use std::ops::Range;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use crate::manifest::tune_table::{RawBudget, RawTune};
 use crate::manifest::{Manifest, ManifestError};
-
-/// `[tune]` as written (serde's shape; spans kept for the errors).
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RawTune {
-    /// The grid axes tuned: their values in `[grid]`, restricted by the grid's `where`.
-    #[schemars(with = "Vec<String>")]
-    axes: Spanned<Vec<Spanned<String>>>,
-    /// `bayes` (default), `anneal`, `random` or `exhaustive`.
-    #[schemars(with = "Option<String>")]
-    strategy: Option<Spanned<String>>,
-    /// `{ evaluations = N }` or `{ time_s = S }`, per problem point.
-    #[schemars(with = "Option<RawBudget>")]
-    budget: Option<Spanned<RawBudget>>,
-    /// Seeds the strategy's random choices: the same seed, the same proposals.
-    seed: Option<u64>,
-    /// How many of the fastest correct configurations are re-measured to decide the winner.
-    #[schemars(with = "Option<i64>", range(min = 1))]
-    top: Option<Spanned<i64>>,
-    /// The most interleaved re-measurement rounds.
-    #[schemars(with = "Option<i64>", range(min = 1, max = 100))]
-    rounds: Option<Spanned<i64>>,
-    /// Medians closer than this share (0.01 = 1%) that do not separate are a tie.
-    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
-    tie_within: Option<Spanned<f64>>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RawBudget {
-    /// Configurations evaluated per problem point.
-    #[schemars(with = "Option<i64>", range(min = 1))]
-    evaluations: Option<Spanned<i64>>,
-    /// Seconds of evaluation per problem point.
-    #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0))]
-    time_s: Option<Spanned<f64>>,
-}
 
 /// How the next configuration is chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -335,7 +335,9 @@ mod tests {
     }
 
     /// Landscapes with known optima over the 6 x 8 grid (block index, items index).
-    fn landscapes() -> Vec<(&'static str, Box<dyn Fn(&[usize]) -> Option<f64>>)> {
+    type Landscape = Box<dyn Fn(&[usize]) -> Option<f64>>;
+
+    fn landscapes() -> Vec<(&'static str, Landscape)> {
         vec![
             (
                 "bowl",

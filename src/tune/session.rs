@@ -263,7 +263,7 @@ fn new_tune_dir(out_dir: &Path, study: &str, strategy: StrategyKind) -> Result<P
 }
 
 /// The seed of problem point `p`'s strategy.
-fn problem_seed(seed: u64, p: usize) -> u64 {
+pub fn problem_seed(seed: u64, p: usize) -> u64 {
     seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ (p as u64)
 }
 
@@ -371,9 +371,8 @@ impl Progress for BatchProgress<'_> {
     }
 }
 
-/// Runs one batch of (problem point, configuration) through `run_study`; returns how it ended,
-/// having added the evaluations to the histories (or, for re-measurements, handing the results
-/// back through `sink`).
+/// Runs one batch of evaluations (problem point, configuration) through `run_study`, adds each
+/// finished one to its point's history, and returns how the batch ended.
 fn run_batch(
     tune: &mut Tune,
     batch: &[(usize, usize)],

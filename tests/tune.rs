@@ -680,3 +680,57 @@ fn a_mock_time_factor_below_zero_is_refused_at_its_line() {
     assert!(stderr.contains("mock.toml:3:15"), "{stderr}");
     assert!(stderr.contains("`time_factor` is -1"), "{stderr}");
 }
+
+/// `--devices`: the evaluations of a batch are spread over the lanes, one worker per GPU (two
+/// lanes on the mock device here), and each is still evaluated once.
+#[test]
+fn evaluations_are_spread_over_the_lanes() {
+    use kbench::run::lanes::LaneDevice;
+    use kbench::run::study::RunOptions;
+    use kbench::tune::session::{TuneOverrides, TuneRequest, TuneSource};
+    use kbench::tune::spec::StrategyKind;
+
+    let dir = setup(None);
+    let mock = kbench::run::executor::mock::MockSpec::load(&dir.path().join("mock.toml")).unwrap();
+    let options = RunOptions {
+        lanes: (0..2)
+            .map(|i| LaneDevice {
+                visible: Some(i.to_string()),
+                index: i,
+                physical: true,
+            })
+            .collect(),
+        mock_gpu: Some(mock),
+        ..RunOptions::new(common::kbench_exe())
+    };
+    let request = TuneRequest {
+        source: TuneSource::Manifest(dir.path().join("study.toml")),
+        overrides: TuneOverrides {
+            strategy: Some(StrategyKind::Exhaustive),
+            ..TuneOverrides::default()
+        },
+        options,
+        out_dir: dir.path().join("out"),
+        export_header: None,
+        export_manifest: None,
+        json: true,
+    };
+    assert_eq!(session::run(&request), kbench::exit::Exit::Ok);
+    let tune_dir = &tune_dirs(dir.path())[0];
+    let evaluations = common::results_file_in(&tune_dir.join("evaluations/tune_mock"));
+    let doc = common::read(&evaluations);
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 48);
+    let per_gpu = |gpu: u64| {
+        (cases.iter())
+            .filter(|c| c["device"]["index"] == gpu)
+            .count()
+    };
+    assert!(
+        per_gpu(0) > 0 && per_gpu(1) > 0,
+        "GPU 0: {}, GPU 1: {}",
+        per_gpu(0),
+        per_gpu(1)
+    );
+    assert_eq!(per_gpu(0) + per_gpu(1), 48);
+}

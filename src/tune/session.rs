@@ -523,6 +523,12 @@ fn winner_of(
 ) -> Decided {
     let history = &tune.history[p];
     let verdict = match contenders {
+        [] if !dropped.is_empty() => {
+            return Err(format!(
+                "every contender failed its re-measurement (e.g. {})",
+                dropped[0].1.lines().next().unwrap_or("")
+            ))
+        }
         [] => return Err(no_winner_reason(history)),
         [only] if only.samples_s.is_empty() => {
             let e = (history.iter()).find(|e| e.config == only.config);

@@ -24,7 +24,7 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         kind = m["target"]["kind"][0]
         name = m["target"]["name"] + ("" if kind == "test" else "-" + kind)
-        if name in ("gpu", "gpu_fault", "gpu_guard", "gpu_custom_guard", "gpu_energy", "gpu_peaks", "full_disk_symgs", "harness", "kernels_compile", "manifest_errors", "reliability", "kbench-lib"):
+        if name in ("gpu", "gpu_fault", "gpu_guard", "gpu_custom_guard", "gpu_energy", "gpu_peaks", "gpu_tune", "full_disk_symgs", "harness", "kernels_compile", "manifest_errors", "reliability", "kbench-lib"):
             shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
 ' "$bundle/tests"
 strip "$bundle/kbench" "$bundle"/tests/* 2>/dev/null || true

@@ -56,6 +56,9 @@ pub enum Command {
     /// Join the results files of a study's shards (`run --shard K/N`) into one: exit 1 if
     /// planned cases are missing (the file is written all the same: `run --resume` it).
     Merge(MergeArgs),
+    /// Tune a study's knobs: the fastest correct configuration at each problem point, decided
+    /// statistically (the manifest's `[tune]` table says what to tune and how).
+    Tune(TuneArgs),
     /// Write a Slurm job array that runs a study in N shards, and a merge job after it.
     Slurm(SlurmArgs),
     /// Print the JSON Schema of manifests (for editors: Taplo / Even Better TOML, Tombi), or of
@@ -280,4 +283,46 @@ pub struct KernelsArgs {
     /// Read kernel sources from this folder instead of the copies built into kbench.
     #[arg(long)]
     pub kernels_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct TuneArgs {
+    /// The study's manifest, with a `[tune]` table.
+    #[arg(required_unless_present = "resume")]
+    pub manifest: Option<PathBuf>,
+    /// Finish an interrupted tune: its folder (or a file in it); nothing evaluated is evaluated again.
+    #[arg(long, value_name = "TUNE_DIR", conflicts_with = "manifest")]
+    pub resume: Option<PathBuf>,
+    /// Use this strategy instead of the manifest's (`exhaustive` alone: every configuration).
+    #[arg(long, value_parser = ["bayes", "anneal", "random", "exhaustive"])]
+    pub strategy: Option<String>,
+    /// Evaluate at most N configurations per problem point (instead of the manifest's budget).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "budget_time_s")]
+    pub budget_evaluations: Option<u64>,
+    /// Evaluate for at most S seconds per problem point (instead of the manifest's budget).
+    #[arg(long, value_name = "S")]
+    pub budget_time_s: Option<f64>,
+    /// Seed the strategy with this instead of the manifest's `seed`.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Each tune writes <out-dir>/<study>/tune-<timestamp>-<strategy>/.
+    #[arg(long, default_value = "out")]
+    pub out_dir: PathBuf,
+    /// Also write a C header with the winners (`#define`s and a table per problem point).
+    #[arg(long, value_name = "FILE")]
+    pub export_header: Option<PathBuf>,
+    /// Also write a manifest with the tuned axes fixed to the winners.
+    #[arg(long, value_name = "FILE")]
+    pub export_manifest: Option<PathBuf>,
+    /// Print the tune results as JSON on stdout instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Read kernel sources from this folder instead of the copies built into kbench.
+    #[arg(long)]
+    pub kernels_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub overrides: MeasureOverrides,
+    /// Spread the evaluations over several GPUs of this host, one case per GPU: `all` or `0,1`.
+    #[arg(long, value_name = "all|N,N,...", value_parser = lanes::parse_devices)]
+    pub devices: Option<DeviceSelection>,
 }

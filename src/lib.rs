@@ -44,6 +44,7 @@ pub mod run;
 pub mod shard;
 pub mod slurm;
 pub mod stats;
+pub mod tune;
 pub mod verify;
 pub mod vocab;
 

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use kbench::cli::{Cli, Command};
-use kbench::commands::{check, compare, docs, kernels, merge, report, run, slurm};
+use kbench::commands::{check, compare, docs, kernels, merge, report, run, slurm, tune};
 
 fn main() -> ExitCode {
     // CUDA's ordinals as `nvidia-smi` numbers the GPUs (see record::CaseDevice), for
@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report::report(args),
         Command::Merge(args) => merge::merge(args),
         Command::Slurm(args) => slurm::slurm(args),
+        Command::Tune(args) => tune::tune(args),
         Command::Schema { of } => docs::schema(of),
         Command::Completions { shell } => docs::completions(shell),
         Command::Man { out_dir } => docs::man_pages(&out_dir),

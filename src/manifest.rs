@@ -20,6 +20,7 @@ pub use custom::check_kernel_params;
 pub use file_axes::{check_unchanged, parse_recorded, record_files, FileExpansion, FileSource};
 mod findings;
 mod json_schema;
+pub mod tune_table;
 
 pub use findings::{
     selected, Check, ClaimSpec, Dimension, Quantity, ReferenceRow, Select, TableSpec, Unit,
@@ -376,6 +377,11 @@ struct RawManifest {
     #[serde(default)]
     #[schemars(with = "Option<custom::RawCustom>")]
     custom: Option<Spanned<custom::RawCustom>>,
+    /// What `kbench tune` tunes (`kbench run` and `check` take the table and leave it alone).
+    #[serde(default)]
+    #[schemars(with = "Option<tune_table::RawTune>")]
+    #[allow(dead_code)] // read and checked by `tune::spec::load`, which keeps its spans
+    tune: Option<tune_table::RawTune>,
 }
 
 /// What `kbench compare` uses for this study unless its command line says otherwise.
@@ -584,7 +590,9 @@ fn serde_error(path: &Path, source: &str, error: toml::de::Error) -> ManifestErr
 /// name kbench's insides, not what to write. `line` is the source line the error points at.
 fn plain_serde_message(message: &str, key: Option<&str>, line: &str) -> String {
     const ARRAYS_OF_TABLES: [&str; 3] = ["variant", "table", "claim"];
-    const TABLES: [&str; 6] = ["study", "grid", "measure", "accuracy", "report", "compare"];
+    const TABLES: [&str; 7] = [
+        "study", "grid", "measure", "accuracy", "report", "compare", "tune",
+    ];
     let header = line.trim_start();
     match key {
         Some(k)

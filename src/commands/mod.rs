@@ -11,6 +11,7 @@ pub mod merge;
 pub mod report;
 pub mod run;
 pub mod slurm;
+pub mod tune;
 
 use std::path::Path;
 

@@ -94,7 +94,7 @@ fn run_options(args: &RunArgs) -> Result<RunOptions, Exit> {
 
 /// The executable the workers run: /proc/self/exe still starts this kbench if its file is
 /// replaced (a rebuild) mid-run.
-fn worker_exe() -> anyhow::Result<PathBuf> {
+pub(super) fn worker_exe() -> anyhow::Result<PathBuf> {
     let proc_self = PathBuf::from("/proc/self/exe");
     if proc_self.exists() {
         return Ok(proc_self);
@@ -104,7 +104,7 @@ fn worker_exe() -> anyhow::Result<PathBuf> {
 
 /// The mock device KBENCH_MOCK_GPU names (for tests and machines without a GPU), checked before
 /// anything runs.
-fn mock_gpu() -> Result<Option<MockSpec>, Exit> {
+pub(super) fn mock_gpu() -> Result<Option<MockSpec>, Exit> {
     match std::env::var_os(mock::MOCK_ENV) {
         Some(path) if !path.is_empty() => match MockSpec::load(Path::new(&path)) {
             Ok(spec) => Ok(Some(spec)),
@@ -121,7 +121,7 @@ fn mock_gpu() -> Result<Option<MockSpec>, Exit> {
 /// Set on the first Ctrl-C or SIGTERM, so the case in progress is abandoned (its worker killed)
 /// and the results file keeps every finished case; a second one exits at once (the file is always
 /// complete JSON, since each write is a rename).
-fn interrupt_flag() -> Arc<AtomicBool> {
+pub(super) fn interrupt_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
     let handler_flag = flag.clone();
     let installed = ctrlc::set_handler(move || {

@@ -50,6 +50,8 @@
 //! params = { n = [4096, 8192], dtype = "f32" }
 //! fault = "kernel fault"        # or "compile error", "out of memory", "hang", "wrong answer"
 //! # skip = "a reason"           # ... or skip the case with this reason
+//! # time_factor = 1.3           # ... or scale the case's kernel time (every such event that
+//!                               #   strikes a case applies; faults and skips take the first)
 //! ```
 
 use std::cell::{Cell, RefCell};
@@ -134,6 +136,9 @@ pub struct Event {
 pub enum Action {
     Skip(String),
     Fault(Fault),
+    /// The case's kernel runs take this many times the model's time (a knob's effect, for
+    /// `kbench tune`'s tests).
+    TimeFactor(f64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,6 +213,7 @@ struct RawEvent {
     params: BTreeMap<String, Spanned<toml::Value>>,
     skip: Option<String>,
     fault: Option<Fault>,
+    time_factor: Option<Spanned<f64>>,
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
@@ -329,13 +335,23 @@ impl MockSpec {
             .map(|spanned| {
                 let span = spanned.span();
                 let e = spanned.into_inner();
-                let action = match (e.skip, e.fault) {
-                    (Some(reason), None) => Action::Skip(reason),
-                    (None, Some(fault)) => Action::Fault(fault),
+                let action = match (e.skip, e.fault, e.time_factor) {
+                    (Some(reason), None, None) => Action::Skip(reason),
+                    (None, Some(fault), None) => Action::Fault(fault),
+                    (None, None, Some(factor)) => {
+                        let x = *factor.get_ref();
+                        if !(x.is_finite() && x > 0.0) {
+                            return Err(at(
+                                factor.span(),
+                                format!("`time_factor` is {x}; it must be a finite number above 0"),
+                            ));
+                        }
+                        Action::TimeFactor(x)
+                    }
                     _ => {
                         return Err(at(
                             span,
-                            "an event takes one of `skip = \"reason\"` or `fault = \"...\"`".into(),
+                            "an event takes one of `skip = \"reason\"`, `fault = \"...\"` or `time_factor = x`".into(),
                         ))
                     }
                 };
@@ -385,12 +401,24 @@ impl MockSpec {
             .collect()
     }
 
-    /// The first event that strikes this case.
+    /// The first skip or fault that strikes this case.
     fn event(&self, variant: &str, params: &Params) -> Option<&Action> {
         self.events
             .iter()
+            .filter(|e| !matches!(e.action, Action::TimeFactor(_)))
             .find(|e| e.strikes(variant, params))
             .map(|e| &e.action)
+    }
+
+    /// The product of the time factors that strike this case (1 where none does).
+    fn time_factor(&self, variant: &str, params: &Params) -> f64 {
+        (self.events.iter())
+            .filter(|e| e.strikes(variant, params))
+            .filter_map(|e| match e.action {
+                Action::TimeFactor(x) => Some(x),
+                _ => None,
+            })
+            .product()
     }
 }
 
@@ -549,6 +577,7 @@ impl Executor for MockExecutor<'_> {
             model: spec.variants.get(&job.variant.name).unwrap_or(&spec.timing),
             data,
             fault,
+            time_factor: spec.time_factor(&job.variant.name, job.params),
             key: format!("{}|{}", job.variant.name, describe_params(job.params)),
             windows: Cell::new(0),
             charged: Cell::new(Charges::default()),
@@ -602,6 +631,8 @@ struct MockRun<'a> {
     model: &'a TimeModel,
     data: &'a CaseData,
     fault: Option<Fault>,
+    /// The scripted scaling of the kernels' time.
+    time_factor: f64,
     /// The jitter's key: the variant and the case's parameters.
     key: String,
     /// Windows timed so far: the jitter's sample number.
@@ -638,9 +669,10 @@ impl MockRun<'_> {
             0.0 => 0.0,
             rate => self.data.flops as f64 * share / (rate * 1e9),
         };
-        self.model.launch_s
+        let model_s = self.model.launch_s
             + self.data.bytes_moved() as f64 * share / (self.model.gbytes_per_s * 1e9)
-            + flops_s
+            + flops_s;
+        model_s * self.time_factor
     }
 
     /// The stand-in for the algorithm's kernels over elements `chunk` (all of them if `None`):

@@ -1,0 +1,612 @@
+//! A tune, start to end: the manifest loaded and planned, its `[tune]` table checked, the plan
+//! grouped into problem points (`space`), then rounds of evaluation: each problem point's
+//! strategy proposes its next configurations, and all the proposals of a round run as one batch
+//! through the machinery `kbench run` uses (`run::study::run_study`: worker processes, the
+//! correctness checks, time limits, the GPU or the mock device, `--devices` lanes), each
+//! evaluation journaled as it finishes. Once every budget is spent, the winners are decided
+//! (`decide`: the top few re-measured interleaved) and the results written (`output`).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use super::decide::{self, Contender, Verdict, VerdictKind};
+use super::journal::{Evaluation, Journal, Start};
+use super::output::{self, Decided, ProblemResult, TuneDoc, Winner};
+use super::space::{self, Problem};
+use super::spec::{self, Budget, StrategyKind, TuneSpec};
+use super::strategy::{self, Observed};
+use crate::errln;
+use crate::exit::Exit;
+use crate::manifest::Manifest;
+use crate::plan::Case;
+use crate::record::{CaseResult, CaseStatus};
+use crate::results::ResultsFile;
+use crate::run::session::{load_and_plan, NotPlanned};
+use crate::run::study::{self, case_line, Progress, RunOptions, StudyEnd};
+
+/// What to tune.
+pub enum TuneSource {
+    Manifest(PathBuf),
+    /// A tune's folder (or a file in it) to finish.
+    Resume(PathBuf),
+}
+
+/// The command line's say over the manifest's `[tune]`.
+#[derive(Debug, Clone, Default)]
+pub struct TuneOverrides {
+    pub strategy: Option<StrategyKind>,
+    pub budget: Option<Budget>,
+    pub seed: Option<u64>,
+}
+
+/// A tune's request.
+pub struct TuneRequest {
+    pub source: TuneSource,
+    pub overrides: TuneOverrides,
+    pub options: RunOptions,
+    /// The tune's folder goes under `<out_dir>/<study>/`.
+    pub out_dir: PathBuf,
+    pub export_header: Option<PathBuf>,
+    pub export_manifest: Option<PathBuf>,
+    /// Also print the tune results document on stdout.
+    pub json: bool,
+}
+
+/// How many configurations of one problem point the exhaustive and random strategies send in
+/// one batch: enough to keep every lane busy, few enough that a time budget is not overrun by
+/// much.
+const BATCH_PER_PROBLEM: usize = 16;
+
+/// A tune in progress.
+struct Tune {
+    manifest: Manifest,
+    spec: TuneSpec,
+    problems: Vec<Problem>,
+    dir: PathBuf,
+    journal: Journal,
+    start: Start,
+    /// Each problem point's evaluations, in the order made.
+    history: Vec<Vec<Evaluation>>,
+    /// The kbench results files the evaluations and re-measurements went to.
+    results_files: Vec<PathBuf>,
+}
+
+/// Runs the tune; says everything on stdout and stderr, and returns the exit status.
+pub fn run(request: &TuneRequest) -> Exit {
+    let mut tune = match prepare(request) {
+        Ok(tune) => tune,
+        Err(e) => {
+            errln!("{e}");
+            return Exit::BadInput;
+        }
+    };
+    errln!(
+        "tuning `{}` ({}): {} problem points, {} configurations, strategy {} -> {}",
+        tune.manifest.study.name,
+        tune.manifest.path.display(),
+        tune.problems.len(),
+        tune.problems.iter().map(|p| p.configs.len()).sum::<usize>(),
+        tune.spec.strategy.name(),
+        tune.dir.display()
+    );
+    let ended = evaluate(&mut tune, &request.options).and_then(|end| match end {
+        StudyEnd::Finished => decide_all(&mut tune, &request.options),
+        StudyEnd::Interrupted => Ok((StudyEnd::Interrupted, Vec::new())),
+    });
+    match ended {
+        Err(e) => {
+            errln!("error: {e:#}");
+            errln!(
+                "the evaluations so far are journaled in {}",
+                tune.dir.display()
+            );
+            Exit::BadInput
+        }
+        Ok((StudyEnd::Interrupted, _)) => {
+            let done: usize = tune.history.iter().map(Vec::len).sum();
+            errln!(
+                "interrupted: {done} evaluations are journaled in {}; finish with `kbench tune --resume {}`",
+                tune.dir.display(),
+                tune.dir.display()
+            );
+            Exit::Interrupted
+        }
+        Ok((StudyEnd::Finished, winners)) => finish(&tune, request, winners),
+    }
+}
+
+/// The manifest and `[tune]` loaded and checked, the tune's folder and journal made (or, to
+/// resume, reopened and replayed).
+fn prepare(request: &TuneRequest) -> Result<Tune> {
+    let (manifest_path, resumed) = match &request.source {
+        TuneSource::Manifest(path) => (path.clone(), None),
+        TuneSource::Resume(path) => {
+            let dir = tune_dir_of(path);
+            let (journal, start, evaluations) = Journal::resume(&dir)?;
+            (
+                start.manifest_path.clone(),
+                Some((dir, journal, start, evaluations)),
+            )
+        }
+    };
+    let (manifest, cases) = load(&manifest_path, &request.options)?;
+    let mut spec = spec::load(&manifest).map_err(|e| anyhow!("{e}"))?;
+    apply_overrides(&mut spec, &request.overrides);
+    let problems = space::problems(&manifest, &cases, &spec.axes);
+    let Some((dir, journal, start, evaluations)) = resumed else {
+        let dir = new_tune_dir(&request.out_dir, &manifest.study.name, spec.strategy)?;
+        let start = Start {
+            manifest_path: manifest.path.clone(),
+            manifest_toml: manifest.source.clone(),
+            spec: spec.clone(),
+            overrides: request.options.overrides.clone(),
+            started_at: chrono::Utc::now().to_rfc3339(),
+        };
+        let journal = Journal::create(&dir, &start)?;
+        let history = vec![Vec::new(); problems.len()];
+        return Ok(Tune {
+            manifest,
+            spec,
+            problems,
+            dir,
+            journal,
+            start,
+            history,
+            results_files: Vec::new(),
+        });
+    };
+    check_resumable(&manifest, &start, request)?;
+    let mut history = vec![Vec::new(); problems.len()];
+    for e in evaluations {
+        let fits = (problems.get(e.problem)).and_then(|p| p.configs.get(e.config));
+        if fits.is_none_or(|c| c.case.index != e.case_index) {
+            bail!(
+                "{}: evaluation of case #{} does not fit the manifest's plan: was the manifest or the journal edited?",
+                journal.path.display(),
+                e.case_index
+            );
+        }
+        history[e.problem].push(e);
+    }
+    Ok(Tune {
+        manifest,
+        spec: start.spec.clone(),
+        problems,
+        dir,
+        journal,
+        start,
+        history,
+        results_files: Vec::new(),
+    })
+}
+
+/// The manifest, checked and planned as `kbench run` does.
+fn load(path: &Path, options: &RunOptions) -> Result<(Manifest, Vec<Case>)> {
+    match load_and_plan(path, &options.interrupted) {
+        Ok(loaded) => Ok(loaded),
+        Err(NotPlanned::Error(e)) => Err(anyhow!("{e}")),
+        Err(NotPlanned::Interrupted) => Err(anyhow!("interrupted while planning: nothing ran")),
+    }
+}
+
+fn apply_overrides(spec: &mut TuneSpec, overrides: &TuneOverrides) {
+    if let Some(strategy) = overrides.strategy {
+        spec.strategy = strategy;
+        // Exhaustive asked for on the command line means every configuration, unless the
+        // command line also gives a budget.
+        if strategy == StrategyKind::Exhaustive && overrides.budget.is_none() {
+            spec.budget = Budget::Everything;
+        }
+    }
+    if let Some(budget) = overrides.budget {
+        spec.budget = budget;
+    }
+    if let Some(seed) = overrides.seed {
+        spec.seed = seed;
+    }
+}
+
+/// A resume continues the same tune: the manifest as it was, the settings it started with.
+fn check_resumable(manifest: &Manifest, start: &Start, request: &TuneRequest) -> Result<()> {
+    if manifest.source != start.manifest_toml {
+        bail!(
+            "{} changed since the tune started: resuming would mix two studies; start a new tune",
+            manifest.path.display()
+        );
+    }
+    let o = &request.overrides;
+    if o.strategy.is_some() || o.budget.is_some() || o.seed.is_some() {
+        bail!("a resumed tune keeps the strategy, budget and seed it started with: resume without --strategy, --budget-* or --seed");
+    }
+    if !request.options.overrides.is_empty() && request.options.overrides != start.overrides {
+        bail!("a resumed tune is measured with the settings it started with: resume without --warmup, --min-samples, --max-samples, --max-time-s or --timeout-s");
+    }
+    Ok(())
+}
+
+/// `--resume` takes the tune's folder or any file in it.
+fn tune_dir_of(path: &Path) -> PathBuf {
+    if path.is_file() {
+        path.parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// `<out_dir>/<study>/tune-<stamp>-<strategy>`, never an existing folder.
+fn new_tune_dir(out_dir: &Path, study: &str, strategy: StrategyKind) -> Result<PathBuf> {
+    let parent = out_dir.join(study);
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("cannot create the output folder {}", parent.display()))?;
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    for n in 1..1000 {
+        let suffix = if n == 1 {
+            String::new()
+        } else {
+            format!("-{n}")
+        };
+        let dir = parent.join(format!("tune-{stamp}-{}{suffix}", strategy.name()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
+    }
+    bail!(
+        "cannot find a free name for the tune's folder in {}",
+        parent.display()
+    )
+}
+
+/// The seed of problem point `p`'s strategy.
+pub fn problem_seed(seed: u64, p: usize) -> u64 {
+    seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ (p as u64)
+}
+
+/// How many more configurations problem point `p` may evaluate.
+fn budget_left(budget: Budget, history: &[Evaluation]) -> usize {
+    match budget {
+        Budget::Everything => usize::MAX,
+        Budget::Evaluations(n) => n.saturating_sub(history.len()),
+        Budget::TimeS(limit) => {
+            let spent: f64 = history.iter().map(|e| e.wall_s).sum();
+            if spent < limit {
+                usize::MAX
+            } else {
+                0
+            }
+        }
+    }
+}
+
+/// A problem point's history as its strategy sees it.
+pub fn observed(history: &[Evaluation]) -> Vec<Observed> {
+    (history.iter())
+        .map(|e| Observed {
+            config: e.config,
+            time_s: e.median_s,
+        })
+        .collect()
+}
+
+/// Evaluates in batches until every problem point's budget is spent or its space exhausted.
+fn evaluate(tune: &mut Tune, options: &RunOptions) -> Result<StudyEnd> {
+    let mut results = ResultsFile::create_overridden(
+        &tune.dir.join("evaluations"),
+        &tune.manifest,
+        tune.problems.iter().map(|p| p.configs.len()).sum(),
+        &options.overrides,
+        None,
+    )?;
+    tune.results_files.push(results.path.clone());
+    loop {
+        let mut batch: Vec<(usize, usize)> = Vec::new();
+        for (p, problem) in tune.problems.iter().enumerate() {
+            let left = budget_left(tune.spec.budget, &tune.history[p]);
+            let want = match tune.spec.strategy {
+                StrategyKind::Exhaustive | StrategyKind::Random => left.min(BATCH_PER_PROBLEM),
+                StrategyKind::Anneal | StrategyKind::Bayes => left.min(1),
+            };
+            if want == 0 {
+                continue;
+            }
+            let seed = problem_seed(tune.spec.seed, p);
+            let history = observed(&tune.history[p]);
+            let proposed =
+                strategy::propose(tune.spec.strategy, &problem.space(), &history, want, seed);
+            batch.extend(proposed.into_iter().map(|c| (p, c)));
+        }
+        if batch.is_empty() {
+            results.compact()?;
+            return Ok(StudyEnd::Finished);
+        }
+        let end = run_batch(tune, &batch, options, &mut results, Record::Evaluation)?;
+        if end == StudyEnd::Interrupted {
+            let _ = results.compact();
+            return Ok(end);
+        }
+    }
+}
+
+/// What a batch's finished cases are for.
+#[derive(Clone, Copy, PartialEq)]
+enum Record {
+    /// Journaled and added to the problem points' histories.
+    Evaluation,
+    /// Re-measurements: kept for the decision, not journaled.
+    Remeasure,
+}
+
+/// Receives a batch's cases as they finish: journals evaluations at once, and keeps every
+/// result for the caller.
+struct BatchProgress<'a> {
+    /// Case index -> (problem point, configuration).
+    of_case: HashMap<usize, (usize, usize)>,
+    problems: &'a [Problem],
+    journal: RefCell<&'a mut Journal>,
+    record: Record,
+    finished: RefCell<Vec<(usize, usize, CaseResult)>>,
+    /// The first journal write that failed.
+    error: RefCell<Option<anyhow::Error>>,
+}
+
+impl Progress for BatchProgress<'_> {
+    fn case_finished(&self, done: usize, total: usize, study: &str, result: &CaseResult) {
+        errln!("{}", case_line(done, total, study, result));
+        let Some(&(p, c)) = self.of_case.get(&result.index) else {
+            return;
+        };
+        if self.record == Record::Evaluation {
+            let values = self.problems[p].configs[c].values.clone();
+            let evaluation = Evaluation::of(p, c, values, result);
+            if let Err(e) = self.journal.borrow_mut().record(&evaluation) {
+                self.error.borrow_mut().get_or_insert(e);
+            }
+        }
+        self.finished.borrow_mut().push((p, c, result.clone()));
+    }
+}
+
+/// Runs one batch of evaluations (problem point, configuration) through `run_study`, adds each
+/// finished one to its point's history, and returns how the batch ended.
+fn run_batch(
+    tune: &mut Tune,
+    batch: &[(usize, usize)],
+    options: &RunOptions,
+    results: &mut ResultsFile,
+    record: Record,
+) -> Result<StudyEnd> {
+    let (end, finished) = run_cases(tune, batch, options, results, record)?;
+    if record == Record::Evaluation {
+        for (p, c, result) in finished {
+            let values = tune.problems[p].configs[c].values.clone();
+            tune.history[p].push(Evaluation::of(p, c, values, &result));
+        }
+    }
+    Ok(end)
+}
+
+type Finished = Vec<(usize, usize, CaseResult)>;
+
+/// The batch's cases run, returning each finished one with its problem point and configuration.
+fn run_cases(
+    tune: &mut Tune,
+    batch: &[(usize, usize)],
+    options: &RunOptions,
+    results: &mut ResultsFile,
+    record: Record,
+) -> Result<(StudyEnd, Finished)> {
+    let cases: Vec<Case> = (batch.iter())
+        .map(|&(p, c)| tune.problems[p].configs[c].case.clone())
+        .collect();
+    let progress = BatchProgress {
+        of_case: (batch.iter())
+            .map(|&(p, c)| (tune.problems[p].configs[c].case.index, (p, c)))
+            .collect(),
+        problems: &tune.problems,
+        journal: RefCell::new(&mut tune.journal),
+        record,
+        finished: RefCell::new(Vec::new()),
+        error: RefCell::new(None),
+    };
+    let end = study::run_study(&tune.manifest, &cases, options, results, &progress)?;
+    if let Some(e) = progress.error.into_inner() {
+        return Err(e);
+    }
+    Ok((end, progress.finished.into_inner()))
+}
+
+/// Re-measures every problem point's top configurations, interleaved, and decides the winners.
+fn decide_all(tune: &mut Tune, options: &RunOptions) -> Result<(StudyEnd, Vec<Decided>)> {
+    let mut contenders: Vec<Vec<Contender>> = (tune.history.iter())
+        .map(|h| top_configs(h, tune.spec.top))
+        .collect();
+    let mut rounds_run = vec![0usize; tune.problems.len()];
+    let mut dropped: Vec<Vec<(usize, String)>> = vec![Vec::new(); tune.problems.len()];
+    for round in 0..tune.spec.rounds {
+        // A point stays in while it has rivals and (after two rounds) its winner is not yet
+        // separated from all of them.
+        let active: Vec<usize> = (0..tune.problems.len())
+            .filter(|&p| {
+                contenders[p].len() > 1
+                    && (round < 2 || !decide::winner_separated_from_all(&contenders[p]))
+            })
+            .collect();
+        if active.is_empty() {
+            break;
+        }
+        let mut batch = Vec::new();
+        for &p in &active {
+            let k = contenders[p].len();
+            batch.extend((0..k).map(|i| (p, contenders[p][(i + round) % k].config)));
+            rounds_run[p] += 1;
+        }
+        let mut results = ResultsFile::create_overridden(
+            &tune.dir.join("rounds"),
+            &tune.manifest,
+            batch.len(),
+            &options.overrides,
+            None,
+        )?;
+        tune.results_files.push(results.path.clone());
+        errln!("re-measuring, round {}: {} cases", round + 1, batch.len());
+        let (end, finished) = run_cases(tune, &batch, options, &mut results, Record::Remeasure)?;
+        if end == StudyEnd::Interrupted {
+            let _ = results.compact();
+            return Ok((end, Vec::new()));
+        }
+        for (p, c, result) in finished {
+            pool(&mut contenders[p], &mut dropped[p], c, &result);
+        }
+    }
+    let decided = (0..tune.problems.len())
+        .map(|p| winner_of(tune, p, &contenders[p], rounds_run[p], &dropped[p]))
+        .collect();
+    Ok((StudyEnd::Finished, decided))
+}
+
+/// The `top` fastest correct configurations of a history, with no samples yet.
+fn top_configs(history: &[Evaluation], top: usize) -> Vec<Contender> {
+    let mut passed: Vec<&Evaluation> = history.iter().filter(|e| e.median_s.is_some()).collect();
+    passed.sort_by(|a, b| {
+        (a.median_s.unwrap_or(f64::MAX))
+            .total_cmp(&b.median_s.unwrap_or(f64::MAX))
+            .then(a.config.cmp(&b.config))
+    });
+    (passed.iter().take(top))
+        .map(|e| Contender {
+            config: e.config,
+            samples_s: Vec::new(),
+        })
+        .collect()
+}
+
+/// A re-measured case's samples added to its contender's; a contender whose re-measurement
+/// fails (a wrong answer that comes and goes, a fault) is out, with the reason.
+fn pool(
+    contenders: &mut Vec<Contender>,
+    dropped: &mut Vec<(usize, String)>,
+    config: usize,
+    result: &CaseResult,
+) {
+    let Some(at) = contenders.iter().position(|k| k.config == config) else {
+        return;
+    };
+    match (&result.measurement, result.status) {
+        (Some(m), CaseStatus::Passed) => contenders[at].samples_s.extend(&m.samples_s),
+        _ => {
+            let reason = result
+                .reason
+                .clone()
+                .unwrap_or_else(|| result.status.name().into());
+            dropped.push((
+                config,
+                format!("re-measurement {}: {reason}", result.status.name()),
+            ));
+            contenders.remove(at);
+        }
+    }
+}
+
+/// The winner of problem point `p` from its pooled re-measurements (or, with a single correct
+/// configuration, its evaluation).
+fn winner_of(
+    tune: &Tune,
+    p: usize,
+    contenders: &[Contender],
+    rounds: usize,
+    dropped: &[(usize, String)],
+) -> Decided {
+    let history = &tune.history[p];
+    let verdict = match contenders {
+        [] if !dropped.is_empty() => {
+            return Err(format!(
+                "every contender failed its re-measurement (e.g. {})",
+                dropped[0].1.lines().next().unwrap_or("")
+            ))
+        }
+        [] => return Err(no_winner_reason(history)),
+        [only] if only.samples_s.is_empty() => {
+            let e = (history.iter()).find(|e| e.config == only.config);
+            let e = e.ok_or("the winner has no evaluation")?;
+            let median = e.median_s.ok_or("the winner has no median")?;
+            Verdict {
+                kind: VerdictKind::Alone,
+                winner: only.config,
+                winner_median_s: median,
+                winner_ci_s: e.median_ci95_s.unwrap_or((median, median)),
+                runner_up: None,
+                runner_up_median_s: None,
+                runner_up_ci_s: None,
+                runner_up_slower_by: None,
+                p_value: None,
+                tie_within: tune.spec.tie_within,
+            }
+        }
+        _ => decide::decide(contenders, tune.spec.tie_within).ok_or("no contender has samples")?,
+    };
+    Ok(Winner::new(
+        &tune.problems[p],
+        verdict,
+        rounds,
+        contenders,
+        dropped,
+    ))
+}
+
+/// Why a problem point has no winner: every configuration failed or was skipped.
+fn no_winner_reason(history: &[Evaluation]) -> String {
+    let first = (history.iter()).find_map(|e| e.reason.clone());
+    format!(
+        "no correct configuration among the {} evaluated{}",
+        history.len(),
+        first.map_or(String::new(), |r| format!(
+            " (e.g. {})",
+            r.lines().next().unwrap_or("")
+        ))
+    )
+}
+
+/// The tune's results written and printed; exit 0 when every problem point has a winner, 1
+/// when some has none.
+fn finish(tune: &Tune, request: &TuneRequest, winners: Vec<Decided>) -> Exit {
+    let problems: Vec<ProblemResult> = (tune.problems.iter().enumerate())
+        .zip(winners)
+        .map(|((p, problem), winner)| ProblemResult::new(problem, &tune.history[p], winner))
+        .collect();
+    let doc = TuneDoc::new(
+        &tune.manifest,
+        &tune.start,
+        &tune.spec,
+        problems,
+        &tune.results_files,
+    );
+    let written = output::write_all(
+        &doc,
+        &tune.dir,
+        &tune.manifest,
+        request.export_header.as_deref(),
+        request.export_manifest.as_deref(),
+    );
+    match written {
+        Ok(paths) => {
+            output::print(&doc, request.json);
+            for path in paths {
+                errln!("wrote {}", path.display());
+            }
+        }
+        Err(e) => {
+            errln!("error: {e:#}");
+            return Exit::BadInput;
+        }
+    }
+    if doc.problems.iter().any(|p| p.winner.is_none()) {
+        Exit::CasesFailed
+    } else {
+        Exit::Ok
+    }
+}

@@ -136,15 +136,27 @@ impl Device {
         let Some(clocks) = &self.clocks else {
             anyhow::bail!("NVML is not there to read the energy counter");
         };
-        self.synchronize()?;
-        let before_mj = clocks.energy_mj().map_err(anyhow::Error::msg)?;
-        let started = std::time::Instant::now();
-        for _ in 0..runs {
-            region()?;
+        // CUPTI's activity records stay off through the window: its thousands of launches
+        // belong to no sample, and left on they were the next case's first sample's records.
+        if let Some(tracer) = &self.tracer {
+            tracer.pause().map_err(anyhow::Error::msg)?;
         }
-        self.synchronize()?;
-        let window_s = started.elapsed().as_secs_f64();
-        let after_mj = clocks.energy_mj().map_err(anyhow::Error::msg)?;
+        let window = (|| {
+            self.synchronize()?;
+            let before_mj = clocks.energy_mj().map_err(anyhow::Error::msg)?;
+            let started = std::time::Instant::now();
+            for _ in 0..runs {
+                region()?;
+            }
+            self.synchronize()?;
+            let window_s = started.elapsed().as_secs_f64();
+            let after_mj = clocks.energy_mj().map_err(anyhow::Error::msg)?;
+            anyhow::Ok((before_mj, after_mj, window_s))
+        })();
+        if let Some(tracer) = &self.tracer {
+            tracer.resume().map_err(anyhow::Error::msg)?;
+        }
+        let (before_mj, after_mj, window_s) = window?;
         Ok(EnergyReading {
             energy_mj: energy_delta_mj(before_mj, after_mj).map_err(anyhow::Error::msg)?,
             window_s,

@@ -61,9 +61,7 @@ pub fn change_points(series: &[f64], settings: &ChangePointSettings) -> Vec<Chan
             .enumerate()
             .filter(|(_, t)| t.is_none())
             .map(|(i, _)| i)
-            .max_by(|&a, &b| {
-                raw_p(series, &splits, a).total_cmp(&raw_p(series, &splits, b))
-            });
+            .max_by(|&a, &b| raw_p(series, &splits, a).total_cmp(&raw_p(series, &splits, b)));
         match weakest {
             Some(i) => {
                 splits.remove(i);
@@ -175,9 +173,8 @@ fn energy_statistic(m: usize, k: usize, within_left: f64, within_right: f64, bet
     let (mf, kf) = (m as f64, k as f64);
     let pairs = |n: f64| n * (n - 1.0) / 2.0;
     let mean_within = |sum: f64, n: f64| if n > 1.0 { sum / pairs(n) } else { 0.0 };
-    let energy = 2.0 * between / (mf * kf)
-        - mean_within(within_left, mf)
-        - mean_within(within_right, kf);
+    let energy =
+        2.0 * between / (mf * kf) - mean_within(within_left, mf) - mean_within(within_right, kf);
     mf * kf / (mf + kf) * energy
 }
 
@@ -212,12 +209,14 @@ mod tests {
         // Split after 2: left {1, 2}, right {4, 8, 9}.
         let between: f64 = [1.0, 2.0]
             .iter()
-            .flat_map(|a| [4.0, 8.0, 9.0].map(|b| (a - b) as f64).map(f64::abs))
+            .flat_map(|a: &f64| [4.0f64, 8.0, 9.0].map(|b| (a - b).abs()))
             .sum();
         let within_left = 1.0;
         let within_right = 4.0 + 5.0 + 1.0;
         let direct = 6.0 / 5.0 * (2.0 * between / 6.0 - within_left / 1.0 - within_right / 3.0);
-        assert!((energy_statistic(2, 3, within_left, within_right, between) - direct).abs() < 1e-12);
+        assert!(
+            (energy_statistic(2, 3, within_left, within_right, between) - direct).abs() < 1e-12
+        );
         // The incremental scan finds the largest gap.
         assert_eq!(best_split(&x, 2), Some(3));
         assert_eq!(best_split(&[1.0, 1.0, 1.0], 2), None);
@@ -242,7 +241,10 @@ mod tests {
         for seed in 0..200u64 {
             let at = 5 + (seed as usize * 7) % 21;
             let points = change_points(&series(seed, 30, &[at], step), &SETTINGS);
-            if points.iter().any(|c| c.index.abs_diff(at) <= 1 && c.shift > 0.0) {
+            if points
+                .iter()
+                .any(|c| c.index.abs_diff(at) <= 1 && c.shift > 0.0)
+            {
                 found += 1;
             }
             extra += points.iter().filter(|c| c.index.abs_diff(at) > 1).count();
@@ -256,7 +258,9 @@ mod tests {
     #[test]
     fn stable_series_raise_at_most_one_false_alarm_in_a_hundred() {
         let alarms = (0..100u64)
-            .filter(|&seed| !change_points(&series(seed + 1000, 30, &[], 0.0), &SETTINGS).is_empty())
+            .filter(|&seed| {
+                !change_points(&series(seed + 1000, 30, &[], 0.0), &SETTINGS).is_empty()
+            })
             .count();
         // 0 of 100 when this was written.
         assert!(alarms <= 1, "{alarms} of 100 stable series flagged");
@@ -269,7 +273,10 @@ mod tests {
         let at: Vec<usize> = points.iter().map(|c| c.index).collect();
         assert_eq!(points.len(), 2, "{points:?}");
         assert!(at[0].abs_diff(12) <= 1 && at[1].abs_diff(26) <= 1, "{at:?}");
-        assert!(points.iter().all(|c| (c.shift - step).abs() < 0.015), "{points:?}");
+        assert!(
+            points.iter().all(|c| (c.shift - step).abs() < 0.015),
+            "{points:?}"
+        );
         // 2% is real (t is large over 15 runs a side) but below the 3% that counts.
         let small = change_points(&series(6, 30, &[15], 1.02f64.ln()), &SETTINGS);
         assert!(small.is_empty(), "{small:?}");

@@ -319,12 +319,7 @@ fn judge_cases(
             continue;
         }
         if let Some(spread) = c.baseline_spread {
-            c.detectable_change = Some(detectable_change(
-                spread,
-                baseline_runs,
-                tested,
-                settings,
-            ));
+            c.detectable_change = Some(detectable_change(spread, baseline_runs, tested, settings));
             if c.loaded {
                 c.note = Some("run under more load than the baselines: not called slower".into());
             } else if spread > NOISY_SPREAD {
@@ -904,7 +899,10 @@ mod tests {
         assert!(same >= 110, "only {same} of 200 A/A cases judged same");
         assert!(slower_aa <= 10, "{slower_aa} of 200 A/A cases slower");
         // 5% on 1% noise: t = 4.8 on 9 degrees of freedom, then the minimum effect of 3%.
-        assert!(caught >= 180, "a 5% slowdown caught only {caught} of 200 times");
+        assert!(
+            caught >= 180,
+            "a 5% slowdown caught only {caught} of 200 times"
+        );
         // One seeded pair, as the brief puts it: noise 1%, 10 baselines, min effect 3%.
         let (base, new) = runs(7, 10, 0.01, 0.0);
         assert_eq!(run_verdict(&base, new), Verdict::Same, "{base:?} {new}");
@@ -938,7 +936,9 @@ mod tests {
         let quiet = detectable_change(0.001, 10, 1, &SETTINGS);
         assert!(quiet > 0.03 && quiet < 0.032, "{quiet}");
         // More cases in the family ask for a smaller p: a larger detectable change.
-        assert!(detectable_change(0.01, 10, 81, &SETTINGS) > detectable_change(0.01, 10, 1, &SETTINGS));
+        assert!(
+            detectable_change(0.01, 10, 81, &SETTINGS) > detectable_change(0.01, 10, 1, &SETTINGS)
+        );
     }
 
     #[test]

@@ -372,19 +372,29 @@ mod tests {
             }
             // Four slow runs: always confirmed, at the run it began.
             let four = verdict(all.clone(), &SETTINGS);
-            assert_eq!(four.verdict, HistoryVerdict::RegressionConfirmed, "seed {seed}");
+            assert_eq!(
+                four.verdict,
+                HistoryVerdict::RegressionConfirmed,
+                "seed {seed}"
+            );
             four_at.push(four.latest_change().unwrap().run);
         }
         // Where it began: within a run always, at the very run nearly always.
         assert!(four_at.iter().all(|r| r.abs_diff(12) <= 1), "{four_at:?}");
-        assert!(four_at.iter().filter(|&&r| r == 12).count() >= 36, "{four_at:?}");
+        assert!(
+            four_at.iter().filter(|&&r| r == 12).count() >= 36,
+            "{four_at:?}"
+        );
         let at_12 = confirmed_at.iter().filter(|&&r| r == 12).count();
         // When this was written: 2 of 40 confirmed after one slow run (one run early), 36 of
         // 40 after two (34 at run 12), all 40 after four (38 at run 12, 2 a run off).
         assert!(early <= 2, "{early} of 40 confirmed after one slow run");
         assert!(confirmed_at.len() >= 34, "{confirmed_at:?}");
         assert!(at_12 + 2 >= confirmed_at.len(), "{confirmed_at:?}");
-        assert!(confirmed_at.iter().all(|&r| r.abs_diff(12) <= 1), "{confirmed_at:?}");
+        assert!(
+            confirmed_at.iter().all(|&r| r.abs_diff(12) <= 1),
+            "{confirmed_at:?}"
+        );
     }
 
     #[test]
@@ -402,7 +412,11 @@ mod tests {
         let two = verdict(all[..14].to_vec(), &settings);
         assert_eq!(two.verdict, HistoryVerdict::SuspectedRegression, "{two:?}");
         let three = verdict(all.clone(), &settings);
-        assert_eq!(three.verdict, HistoryVerdict::RegressionConfirmed, "{three:?}");
+        assert_eq!(
+            three.verdict,
+            HistoryVerdict::RegressionConfirmed,
+            "{three:?}"
+        );
         // Faster is an improvement, never a regression.
         let faster = verdict(medians(4, 15, 8, 0.9), &SETTINGS);
         assert_eq!(faster.verdict, HistoryVerdict::Improvement);
@@ -418,7 +432,10 @@ mod tests {
         for m in gappy.iter_mut().skip(3) {
             *m = None;
         }
-        assert_eq!(verdict(gappy, &SETTINGS).verdict, HistoryVerdict::InsufficientData);
+        assert_eq!(
+            verdict(gappy, &SETTINGS).verdict,
+            HistoryVerdict::InsufficientData
+        );
         // A gap in the middle: the change is named by its run, not its place among medians.
         let mut series = medians(5, 14, 8, 1.06);
         series[3] = None;

@@ -50,7 +50,8 @@ fn variant_of(from: &Path, to: PathBuf, factor: f64, other_busy_cpus: f64) -> Pa
         let median = case["summary"]["median_s"].as_f64().unwrap();
         case["summary"]["median_s"] = json!(median * factor);
     }
-    let sample = json!({"loadavg_1m": other_busy_cpus, "busy_ticks": 0, "total_ticks": 0, "own_ticks": 0});
+    let sample =
+        json!({"loadavg_1m": other_busy_cpus, "busy_ticks": 0, "total_ticks": 0, "own_ticks": 0});
     doc["environment"]["load"] = json!({
         "cpu_count": 2,
         "start": sample,
@@ -68,14 +69,7 @@ fn baselines(dir: &Path, run: &Path) -> Vec<PathBuf> {
     wobble
         .iter()
         .enumerate()
-        .map(|(i, w)| {
-            variant_of(
-                run,
-                dir.join(format!("base{i}.json")),
-                1.0 + w / 100.0,
-                0.1,
-            )
-        })
+        .map(|(i, w)| variant_of(run, dir.join(format!("base{i}.json")), 1.0 + w / 100.0, 0.1))
         .collect()
 }
 
@@ -145,7 +139,14 @@ fn an_undecided_case_states_its_detectable_change_and_a_noisy_one_says_so() {
     let bases: Vec<PathBuf> = swing
         .iter()
         .enumerate()
-        .map(|(i, w)| variant_of(&run, dir.path().join(format!("b{i}.json")), 1.0 + w / 100.0, 0.1))
+        .map(|(i, w)| {
+            variant_of(
+                &run,
+                dir.path().join(format!("b{i}.json")),
+                1.0 + w / 100.0,
+                0.1,
+            )
+        })
         .collect();
     let new = variant_of(&run, dir.path().join("new.json"), 1.05, 0.1);
     let judged = compare_json(&bases, &new, 0);
@@ -153,15 +154,33 @@ fn an_undecided_case_states_its_detectable_change_and_a_noisy_one_says_so() {
         assert_eq!(case["verdict"], "inconclusive", "{case}");
         let spread = case["baseline_spread"].as_f64().unwrap();
         assert!(spread > 0.1, "{case}");
-        assert!(case["detectable_change"].as_f64().unwrap() > spread, "{case}");
         assert!(
-            case["note"].as_str().unwrap().starts_with("noisy on this host: baselines spread"),
+            case["detectable_change"].as_f64().unwrap() > spread,
+            "{case}"
+        );
+        assert!(
+            case["note"]
+                .as_str()
+                .unwrap()
+                .starts_with("noisy on this host: baselines spread"),
             "{case}"
         );
     }
-    let table = kbench().arg("compare").args(&bases).arg(&new).arg("--wide").assert().code(0);
+    let table = kbench()
+        .arg("compare")
+        .args(&bases)
+        .arg(&new)
+        .arg("--wide")
+        .assert()
+        .code(0);
     let table = String::from_utf8(table.get_output().stdout.clone()).unwrap();
     assert!(table.contains("% noisy"), "{table}");
-    assert!(table.contains("noisy on this host (baselines spread over 10% run to run)"), "{table}");
-    assert!(table.contains("detectable change: 4 undecided cases"), "{table}");
+    assert!(
+        table.contains("noisy on this host (baselines spread over 10% run to run)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("detectable change: 4 undecided cases"),
+        "{table}"
+    );
 }

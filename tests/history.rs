@@ -39,7 +39,9 @@ fn history(dir: &Path) -> Vec<PathBuf> {
         .find(|p| p.extension().is_some_and(|e| e == "json"))
         .unwrap();
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(run).unwrap()).unwrap();
-    let wobble = [0.3, -0.4, 0.5, -0.2, 0.1, -0.5, 0.4, 0.0, -0.3, 0.2, 0.1, -0.2, 0.3, 0.0, -0.1, 0.2];
+    let wobble = [
+        0.3, -0.4, 0.5, -0.2, 0.1, -0.5, 0.4, 0.0, -0.3, 0.2, 0.1, -0.2, 0.3, 0.0, -0.1, 0.2,
+    ];
     let runs = dir.join("runs");
     std::fs::create_dir_all(&runs).unwrap();
     (0..16)
@@ -85,7 +87,10 @@ fn a_slowdown_is_confirmed_at_the_run_it_began_suspected_before_and_charted() {
         .code(1);
     let all: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(all["runs"].as_array().unwrap().len(), 16);
-    assert!(all["runs"][0]["started_at"].as_str().unwrap().starts_with("2026-11-01"));
+    assert!(all["runs"][0]["started_at"]
+        .as_str()
+        .unwrap()
+        .starts_with("2026-11-01"));
     let cases = all["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 2);
     for case in cases {
@@ -100,7 +105,10 @@ fn a_slowdown_is_confirmed_at_the_run_it_began_suspected_before_and_charted() {
     let html = std::fs::read_to_string(dir.path().join("history.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), 2);
     assert!(html.contains("regression confirmed"));
-    assert!(html.contains("+20.0% from run 11"), "the change is marked on the chart");
+    assert!(
+        html.contains("+20.0% from run 11"),
+        "the change is marked on the chart"
+    );
 
     // The first 11 runs, given in reverse: one slow run is suspected, not confirmed; exit 0.
     let mut first_11: Vec<PathBuf> = files[..11].to_vec();
@@ -124,7 +132,10 @@ fn a_slowdown_is_confirmed_at_the_run_it_began_suspected_before_and_charted() {
     let last: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
     assert_eq!(last["cases"][0]["verdict"], "stable");
     // Three runs: insufficient data.
-    assert_eq!(judged(&files[..3], 0)["cases"][0]["verdict"], "insufficient_data");
+    assert_eq!(
+        judged(&files[..3], 0)["cases"][0]["verdict"],
+        "insufficient_data"
+    );
     // --confirm-runs 3: twelve runs (two slow) are still only suspected.
     let out = kbench()
         .arg("history")
@@ -136,7 +147,12 @@ fn a_slowdown_is_confirmed_at_the_run_it_began_suspected_before_and_charted() {
     assert_eq!(three["cases"][0]["verdict"], "suspected_regression");
 
     // The table.
-    let out = kbench().arg("history").args(&files).arg("--wide").assert().code(1);
+    let out = kbench()
+        .arg("history")
+        .args(&files)
+        .arg("--wide")
+        .assert()
+        .code(1);
     let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     assert!(table.contains("REGRESSION CONFIRMED"), "{table}");
     assert!(table.contains("+20.0%"), "{table}");
@@ -147,13 +163,22 @@ fn a_slowdown_is_confirmed_at_the_run_it_began_suspected_before_and_charted() {
 fn a_history_of_two_studies_or_an_empty_folder_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let files = history(dir.path());
-    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
     doc["study"]["name"] = json!("other");
     let other = dir.path().join("other.json");
     std::fs::write(&other, serde_json::to_string(&doc).unwrap()).unwrap();
-    let out = kbench().arg("history").arg(&files[1]).arg(&other).assert().code(2);
+    let out = kbench()
+        .arg("history")
+        .arg(&files[1])
+        .arg(&other)
+        .assert()
+        .code(2);
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
-    assert!(err.contains("different studies") || err.contains("mixes studies"), "{err}");
+    assert!(
+        err.contains("different studies") || err.contains("mixes studies"),
+        "{err}"
+    );
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
     let out = kbench().arg("history").arg(&empty).assert().code(2);
@@ -164,7 +189,12 @@ fn a_history_of_two_studies_or_an_empty_folder_is_refused() {
     doc["started_at"] = json!("yesterday");
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, serde_json::to_string(&doc).unwrap()).unwrap();
-    let out = kbench().arg("history").arg(&files[1]).arg(&bad).assert().code(2);
+    let out = kbench()
+        .arg("history")
+        .arg(&files[1])
+        .arg(&bad)
+        .assert()
+        .code(2);
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert!(err.contains("`yesterday` is not an RFC 3339 time"), "{err}");
 }

@@ -29,7 +29,10 @@ pub fn history(args: HistoryArgs) -> Exit {
         }
     }
     // Every run against the newest, as compare checks its baselines.
-    if let Some((_, newest)) = runs.iter().max_by(|a, b| a.1.started_at.cmp(&b.1.started_at)) {
+    if let Some((_, newest)) = runs
+        .iter()
+        .max_by(|a, b| a.1.started_at.cmp(&b.1.started_at))
+    {
         for (path, doc) in &runs {
             if let Err(e) = compare::check_comparable(doc, newest, args.allow_different_device) {
                 return bad_input(e.context(format!("{} cannot join the history", path.display())));
@@ -98,7 +101,10 @@ fn results_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
                 .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "json"))
                 .collect();
             if inside.is_empty() {
-                anyhow::bail!("the folder {} holds no results files (*.json)", path.display());
+                anyhow::bail!(
+                    "the folder {} holds no results files (*.json)",
+                    path.display()
+                );
             }
             inside.sort();
             files.extend(inside);

@@ -175,7 +175,12 @@ fn undecided_lines(result: &Comparison, max_width_chars: Option<usize>) -> Strin
         .filter(|c| c.detectable_change.is_some() && !c.loaded)
         .filter_map(|c| {
             let spread = c.baseline_spread.filter(|s| *s > NOISY_SPREAD)?;
-            Some(format!("{} {} ({:.0}%)", c.variant, c.params, spread * 100.0))
+            Some(format!(
+                "{} {} ({:.0}%)",
+                c.variant,
+                c.params,
+                spread * 100.0
+            ))
         })
         .collect();
     if !noisy.is_empty() {

@@ -14,9 +14,11 @@ pub fn render(history: &History, max_width_chars: Option<usize>) -> String {
     let columns = vec![
         column("variant", &|c| c.variant.clone()),
         column("case", &|c| c.params.clone()),
-        column("runs", &|c| c.medians_s.iter().flatten().count().to_string())
-            .numeric()
-            .droppable(1),
+        column("runs", &|c| {
+            c.medians_s.iter().flatten().count().to_string()
+        })
+        .numeric()
+        .droppable(1),
         column("latest", &|c| {
             c.medians_s
                 .iter()
@@ -28,8 +30,9 @@ pub fn render(history: &History, max_width_chars: Option<usize>) -> String {
         .numeric()
         .droppable(2),
         column("change", &|c| {
-            c.latest_change()
-                .map_or("-".into(), |ch| format!("{:+.1}%", (ch.ratio - 1.0) * 100.0))
+            c.latest_change().map_or("-".into(), |ch| {
+                format!("{:+.1}%", (ch.ratio - 1.0) * 100.0)
+            })
         })
         .numeric(),
         column("from run", &|c| {
@@ -75,5 +78,8 @@ const ORDER: [HistoryVerdict; 6] = [
 ];
 
 fn rank(verdict: HistoryVerdict) -> usize {
-    ORDER.iter().position(|v| *v == verdict).unwrap_or(ORDER.len())
+    ORDER
+        .iter()
+        .position(|v| *v == verdict)
+        .unwrap_or(ORDER.len())
 }

@@ -46,7 +46,11 @@ pub fn render(history: &History) -> Result<String> {
     page.push_str("</table>\n");
     let mut cases: Vec<&CaseHistory> = history.cases.iter().collect();
     cases.sort_by_key(|c| VERDICT_ORDER.iter().position(|v| *v == c.verdict));
-    for case in cases {
+    // A case no run measured (skipped everywhere: no GPU) has nothing to chart.
+    for case in cases
+        .into_iter()
+        .filter(|c| c.medians_s.iter().any(Option::is_some))
+    {
         let class = if case.verdict == HistoryVerdict::RegressionConfirmed {
             " class=\"regression\""
         } else {

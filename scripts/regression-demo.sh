@@ -24,6 +24,9 @@ budget_s="${DEMO_BUDGET_S:-520}"
 base_runs=10
 slow_runs=4
 here="$(cd "$(dirname "$0")" && pwd)"
+if compgen -G "$out/*/2*.json" > /dev/null; then
+  echo "$out holds runs already: give an empty or new output folder"; exit 2
+fi
 mkdir -p "$out"
 
 # The slowed kernel: reduce_fast also reads the first 5% of the input once more and adds 0 * that

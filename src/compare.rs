@@ -11,7 +11,8 @@
 //! `inconclusive` otherwise, with the smallest change the case *could* have detected
 //! (`detectable_change`) and why, where the reason is known: a case that is noisy on this host,
 //! or a host-bound case (CPU, program or transfers scope) whose run was busier than the
-//! baselines' (the host's load is recorded with every run, `record::HostLoad`). Against a single
+//! baselines', or of runs on a saturated host (the host's load is recorded with every run,
+//! `record::HostLoad`). Against a single
 //! run only the samples are there: a Mann-Whitney test and a bootstrap interval. Only `slower`,
 //! or a case that newly fails (wrong answer, error), fails the gate: improvements never do.
 //! docs/ci/gate.md states what the gate assumes.
@@ -87,6 +88,11 @@ pub struct CaseComparison {
     /// in every baseline: never called slower.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub loaded: bool,
+    /// A host-bound case whose samples in the new run spread far more than in any baseline run:
+    /// (the new run's interquartile range over median, the widest baseline run's). Never
+    /// called slower.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disturbed: Option<(f64, f64)>,
     /// One-sided p-values of "slower" and "faster" (two-sided against a single baseline run),
     /// each adjusted over its own family.
     #[serde(skip)]
@@ -139,8 +145,13 @@ pub struct LoadComparison {
     pub new_other_busy_cpus: f64,
     /// The most any baseline run saw.
     pub baseline_max_other_busy_cpus: f64,
-    /// The new run was busier by more than `LOAD_MARGIN_CPUS`: its host-bound cases are
-    /// judged `loaded`.
+    /// The new run's host's CPUs.
+    pub cpu_count: usize,
+    /// The runs (baselines and the new one) during which other processes kept all CPUs but
+    /// less than `1 + LOAD_MARGIN_CPUS` busy: a single-threaded case had no CPU of its own.
+    pub saturated_runs: usize,
+    /// The new run was busier than every baseline by more than `LOAD_MARGIN_CPUS`, or some run
+    /// was saturated: the host-bound cases are judged `loaded`.
     pub loaded: bool,
 }
 
@@ -311,7 +322,7 @@ fn judge_cases(
         };
         c.p_adjusted = Some(if ratio >= 1.0 { p.slower } else { p.faster });
         c.loaded = loaded && c.host_bound;
-        if c.loaded && c.verdict == Verdict::Slower {
+        if (c.loaded || c.disturbed.is_some()) && c.verdict == Verdict::Slower {
             c.verdict = Verdict::Inconclusive;
         }
         if c.verdict != Verdict::Inconclusive {
@@ -321,7 +332,13 @@ fn judge_cases(
         if let Some(spread) = c.baseline_spread {
             c.detectable_change = Some(detectable_change(spread, baseline_runs, tested, settings));
             if c.loaded {
-                c.note = Some("run under more load than the baselines: not called slower".into());
+                c.note = Some("run under load (see `load`): not called slower".into());
+            } else if let Some((new, widest)) = c.disturbed {
+                c.note = Some(format!(
+                    "disturbed: its samples spread {:.1}% in the new run, at most {:.1}% in the baselines: not called slower",
+                    new * 100.0,
+                    widest * 100.0
+                ));
             } else if spread > NOISY_SPREAD {
                 c.note = Some(format!(
                     "noisy on this host: baselines spread {:.0}%",
@@ -329,24 +346,37 @@ fn judge_cases(
                 ));
             }
         } else if c.loaded {
-            c.note = Some("run under more load than the baseline: not called slower".into());
+            c.note = Some("run under load (see `load`): not called slower".into());
         }
     }
 }
 
 /// The new run's host load against the baselines': None where any run does not record it.
 fn load_comparison(bases: &[ResultsDoc], new: &ResultsDoc) -> Option<LoadComparison> {
-    let other = |d: &ResultsDoc| d.environment.load.as_ref()?.other_busy_cpus;
-    let new_other = other(new)?;
-    let base: Vec<f64> = bases.iter().map(other).collect::<Option<_>>()?;
-    let base_max = base.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let other = |d: &ResultsDoc| {
+        let load = d.environment.load.as_ref()?;
+        Some((load.other_busy_cpus?, load.cpu_count))
+    };
+    let (new_other, cpu_count) = other(new)?;
+    let base: Vec<(f64, usize)> = bases.iter().map(other).collect::<Option<_>>()?;
+    let base_max = base.iter().map(|b| b.0).fold(f64::NEG_INFINITY, f64::max);
     if !base_max.is_finite() {
         return None;
     }
+    // Saturated: others kept all CPUs but (less than) one busy, so a case's thread had no CPU
+    // of its own for part of the run.
+    let saturated = |(other, cpus): (f64, usize)| other > cpus as f64 - 1.0 - LOAD_MARGIN_CPUS;
+    let saturated_runs = base
+        .iter()
+        .chain(std::iter::once(&(new_other, cpu_count)))
+        .filter(|r| saturated(**r))
+        .count();
     Some(LoadComparison {
         new_other_busy_cpus: new_other,
         baseline_max_other_busy_cpus: base_max,
-        loaded: new_other > base_max + LOAD_MARGIN_CPUS,
+        cpu_count,
+        saturated_runs,
+        loaded: new_other > base_max + LOAD_MARGIN_CPUS || saturated_runs > 0,
     })
 }
 
@@ -522,6 +552,7 @@ fn compare_case(base_runs: &[&CaseResult], new: &CaseResult) -> CaseComparison {
         baseline_spread: None,
         detectable_change: None,
         loaded: false,
+        disturbed: None,
         p_slower: None,
         p_faster: None,
         host_bound: new.backend == Backend::Cpu
@@ -556,7 +587,14 @@ fn compare_case(base_runs: &[&CaseResult], new: &CaseResult) -> CaseComparison {
         // Two-sided, in both families: as the gate has always judged a single baseline.
         (out.p_value, out.p_slower, out.p_faster) = (Some(p), Some(p), Some(p));
     } else {
-        let test = run_level_test(&base_medians, new_median);
+        let base_samples: Vec<Vec<f64>> = base_runs.iter().filter_map(|c| samples(c)).collect();
+        let tick_s = timer_tick_s(&base_samples);
+        // A median of quantized samples is known to half a tick.
+        let floor = (1.0 + 0.5 * tick_s / geometric_mean(&base_medians)).ln();
+        let test = run_level_test_floored(&base_medians, new_median, floor);
+        if out.host_bound {
+            out.disturbed = disturbed(&base_samples, &new_samples);
+        }
         out.ratio = Some(test.ratio);
         out.ratio_ci95 = Some(test.ci95);
         out.ratio_ci90 = Some(test.ci90);
@@ -590,11 +628,23 @@ pub struct RunLevelTest {
 /// sqrt(1 + 1/k): its within-run CI is not added (each baseline median carries its sampling
 /// noise too, so the spread of the baselines already holds it).
 pub fn run_level_test(base_medians: &[f64], new_median: f64) -> RunLevelTest {
+    run_level_test_floored(base_medians, new_median, 0.0)
+}
+
+/// `run_level_test` with the baselines' spread taken as at least `min_sd_log` (on the log
+/// scale): half the timer's tick, below which runs that agree are not evidence of a steady
+/// case (a median of samples that sit on one or two tick values moves a whole tick at once).
+pub fn run_level_test_floored(
+    base_medians: &[f64],
+    new_median: f64,
+    min_sd_log: f64,
+) -> RunLevelTest {
     let k = base_medians.len() as f64;
     let logs: Vec<f64> = base_medians.iter().map(|m| m.ln()).collect();
     let mean = logs.iter().sum::<f64>() / k;
     let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
     // Runs that agree to the last digit still differ by rounding: keep the scale above zero.
+    let sd = sd.max(min_sd_log);
     let scale = sd.max(1e-6) * (1.0 + 1.0 / k).sqrt();
     let student = StudentsT::new(0.0, 1.0, k - 1.0).expect("k >= 2 gives a valid t distribution");
     let diff = new_median.ln() - mean;
@@ -611,6 +661,45 @@ pub fn run_level_test(base_medians: &[f64], new_median: f64) -> RunLevelTest {
         p_faster: student.cdf(t),
         spread: sd.exp() - 1.0,
     }
+}
+
+/// The timer's tick as the samples show it: the smallest gap between two different sample
+/// values of the baseline runs. Samples that are not quantized give a tiny gap (no floor); a CPU
+/// case of a few hundred nanoseconds timed in 10 ns ticks gives 10 ns.
+fn timer_tick_s(runs: &[Vec<f64>]) -> f64 {
+    let mut all: Vec<f64> = runs.iter().flatten().copied().collect();
+    all.sort_by(f64::total_cmp);
+    let smallest_gap = all
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|gap| *gap > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    // Every sample the same value: no gap seen, no tick known.
+    if smallest_gap.is_finite() {
+        smallest_gap
+    } else {
+        0.0
+    }
+}
+
+/// How far apart a run's samples are: interquartile range over median.
+fn relative_iqr(samples: &[f64]) -> f64 {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+    (at(0.75) - at(0.25)) / at(0.5)
+}
+
+/// Whether the new run's samples of a host-bound case spread far more than in any baseline run
+/// (twice the widest, and over 1%): something on the host disturbed the case while it ran,
+/// which the run's average load may not show (a burst of other work during a 2-second case).
+fn disturbed(base_runs: &[Vec<f64>], new: &[f64]) -> Option<(f64, f64)> {
+    let widest = base_runs
+        .iter()
+        .map(|s| relative_iqr(s))
+        .fold(0.0f64, f64::max);
+    let spread = relative_iqr(new);
+    (spread > 2.0 * widest && spread > 0.01).then_some((spread, widest))
 }
 
 fn geometric_mean(x: &[f64]) -> f64 {
@@ -939,6 +1028,40 @@ mod tests {
         assert!(
             detectable_change(0.01, 10, 81, &SETTINGS) > detectable_change(0.01, 10, 1, &SETTINGS)
         );
+    }
+
+    #[test]
+    fn a_median_on_timer_ticks_is_held_to_half_a_tick_and_a_disturbed_run_is_seen() {
+        // A 300 ns case timed in 10 ns ticks: nine baselines at exactly 300 ns, one at 301.
+        let ticks: Vec<Vec<f64>> = (0..10)
+            .map(|i| {
+                let mut s = vec![300e-9; 20];
+                s.extend([310e-9; 8]);
+                if i == 3 {
+                    s.push(301e-9);
+                }
+                s
+            })
+            .collect();
+        assert!((timer_tick_s(&ticks) - 1e-9).abs() < 1e-15);
+        let quantized: Vec<Vec<f64>> = (0..10)
+            .map(|_| [[300e-9; 20], [310e-9; 20]].concat())
+            .collect();
+        assert!((timer_tick_s(&quantized) - 10e-9).abs() < 1e-15);
+        assert_eq!(timer_tick_s(&[vec![1.0; 5]]), 0.0);
+        // Medians of 300 ns, and one flipped a tick up: the bare test calls it slower, the
+        // floor of half a tick (1.7%) does not.
+        let medians = [300e-9; 10];
+        assert_eq!(run_verdict(&medians, 310e-9), Verdict::Slower);
+        let floor = (1.0 + 0.5 * 10e-9 / 300e-9f64).ln();
+        let t = run_level_test_floored(&medians, 310e-9, floor);
+        assert!(t.p_slower > 0.01, "{t:?}");
+        assert!((t.spread - 0.5 * 10.0 / 300.0).abs() < 1e-9, "{t:?}");
+        // A new run whose samples spread 8% where the baselines' spread 2% at most: disturbed.
+        let steady: Vec<Vec<f64>> = (0..10).map(|s| noisy(s, 30, 1e-3, 0.02)).collect();
+        assert_eq!(disturbed(&steady, &noisy(99, 30, 1e-3, 0.02)), None);
+        let (new, widest) = disturbed(&steady, &noisy(99, 30, 1e-3, 0.12)).expect("disturbed");
+        assert!(new > 2.0 * widest && widest < 0.03, "{new} {widest}");
     }
 
     #[test]

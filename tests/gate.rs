@@ -184,3 +184,22 @@ fn an_undecided_case_states_its_detectable_change_and_a_noisy_one_says_so() {
         "{table}"
     );
 }
+
+#[test]
+fn a_baseline_on_a_saturated_host_makes_the_host_bound_cases_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_once(dir.path());
+    let mut bases = baselines(dir.path(), &run);
+    // One baseline with 0.9 of the 2 CPUs busy with other work: a single-threaded case had no
+    // CPU of its own for part of it (saturated: above 2 - 1 - 0.25).
+    bases[4] = variant_of(&run, dir.path().join("base4.json"), 0.995, 0.9);
+    let quiet = variant_of(&run, dir.path().join("quiet.json"), 1.2, 0.1);
+    let judged = compare_json(&bases, &quiet, 0);
+    assert_eq!(judged["load"]["saturated_runs"], 1);
+    assert_eq!(judged["load"]["cpu_count"], 2);
+    assert_eq!(judged["load"]["loaded"], true);
+    for case in judged["cases"].as_array().unwrap() {
+        assert_eq!(case["verdict"], "inconclusive", "{case}");
+        assert_eq!(case["loaded"], true, "{case}");
+    }
+}

@@ -60,6 +60,7 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
             column("detectable", &|c| match c.detectable_change {
                 None => String::new(),
                 Some(d) if c.loaded => format!("{:.0}% loaded", d * 100.0),
+                Some(d) if c.disturbed.is_some() => format!("{:.0}% disturbed", d * 100.0),
                 Some(d) if c.baseline_spread.is_some_and(|s| s > NOISY_SPREAD) => {
                     format!("{:.0}% noisy", d * 100.0)
                 }
@@ -172,7 +173,7 @@ fn undecided_lines(result: &Comparison, max_width_chars: Option<usize>) -> Strin
     let noisy: Vec<String> = result
         .cases
         .iter()
-        .filter(|c| c.detectable_change.is_some() && !c.loaded)
+        .filter(|c| c.detectable_change.is_some() && !c.loaded && c.disturbed.is_none())
         .filter_map(|c| {
             let spread = c.baseline_spread.filter(|s| *s > NOISY_SPREAD)?;
             Some(format!(
@@ -190,10 +191,40 @@ fn undecided_lines(result: &Comparison, max_width_chars: Option<usize>) -> Strin
             noisy.join(", ")
         )));
     }
+    let disturbed: Vec<String> = result
+        .cases
+        .iter()
+        .filter_map(|c| {
+            let (new, widest) = c.disturbed?;
+            Some(format!(
+                "{} {} ({:.1}%, at most {:.1}%)",
+                c.variant,
+                c.params,
+                new * 100.0,
+                widest * 100.0
+            ))
+        })
+        .collect();
+    if !disturbed.is_empty() {
+        out.push_str(&line(format!(
+            "disturbed (samples spread over twice the widest baseline run's; never called slower): {}",
+            disturbed.join(", ")
+        )));
+    }
     if let Some(load) = result.load.as_ref().filter(|l| l.loaded) {
         let loaded = result.cases.iter().filter(|c| c.loaded).count();
+        let saturated = if load.saturated_runs > 0 {
+            format!(
+                " ({} of the runs on a saturated host: others kept more than {:.2} of its {} CPUs busy)",
+                load.saturated_runs,
+                load.cpu_count as f64 - 1.0 - crate::compare::LOAD_MARGIN_CPUS,
+                load.cpu_count
+            )
+        } else {
+            String::new()
+        };
         out.push_str(&line(format!(
-            "host load: other processes kept {:.1} CPUs busy during the new run, at most {:.1} in the baselines: its {loaded} host-bound cases (CPU, program and transfers scope) are judged loaded, never slower",
+            "host load: other processes kept {:.1} CPUs busy during the new run, at most {:.1} in the baselines{saturated}: its {loaded} host-bound cases (CPU, program and transfers scope) are judged loaded, never slower",
             load.new_other_busy_cpus, load.baseline_max_other_busy_cpus
         )));
     }

@@ -211,8 +211,8 @@ fn undecided_lines(result: &Comparison, max_width_chars: Option<usize>) -> Strin
             disturbed.join(", ")
         )));
     }
-    if let Some(load) = result.load.as_ref().filter(|l| l.loaded) {
-        let loaded = result.cases.iter().filter(|c| c.loaded).count();
+    let loaded = result.cases.iter().filter(|c| c.loaded).count();
+    if let Some(load) = result.load.as_ref().filter(|l| l.loaded && loaded > 0) {
         let saturated = if load.saturated_runs > 0 {
             format!(
                 " ({} of the runs on a saturated host: others kept more than {:.2} of its {} CPUs busy)",

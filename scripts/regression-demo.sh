@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# The regression gate on a GPU machine, end to end: ten baseline runs (so the gate sees each
-# case's run-to-run variation), two A/A runs of the same binary (must give no "slower" verdict),
-# and a run whose reduce_fast kernel does 5% more loads (must be caught). Run from the repository
-# root, with the binary from scripts/gpu-bundle.sh:
+# The regression gate and the history on a GPU machine, end to end, in one call: ten baseline
+# runs (so the gate sees each case's run-to-run variation), two A/A runs of the same binary (must
+# give no "slower" verdict), and four runs whose reduce_fast kernel does 5% more loads. Then:
+#   - compare: each A/A run and the first slowed run against the ten baselines (tables in the
+#     output folder, a summary by kind of case here: verdicts, GPU kernel cases of 5 us or more
+#     judged same, the detectable change of the undecided cases);
+#   - history: the 16 runs in order as a CI job would see them, after run 12 (nothing may be
+#     flagged), 13 (the slowdown suspected), 14 to 16 (confirmed, at run 13), and an HTML page of
+#     trend charts.
+# Run from the repository root, with the binary from scripts/gpu-bundle.sh:
 #   bash scripts/regression-demo.sh [kbench binary] [output folder] [manifest] [kbench run options]
-# (the options go to every run, e.g. --max-time-s 0.5 to shorten the CPU cases).
+# The options go to every run; without any, `--max-time-s 0.25` (16 runs of reduction.toml must
+# fit the device call). DEMO_BUDGET_S (default 520) stops starting runs that would not finish in
+# time: what ran is still judged.
 set -uo pipefail
 kbench="${1:-.gpu-bundle/kbench}"
 out="${2:-out/regression-demo}"
 manifest="${3:-experiments/reduction.toml}"
 shift 3 2>/dev/null || shift $#
 options=("$@")
+[ ${#options[@]} -gt 0 ] || options=(--max-time-s 0.25)
+budget_s="${DEMO_BUDGET_S:-520}"
 base_runs=10
+slow_runs=4
+here="$(cd "$(dirname "$0")" && pwd)"
+if compgen -G "$out/*/2*.json" > /dev/null; then
+  echo "$out holds runs already: give an empty or new output folder"; exit 2
+fi
+mkdir -p "$out"
 
 # The slowed kernel: reduce_fast also reads the first 5% of the input once more and adds 0 * that
 # sum (floats keep 0 * x, so the loads cannot be optimized away; the result is unchanged).
@@ -32,24 +48,60 @@ assert anchor in src
 open(sys.argv[1], "w").write(src.replace(anchor, extra + anchor))
 PY
 
-for i in $(seq "$base_runs"); do
-  "$kbench" run "$manifest" "${options[@]}" --out-dir "$out" --save-baseline demo > "$out/base$i.txt" || exit 2
-done
-"$kbench" run "$manifest" "${options[@]}" --out-dir "$out" > "$out/aa1.txt" || exit 2
-"$kbench" run "$manifest" "${options[@]}" --out-dir "$out" > "$out/aa2.txt" || exit 2
-"$kbench" run "$manifest" "${options[@]}" --out-dir "$out" --kernels-dir "$slow_dir" > "$out/slow.txt" || exit 2
+start_s=$SECONDS
+last_s=0
+# Runs one study run (name, then extra options) unless the budget would run out first.
+run() {
+  local name="$1"; shift
+  local elapsed=$((SECONDS - start_s))
+  if [ $((elapsed + last_s + last_s / 4)) -gt "$budget_s" ]; then
+    echo "budget: ${elapsed}s used, a run takes ${last_s}s: $name and later runs not started"
+    return 1
+  fi
+  local t0=$SECONDS
+  "$kbench" run "$manifest" "${options[@]}" --out-dir "$out" "$@" > "$out/$name.txt"
+  local code=$?
+  last_s=$((SECONDS - t0))
+  echo "run $name: ${last_s}s (exit $code)"
+  # Exit 1 (a case failed) still leaves a results file; 2 and above do not.
+  [ "$code" -le 1 ]
+}
+
+ran=0
+for i in $(seq "$base_runs"); do run "base$i" --save-baseline demo && ran=$((ran + 1)) || break; done
+[ "$ran" = "$base_runs" ] || { echo "fewer than $base_runs baseline runs: stopping"; exit 2; }
+run aa1 && run aa2 && for i in $(seq "$slow_runs"); do run "slow$i" --kernels-dir "$slow_dir" || break; done
 study=$(basename "$(dirname "$(ls "$out"/*/2*.json | head -1)")")
 mapfile -t runs < <(ls "$out/$study"/2*.json)
+echo "${#runs[@]} runs in $((SECONDS - start_s))s; options: ${options[*]}"
+
 status=0
-for aa in $base_runs $((base_runs + 1)); do
-  echo "== A/A: ${runs[$aa]} vs the $base_runs baseline runs (expect exit 0, no slower case)"
-  "$kbench" compare --baseline demo --out-dir "$out" "${runs[$aa]}" > "$out/compare_aa$aa.txt"; code=$?
-  tail -n 4 "$out/compare_aa$aa.txt"; echo "exit $code"
-  [ "$code" = 0 ] || status=1
+judge() {  # label, results file, expected exit
+  local label="$1" file="$2" expect="$3"
+  "$kbench" compare --baseline demo --out-dir "$out" --wide "$file" > "$out/compare_$label.txt"; local code=$?
+  "$kbench" compare --baseline demo --out-dir "$out" --json "$file" > "$out/compare_$label.json"
+  echo "== $label: $(basename "$file") vs the $base_runs baselines: exit $code (expect $expect)"
+  grep -E "^[0-9]+ slower" "$out/compare_$label.txt"
+  python3 "$here/demo_summary.py" "$out/compare_$label.json" "$file"
+  [ "$code" = "$expect" ] || status=1
+}
+[ ${#runs[@]} -ge 11 ] && judge aa1 "${runs[10]}" 0
+[ ${#runs[@]} -ge 12 ] && judge aa2 "${runs[11]}" 0
+[ ${#runs[@]} -ge 13 ] && judge slow "${runs[12]}" 1
+echo "(full tables: $out/compare_*.txt)"
+
+echo "== history: the runs in order, judged after each (run 13 on are slowed)"
+for n in $(seq 12 "${#runs[@]}"); do
+  "$kbench" history "${runs[@]:0:n}" --json > "$out/history_$n.json"; code=$?
+  python3 - "$out/history_$n.json" "$n" "$code" <<'PY'
+import json, sys
+h = json.load(open(sys.argv[1]))
+flagged = [c for c in h["cases"] if c["verdict"] not in ("stable", "insufficient_data")]
+print(f"after run {sys.argv[2]}: exit {sys.argv[3]}; " + (", ".join(
+    f"{c['variant']} {c['params']}: {c['verdict']} at run {c['changes'][-1]['run'] + 1} "
+    f"({100 * (c['changes'][-1]['ratio'] - 1):+.1f}%)" for c in flagged) or "nothing flagged"))
+PY
 done
-slow=$((base_runs + 2))
-echo "== slowed reduce_fast: ${runs[$slow]} vs the $base_runs baseline runs (expect exit 1, reduce_fast slower)"
-"$kbench" compare --baseline demo --out-dir "$out" "${runs[$slow]}" > "$out/compare_slow.txt"; code=$?
-grep -E "SLOWER" "$out/compare_slow.txt"; tail -n 3 "$out/compare_slow.txt"; echo "exit $code"
-[ "$code" = 1 ] || status=1
+"$kbench" history "${runs[@]}" --wide --html "$out/history.html" > "$out/history.txt"
+echo "(history table: $out/history.txt; trend charts: $out/history.html)"
 exit $status

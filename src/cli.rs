@@ -51,6 +51,8 @@ pub enum Command {
     Kernels(KernelsArgs),
     /// Compare runs of one study: exit 1 if a case got slower or newly fails.
     Compare(CompareArgs),
+    /// Judge a study's history of runs for change points: exit 1 on a confirmed regression.
+    History(HistoryArgs),
     /// Re-render a finished run: table, markdown, CSV, JSON, CI dashboard formats, HTML, plots.
     Report(ReportArgs),
     /// Join the results files of a study's shards (`run --shard K/N`) into one: exit 1 if
@@ -112,6 +114,41 @@ pub struct CompareArgs {
     #[arg(long, default_value = "out")]
     pub out_dir: PathBuf,
     /// Show every column of the tables (by default they fit the terminal).
+    #[arg(long)]
+    pub wide: bool,
+}
+
+#[derive(clap::Args)]
+pub struct HistoryArgs {
+    /// Results files of one study, or folders holding them (their `*.json` files); put in run
+    /// order by the time each run started, whatever the order given.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Runs a change must hold for before it is confirmed (and fails the gate).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub confirm_runs: u32,
+    /// Runs a case needs before it is judged; fewer: insufficient data.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(4..=10000))]
+    pub min_runs: u32,
+    /// Smallest relative change of a median that counts (default: the manifest's, else 0.03).
+    #[arg(long)]
+    pub min_effect: Option<f64>,
+    /// The change-point t-test's p-value threshold.
+    #[arg(long, default_value_t = 0.001)]
+    pub p_value: f64,
+    /// Judge the last N runs alone (a regression older than that has been accepted).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..))]
+    pub last: Option<u32>,
+    /// Judge runs made on different GPUs, drivers or CPUs together.
+    #[arg(long)]
+    pub allow_different_device: bool,
+    /// Print the verdicts as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write an HTML page with a trend chart per case, its change points marked.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Show every column of the table (by default it fits the terminal).
     #[arg(long)]
     pub wide: bool,
 }

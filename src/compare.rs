@@ -1,14 +1,21 @@
 //! The regression gate: a new results file against one or more baseline runs of the same study,
 //! matched case by case (variant and grid point).
 //!
-//! Each case gets a p-value: against several baseline runs, from the spread of the runs' medians
-//! (run-to-run variation is what makes a binary compared with itself look slower); against a
-//! single run, from a Mann-Whitney U test on the raw samples. A case is `slower` (or `faster`)
-//! when its p-value survives Benjamini-Hochberg control of the false-discovery rate over every
-//! compared case *and* the ratio of medians moves by more than the minimum effect; `same` when the
-//! 95% interval of the ratio lies within the minimum effect; `inconclusive` otherwise. Only
-//! `slower`, or a case that newly fails (wrong answer, error), fails the gate: improvements never
-//! do.
+//! Against several baseline runs (the recipe: ten), the unit of replication is the run: each
+//! case's new median is judged against the spread of the baseline runs' medians (run-to-run
+//! variation is what makes a binary compared with itself look slower). A case is `slower` when
+//! its one-sided p-value for "slower" survives Benjamini-Hochberg control of the
+//! false-discovery rate over every compared case *and* its median moved by more than the minimum
+//! effect (`faster` likewise, as a family of its own); `same` when an equivalence test (TOST, 5%
+//! a side: the 90% interval of the ratio) puts the change within the minimum effect;
+//! `inconclusive` otherwise, with the smallest change the case *could* have detected
+//! (`detectable_change`) and why, where the reason is known: a case that is noisy on this host,
+//! or a host-bound case (CPU, program or transfers scope) whose run was busier than the
+//! baselines', or of runs on a saturated host (the host's load is recorded with every run,
+//! `record::HostLoad`). Against a single
+//! run only the samples are there: a Mann-Whitney test and a bootstrap interval. Only `slower`,
+//! or a case that newly fails (wrong answer, error), fails the gate: improvements never do.
+//! docs/ci/gate.md states what the gate assumes.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +26,18 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
 use crate::record::{CaseResult, CaseStatus, DeviceKey, ResultsDoc};
-use crate::vocab::describe_params;
+use crate::vocab::{describe_params, Backend, Scope};
+
+/// Baselines whose medians spread more than this run to run (the relative standard deviation)
+/// make a case "noisy on this host": it is said so, beside its detectable change.
+pub const NOISY_SPREAD: f64 = 0.10;
+
+/// How many more CPUs other processes may keep busy in the new run than in the busiest baseline
+/// before its host-bound cases count as run under load.
+pub const LOAD_MARGIN_CPUS: f64 = 0.25;
+
+/// The power at which `detectable_change` is stated: the change that is caught 4 times in 5.
+pub const DETECTABLE_POWER: f64 = 0.8;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -43,11 +61,47 @@ pub struct CaseComparison {
     /// new median / baseline median (the geometric mean over baseline runs): above 1 is slower.
     pub ratio: Option<f64>,
     pub ratio_ci95: Option<(f64, f64)>,
+    /// The 90% interval of the ratio: within the minimum effect, the case is `same` (an
+    /// equivalence test, TOST, at 5% a side). Several baseline runs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_ci90: Option<(f64, f64)>,
+    /// In the direction the median moved: one-sided against several baseline runs, two-sided
+    /// (Mann-Whitney) against one.
     pub p_value: Option<f64>,
-    /// After Benjamini-Hochberg over all compared cases.
+    /// After Benjamini-Hochberg over all compared cases (slower and faster each a family).
     pub p_adjusted: Option<f64>,
     pub verdict: Verdict,
+    /// Why a case is not compared, how it newly fails, or why it is inconclusive (noisy on this
+    /// host, or run under load).
     pub note: Option<String>,
+    /// The baseline runs' medians, their run-to-run spread: the standard deviation of their
+    /// logarithms, as a relative figure (0.01 = 1%). Several baseline runs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_spread: Option<f64>,
+    /// The smallest slowdown this case would be called `slower` for, 4 times in 5, were it the
+    /// only case that changed (0.09 = 9%): from the baselines' run-to-run spread, their number,
+    /// the false-discovery rate over the compared cases and the minimum effect. Several baseline
+    /// runs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detectable_change: Option<f64>,
+    /// A host-bound case (CPU, program or transfers scope) of a run whose host was busier than
+    /// in every baseline: never called slower.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub loaded: bool,
+    /// A host-bound case whose samples in the new run spread far more than in any baseline run:
+    /// (the new run's interquartile range over median, the widest baseline run's). Never
+    /// called slower.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disturbed: Option<(f64, f64)>,
+    /// One-sided p-values of "slower" and "faster" (two-sided against a single baseline run),
+    /// each adjusted over its own family.
+    #[serde(skip)]
+    p_slower: Option<f64>,
+    #[serde(skip)]
+    p_faster: Option<f64>,
+    /// The case times the host's work: CPU cases, program and transfers scope.
+    #[serde(skip)]
+    host_bound: bool,
     /// The case ran on another GPU than in the baseline (`run --devices`, or a merge of shards).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub moved: Option<DeviceMove>,
@@ -78,6 +132,27 @@ pub struct Comparison {
     pub cases: Vec<CaseComparison>,
     pub only_in_baseline: Vec<String>,
     pub only_in_new: Vec<String>,
+    /// How the new run's host load compares with the baselines' (None where a run does not
+    /// record it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadComparison>,
+}
+
+/// Other processes' use of the host's CPUs, in the new run and in the baselines.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadComparison {
+    /// CPUs other processes kept busy on average over the new run.
+    pub new_other_busy_cpus: f64,
+    /// The most any baseline run saw.
+    pub baseline_max_other_busy_cpus: f64,
+    /// The new run's host's CPUs.
+    pub cpu_count: usize,
+    /// The runs (baselines and the new one) during which other processes kept all CPUs but
+    /// less than `1 + LOAD_MARGIN_CPUS` busy: a single-threaded case had no CPU of its own.
+    pub saturated_runs: usize,
+    /// The new run was busier than every baseline by more than `LOAD_MARGIN_CPUS`, or some run
+    /// was saturated: the host-bound cases are judged `loaded`.
+    pub loaded: bool,
 }
 
 impl Comparison {
@@ -198,15 +273,9 @@ pub fn compare(bases: &[ResultsDoc], new: &ResultsDoc, settings: &CompareSetting
             cases.push(c);
         }
     }
-    adjust_benjamini_hochberg(&mut cases);
-    for c in &mut cases {
-        if let (Some(p), Some(ratio), Some(ci)) = (c.p_adjusted, c.ratio, c.ratio_ci95) {
-            c.verdict = match &c.moved {
-                None => decide(p, ratio, ci, settings),
-                Some(moved) => decide_moved(p, ratio, ci, settings, moved.copy_peak_ratio),
-            };
-        }
-    }
+    let load = load_comparison(bases, new);
+    let loaded = load.as_ref().is_some_and(|l| l.loaded);
+    judge_cases(&mut cases, settings, bases.len(), loaded);
     Comparison {
         study: new.study.name.clone(),
         baseline_runs: bases.len(),
@@ -223,7 +292,113 @@ pub fn compare(bases: &[ResultsDoc], new: &ResultsDoc, settings: &CompareSetting
             .cloned()
             .collect(),
         cases,
+        load,
     }
+}
+
+/// The verdicts, once every case has its p-values: Benjamini-Hochberg over the compared cases,
+/// the decision, and for the undecided ones what they could have detected and why not more.
+fn judge_cases(
+    cases: &mut [CaseComparison],
+    settings: &CompareSettings,
+    baseline_runs: usize,
+    loaded: bool,
+) {
+    adjust_benjamini_hochberg(cases);
+    let tested = cases.iter().filter(|c| c.p_slower.is_some()).count();
+    for c in cases.iter_mut() {
+        let (Some(ratio), Some(ci)) = (c.ratio, c.ratio_ci95) else {
+            continue;
+        };
+        let p = Adjusted {
+            slower: c.p_slower.unwrap_or(1.0),
+            faster: c.p_faster.unwrap_or(1.0),
+        };
+        // The equivalence interval: 90% (TOST) over runs, the bootstrap's 95% over samples.
+        let same_ci = c.ratio_ci90.unwrap_or(ci);
+        c.verdict = match &c.moved {
+            None => decide(p, ratio, same_ci, settings),
+            Some(moved) => decide_moved(p, ratio, same_ci, settings, moved.copy_peak_ratio),
+        };
+        c.p_adjusted = Some(if ratio >= 1.0 { p.slower } else { p.faster });
+        c.loaded = loaded && c.host_bound;
+        if (c.loaded || c.disturbed.is_some()) && c.verdict == Verdict::Slower {
+            c.verdict = Verdict::Inconclusive;
+        }
+        if c.verdict != Verdict::Inconclusive {
+            c.detectable_change = None;
+            continue;
+        }
+        if let Some(spread) = c.baseline_spread {
+            c.detectable_change = Some(detectable_change(spread, baseline_runs, tested, settings));
+            if c.loaded {
+                c.note = Some("run under load (see `load`): not called slower".into());
+            } else if let Some((new, widest)) = c.disturbed {
+                c.note = Some(format!(
+                    "disturbed: its samples spread {:.1}% in the new run, at most {:.1}% in the baselines: not called slower",
+                    new * 100.0,
+                    widest * 100.0
+                ));
+            } else if spread > NOISY_SPREAD {
+                c.note = Some(format!(
+                    "noisy on this host: baselines spread {:.0}%",
+                    spread * 100.0
+                ));
+            }
+        } else if c.loaded {
+            c.note = Some("run under load (see `load`): not called slower".into());
+        }
+    }
+}
+
+/// The new run's host load against the baselines': None where any run does not record it.
+fn load_comparison(bases: &[ResultsDoc], new: &ResultsDoc) -> Option<LoadComparison> {
+    let other = |d: &ResultsDoc| {
+        let load = d.environment.load.as_ref()?;
+        Some((load.other_busy_cpus?, load.cpu_count))
+    };
+    let (new_other, cpu_count) = other(new)?;
+    let base: Vec<(f64, usize)> = bases.iter().map(other).collect::<Option<_>>()?;
+    let base_max = base.iter().map(|b| b.0).fold(f64::NEG_INFINITY, f64::max);
+    if !base_max.is_finite() {
+        return None;
+    }
+    // Saturated: others kept all CPUs but (less than) one busy, so a case's thread had no CPU
+    // of its own for part of the run.
+    let saturated = |(other, cpus): (f64, usize)| other > cpus as f64 - 1.0 - LOAD_MARGIN_CPUS;
+    let saturated_runs = base
+        .iter()
+        .chain(std::iter::once(&(new_other, cpu_count)))
+        .filter(|r| saturated(**r))
+        .count();
+    Some(LoadComparison {
+        new_other_busy_cpus: new_other,
+        baseline_max_other_busy_cpus: base_max,
+        cpu_count,
+        saturated_runs,
+        loaded: new_other > base_max + LOAD_MARGIN_CPUS || saturated_runs > 0,
+    })
+}
+
+/// The smallest slowdown a case would be called slower for with `DETECTABLE_POWER`, from its
+/// baselines' run-to-run spread (relative), were it the only one of the `tested` cases to
+/// change (Benjamini-Hochberg then asks p < fdr / tested): the shift of the log median at
+/// which the one-sided t test passes that level and the median clears the minimum effect, 4
+/// times in 5.
+pub fn detectable_change(
+    spread: f64,
+    baseline_runs: usize,
+    tested: usize,
+    settings: &CompareSettings,
+) -> f64 {
+    let k = baseline_runs as f64;
+    let scale = (1.0 + spread).ln().max(1e-6) * (1.0 + 1.0 / k).sqrt();
+    let student = StudentsT::new(0.0, 1.0, (k - 1.0).max(1.0)).expect("df >= 1");
+    let level = settings.fdr / tested.max(1) as f64;
+    let significant = student.inverse_cdf(1.0 - level) * scale;
+    let shift = significant.max((1.0 + settings.min_effect).ln())
+        + student.inverse_cdf(DETECTABLE_POWER) * scale;
+    shift.exp() - 1.0
 }
 
 /// Each GPU's measured copy peak, by host and PCI bus id, from one run's environment: each
@@ -290,17 +465,24 @@ fn device_move(base: &[Option<RunGpu>], new: Option<RunGpu>) -> Option<DeviceMov
     })
 }
 
+/// A case's p-values after Benjamini-Hochberg, one per direction (each its own family).
+#[derive(Debug, Clone, Copy)]
+struct Adjusted {
+    slower: f64,
+    faster: f64,
+}
+
 /// `decide` for a case that moved GPU: the bounds of slower and faster widened by the two
 /// GPUs' copy-peak difference, or (not known) never slower or faster.
 fn decide_moved(
-    p_adjusted: f64,
+    p: Adjusted,
     ratio: f64,
     ci: (f64, f64),
     settings: &CompareSettings,
     copy_peak_ratio: Option<f64>,
 ) -> Verdict {
     let Some(peak) = copy_peak_ratio.filter(|r| r.is_finite() && *r > 0.0) else {
-        return match decide(p_adjusted, ratio, ci, settings) {
+        return match decide(p, ratio, ci, settings) {
             Verdict::Slower | Verdict::Faster => Verdict::Inconclusive,
             v => v,
         };
@@ -310,9 +492,9 @@ fn decide_moved(
         min_effect: (1.0 + settings.min_effect) * spread - 1.0,
         ..*settings
     };
-    match decide(p_adjusted, ratio, ci, &widened) {
+    match decide(p, ratio, ci, &widened) {
         // Within the GPUs' difference: `same` only by the study's own bound, else inconclusive.
-        Verdict::Same => match decide(p_adjusted, ratio, ci, settings) {
+        Verdict::Same => match decide(p, ratio, ci, settings) {
             Verdict::Same => Verdict::Same,
             _ => Verdict::Inconclusive,
         },
@@ -320,13 +502,14 @@ fn decide_moved(
     }
 }
 
-fn decide(p_adjusted: f64, ratio: f64, ci: (f64, f64), settings: &CompareSettings) -> Verdict {
+/// `ci`: the interval that must lie within the minimum effect for `same` (the 90% interval
+/// over runs: an equivalence test at 5% a side).
+fn decide(p: Adjusted, ratio: f64, ci: (f64, f64), settings: &CompareSettings) -> Verdict {
     let upper = 1.0 + settings.min_effect;
     let lower = 1.0 / upper;
-    let significant = p_adjusted < settings.fdr;
-    if significant && ratio > upper {
+    if p.slower < settings.fdr && ratio > upper {
         Verdict::Slower
-    } else if significant && ratio < lower {
+    } else if p.faster < settings.fdr && ratio < lower {
         Verdict::Faster
     } else if ci.0 >= lower && ci.1 <= upper {
         Verdict::Same
@@ -361,10 +544,19 @@ fn compare_case(base_runs: &[&CaseResult], new: &CaseResult) -> CaseComparison {
         new_median_s: new.summary.as_ref().map(|s| s.median_s),
         ratio: None,
         ratio_ci95: None,
+        ratio_ci90: None,
         p_value: None,
         p_adjusted: None,
         verdict: Verdict::NotCompared,
         note: None,
+        baseline_spread: None,
+        detectable_change: None,
+        loaded: false,
+        disturbed: None,
+        p_slower: None,
+        p_faster: None,
+        host_bound: new.backend == Backend::Cpu
+            || matches!(new.scope, Some(Scope::Program | Scope::Transfers)),
         moved: None,
     };
     let base_passed = base_runs.iter().all(|c| c.status == CaseStatus::Passed);
@@ -391,50 +583,141 @@ fn compare_case(base_runs: &[&CaseResult], new: &CaseResult) -> CaseComparison {
         let base_samples = samples(single).unwrap_or_default();
         out.ratio = Some(new_median / base_medians[0]);
         out.ratio_ci95 = Some(bootstrap_ratio_ci95(&base_samples, &new_samples));
-        out.p_value = Some(mann_whitney_p(&base_samples, &new_samples));
+        let p = mann_whitney_p(&base_samples, &new_samples);
+        // Two-sided, in both families: as the gate has always judged a single baseline.
+        (out.p_value, out.p_slower, out.p_faster) = (Some(p), Some(p), Some(p));
     } else {
-        let (ratio, ci, p) = run_level_test(&base_medians, new_median);
-        out.ratio = Some(ratio);
-        out.ratio_ci95 = Some(ci);
-        out.p_value = Some(p);
+        let base_samples: Vec<Vec<f64>> = base_runs.iter().filter_map(|c| samples(c)).collect();
+        let tick_s = timer_tick_s(&base_samples);
+        // A median of quantized samples is known to half a tick.
+        let floor = (1.0 + 0.5 * tick_s / geometric_mean(&base_medians)).ln();
+        let test = run_level_test_floored(&base_medians, new_median, floor);
+        if out.host_bound {
+            out.disturbed = disturbed(&base_samples, &new_samples);
+        }
+        out.ratio = Some(test.ratio);
+        out.ratio_ci95 = Some(test.ci95);
+        out.ratio_ci90 = Some(test.ci90);
+        out.p_slower = Some(test.p_slower);
+        out.p_faster = Some(test.p_faster);
+        out.p_value = Some(test.p_slower.min(test.p_faster));
+        out.baseline_spread = Some(test.spread);
     }
     out
 }
 
+/// One new median against k >= 2 baseline medians (`run_level_test`).
+#[derive(Debug, Clone, Copy)]
+pub struct RunLevelTest {
+    /// The new median over the baselines' geometric mean.
+    pub ratio: f64,
+    /// The 95% and 90% prediction intervals of the ratio.
+    pub ci95: (f64, f64),
+    pub ci90: (f64, f64),
+    /// One-sided p-values: that the new run is slower, and that it is faster.
+    pub p_slower: f64,
+    pub p_faster: f64,
+    /// The baselines' run-to-run spread: the standard deviation of their log medians, as a
+    /// relative figure.
+    pub spread: f64,
+}
+
 /// The new median against k >= 2 baseline medians: on the log scale, the baseline runs give a
 /// mean and standard deviation, and a new run from the same population falls within
-/// mean +- t(k-1) * sd * sqrt(1 + 1/k). Returns the ratio to the baseline's geometric mean, the
-/// 95% interval of that ratio, and the two-sided p-value.
-pub fn run_level_test(base_medians: &[f64], new_median: f64) -> (f64, (f64, f64), f64) {
+/// mean +- t(k-1) * sd * sqrt(1 + 1/k). The new run's own run-to-run variation is inside that
+/// sqrt(1 + 1/k): its within-run CI is not added (each baseline median carries its sampling
+/// noise too, so the spread of the baselines already holds it).
+pub fn run_level_test(base_medians: &[f64], new_median: f64) -> RunLevelTest {
+    run_level_test_floored(base_medians, new_median, 0.0)
+}
+
+/// `run_level_test` with the baselines' spread taken as at least `min_sd_log` (on the log
+/// scale): half the timer's tick, below which runs that agree are not evidence of a steady
+/// case (a median of samples that sit on one or two tick values moves a whole tick at once).
+pub fn run_level_test_floored(
+    base_medians: &[f64],
+    new_median: f64,
+    min_sd_log: f64,
+) -> RunLevelTest {
     let k = base_medians.len() as f64;
     let logs: Vec<f64> = base_medians.iter().map(|m| m.ln()).collect();
     let mean = logs.iter().sum::<f64>() / k;
     let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt();
     // Runs that agree to the last digit still differ by rounding: keep the scale above zero.
+    let sd = sd.max(min_sd_log);
     let scale = sd.max(1e-6) * (1.0 + 1.0 / k).sqrt();
     let student = StudentsT::new(0.0, 1.0, k - 1.0).expect("k >= 2 gives a valid t distribution");
     let diff = new_median.ln() - mean;
-    let half = student.inverse_cdf(0.975) * scale;
-    let p = 2.0 * (1.0 - student.cdf((diff / scale).abs()));
-    (
-        diff.exp(),
-        ((diff - half).exp(), (diff + half).exp()),
-        p.min(1.0),
-    )
+    let interval = |level: f64| {
+        let half = student.inverse_cdf(0.5 + level / 2.0) * scale;
+        ((diff - half).exp(), (diff + half).exp())
+    };
+    let t = diff / scale;
+    RunLevelTest {
+        ratio: diff.exp(),
+        ci95: interval(0.95),
+        ci90: interval(0.90),
+        p_slower: 1.0 - student.cdf(t),
+        p_faster: student.cdf(t),
+        spread: sd.exp() - 1.0,
+    }
+}
+
+/// The timer's tick as the samples show it: the smallest gap between two different sample
+/// values of the baseline runs. Samples that are not quantized give a tiny gap (no floor); a CPU
+/// case of a few hundred nanoseconds timed in 10 ns ticks gives 10 ns.
+fn timer_tick_s(runs: &[Vec<f64>]) -> f64 {
+    let mut all: Vec<f64> = runs.iter().flatten().copied().collect();
+    all.sort_by(f64::total_cmp);
+    let smallest_gap = all
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|gap| *gap > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    // Every sample the same value: no gap seen, no tick known.
+    if smallest_gap.is_finite() {
+        smallest_gap
+    } else {
+        0.0
+    }
+}
+
+/// How far apart a run's samples are: interquartile range over median.
+fn relative_iqr(samples: &[f64]) -> f64 {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    let at = |q: f64| s[((s.len() - 1) as f64 * q).round() as usize];
+    (at(0.75) - at(0.25)) / at(0.5)
+}
+
+/// Whether the new run's samples of a host-bound case spread far more than in any baseline run
+/// (twice the widest, and over 1%): something on the host disturbed the case while it ran,
+/// which the run's average load may not show (a burst of other work during a 2-second case).
+fn disturbed(base_runs: &[Vec<f64>], new: &[f64]) -> Option<(f64, f64)> {
+    let widest = base_runs
+        .iter()
+        .map(|s| relative_iqr(s))
+        .fold(0.0f64, f64::max);
+    let spread = relative_iqr(new);
+    (spread > 2.0 * widest && spread > 0.01).then_some((spread, widest))
 }
 
 fn geometric_mean(x: &[f64]) -> f64 {
     (x.iter().map(|v| v.ln()).sum::<f64>() / x.len() as f64).exp()
 }
 
-/// Benjamini-Hochberg adjusted p-values over the cases that have a p-value.
+/// Benjamini-Hochberg over the cases that have p-values: "slower" and "faster" each adjusted
+/// as a family of its own (each is a one-sided claim the gate makes).
 fn adjust_benjamini_hochberg(cases: &mut [CaseComparison]) {
     let tested: Vec<usize> = (0..cases.len())
-        .filter(|&i| cases[i].p_value.is_some())
+        .filter(|&i| cases[i].p_slower.is_some())
         .collect();
-    let p: Vec<f64> = tested.iter().filter_map(|&i| cases[i].p_value).collect();
-    for (&i, adjusted) in tested.iter().zip(benjamini_hochberg(&p)) {
-        cases[i].p_adjusted = Some(adjusted);
+    let slower: Vec<f64> = tested.iter().filter_map(|&i| cases[i].p_slower).collect();
+    let faster: Vec<f64> = tested.iter().filter_map(|&i| cases[i].p_faster).collect();
+    let (slower, faster) = (benjamini_hochberg(&slower), benjamini_hochberg(&faster));
+    for (n, &i) in tested.iter().enumerate() {
+        cases[i].p_slower = Some(slower[n]);
+        cases[i].p_faster = Some(faster[n]);
     }
 }
 
@@ -552,10 +835,18 @@ mod tests {
         allow_different_device: false,
     };
 
+    /// Both directions' adjusted p-values the same: the two-sided p of one baseline run.
+    fn both(p: f64) -> Adjusted {
+        Adjusted {
+            slower: p,
+            faster: p,
+        }
+    }
+
     fn judge(a: &[f64], b: &[f64]) -> Verdict {
         let p = mann_whitney_p(a, b);
         decide(
-            p,
+            both(p),
             median(b) / median(a),
             bootstrap_ratio_ci95(a, b),
             &SETTINGS,
@@ -565,7 +856,7 @@ mod tests {
     #[test]
     fn a_case_that_moved_gpu_is_judged_with_the_gpus_difference_allowed() {
         // 5% slower, significant: slower in place.
-        let (p, ratio, ci) = (1e-6, 1.05, (1.04, 1.06));
+        let (p, ratio, ci) = (both(1e-6), 1.05, (1.04, 1.06));
         assert_eq!(decide(p, ratio, ci, &SETTINGS), Verdict::Slower);
         // Moved to a GPU whose copy peak is 4% lower: within 3% + 4%, not slower.
         assert_eq!(
@@ -582,7 +873,7 @@ mod tests {
             decide_moved(p, ratio, ci, &SETTINGS, None),
             Verdict::Inconclusive
         );
-        let same = (0.5, 1.0, (0.99, 1.01));
+        let same = (both(0.5), 1.0, (0.99, 1.01));
         assert_eq!(
             decide_moved(same.0, same.1, same.2, &SETTINGS, Some(0.96)),
             Verdict::Same
@@ -615,32 +906,162 @@ mod tests {
         assert_eq!(judge(&a, &a), Verdict::Same);
     }
 
+    /// `decide` on a run-level test of one case alone (no other case in the family).
+    fn run_verdict(base: &[f64], new: f64) -> Verdict {
+        let t = run_level_test(base, new);
+        let p = Adjusted {
+            slower: t.p_slower,
+            faster: t.p_faster,
+        };
+        decide(p, t.ratio, t.ci90, &SETTINGS)
+    }
+
     #[test]
     fn several_baseline_runs_set_the_noise_floor() {
         // Five baseline runs whose medians wander by a few percent, as separate processes do.
         let noisy_runs = [1.00e-3, 1.04e-3, 0.97e-3, 1.06e-3, 1.01e-3];
-        let (ratio, ci, p) = run_level_test(&noisy_runs, 1.07e-3);
+        let t = run_level_test(&noisy_runs, 1.07e-3);
         assert!(
-            ratio > 1.03 && p > 0.05,
-            "a 7% difference is within this case's run-to-run noise: p={p}"
+            t.ratio > 1.03 && t.p_slower > 0.05,
+            "a 7% difference is within this case's run-to-run noise: p={}",
+            t.p_slower
         );
-        assert_eq!(decide(p, ratio, ci, &SETTINGS), Verdict::Inconclusive);
+        assert_eq!(run_verdict(&noisy_runs, 1.07e-3), Verdict::Inconclusive);
         // Stable runs: the same 7% stands out.
         let stable_runs = [1.000e-3, 1.002e-3, 0.999e-3, 1.001e-3, 1.000e-3];
-        let (ratio, ci, p) = run_level_test(&stable_runs, 1.07e-3);
-        assert!(p < 1e-4, "p={p}");
-        assert_eq!(decide(p, ratio, ci, &SETTINGS), Verdict::Slower);
-        let (ratio, ci, p) = run_level_test(&stable_runs, 1.0005e-3);
-        assert_eq!(decide(p, ratio, ci, &SETTINGS), Verdict::Same);
-        // The prediction interval: t(0.975, 4) = 2.776, sd of log medians, sqrt(1 + 1/5).
+        let t = run_level_test(&stable_runs, 1.07e-3);
+        assert!(t.p_slower < 1e-4, "p={}", t.p_slower);
+        assert!(t.p_faster > 0.999, "p={}", t.p_faster);
+        assert_eq!(run_verdict(&stable_runs, 1.07e-3), Verdict::Slower);
+        assert_eq!(run_verdict(&stable_runs, 1.0005e-3), Verdict::Same);
+        // The prediction interval: t(0.975, 4) = 2.776, t(0.95, 4) = 2.132, sd of log medians,
+        // sqrt(1 + 1/5).
         let logs: Vec<f64> = noisy_runs.iter().map(|m: &f64| m.ln()).collect();
         let mean = logs.iter().sum::<f64>() / 5.0;
         let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / 4.0).sqrt();
-        let (_, ci, _) = run_level_test(&noisy_runs, mean.exp());
+        let t = run_level_test(&noisy_runs, mean.exp());
         assert!(
-            (ci.1.ln() - 2.776_445 * sd * 1.2f64.sqrt()).abs() < 1e-5,
-            "{ci:?}"
+            (t.ci95.1.ln() - 2.776_445 * sd * 1.2f64.sqrt()).abs() < 1e-5,
+            "{:?}",
+            t.ci95
         );
+        assert!(
+            (t.ci90.1.ln() - 2.131_847 * sd * 1.2f64.sqrt()).abs() < 1e-5,
+            "{:?}",
+            t.ci90
+        );
+        assert!((t.spread - (sd.exp() - 1.0)).abs() < 1e-12);
+        // One-sided: the two directions' p-values add up to 1; at the mean both are 1/2.
+        assert!((t.p_slower - 0.5).abs() < 1e-9 && (t.p_faster - 0.5).abs() < 1e-9);
+    }
+
+    /// k baseline medians and one new median of a case whose run-to-run noise is `noise`
+    /// (relative, roughly normal on the log scale), the new one `shift` slower.
+    fn runs(seed: u64, k: usize, noise: f64, shift: f64) -> (Vec<f64>, f64) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut draw = || {
+            // The sum of 12 uniforms less 6: standard normal to a good approximation.
+            let z: f64 = (0..12).map(|_| rng.random::<f64>()).sum::<f64>() - 6.0;
+            1e-5 * (noise * z).exp()
+        };
+        let base: Vec<f64> = (0..k).map(|_| draw()).collect();
+        let new = draw() * (1.0 + shift);
+        (base, new)
+    }
+
+    #[test]
+    fn ten_baselines_with_one_percent_noise_decide_same_and_catch_five_percent() {
+        let (mut same, mut slower_aa, mut caught) = (0, 0, 0);
+        for seed in 0..200 {
+            let (base, new) = runs(seed, 10, 0.01, 0.0);
+            match run_verdict(&base, new) {
+                Verdict::Same => same += 1,
+                Verdict::Slower => slower_aa += 1,
+                _ => {}
+            }
+            let (base, new) = runs(seed + 10_000, 10, 0.01, 0.05);
+            caught += usize::from(run_verdict(&base, new) == Verdict::Slower);
+        }
+        // The 90% interval (TOST) of an unchanged case: t(0.95, 9) * 1% * sqrt(1.1) = 1.9%
+        // around a change that is itself N(0, 1.05%): within 3% about 2 times in 3 (with the
+        // 95% interval the gate used before, 1.5 times in 3).
+        assert!(same >= 110, "only {same} of 200 A/A cases judged same");
+        assert!(slower_aa <= 10, "{slower_aa} of 200 A/A cases slower");
+        // 5% on 1% noise: t = 4.8 on 9 degrees of freedom, then the minimum effect of 3%.
+        assert!(
+            caught >= 180,
+            "a 5% slowdown caught only {caught} of 200 times"
+        );
+        // One seeded pair, as the brief puts it: noise 1%, 10 baselines, min effect 3%.
+        let (base, new) = runs(7, 10, 0.01, 0.0);
+        assert_eq!(run_verdict(&base, new), Verdict::Same, "{base:?} {new}");
+        let (base, new) = runs(7, 10, 0.01, 0.05);
+        assert_eq!(run_verdict(&base, new), Verdict::Slower, "{base:?} {new}");
+    }
+
+    #[test]
+    fn an_eight_percent_noise_is_inconclusive_and_says_what_it_could_detect() {
+        let (mut slower, mut detectable_all) = (0, Vec::new());
+        for seed in 0..100 {
+            let (base, new) = runs(seed, 10, 0.08, 0.0);
+            let t = run_level_test(&base, new);
+            let verdict = run_verdict(&base, new);
+            assert_ne!(verdict, Verdict::Same, "seed {seed}");
+            slower += usize::from(verdict == Verdict::Slower);
+            detectable_all.push(detectable_change(t.spread, 10, 1, &SETTINGS));
+        }
+        // Ten runs estimate an 8% spread loosely; the detectable change follows the estimate:
+        // at least 8% in 9 of 10 draws, about 23% (the figure below) in the middle.
+        detectable_all.sort_by(f64::total_cmp);
+        assert!(detectable_all[10] >= 0.08, "{detectable_all:?}");
+        assert!(detectable_all[50] >= 0.18, "{detectable_all:?}");
+        // Alone in its family, a case is tested at the false-discovery rate, 5% one-sided.
+        assert!(slower <= 8, "{slower} of 100 A/A cases slower");
+        // By hand: spread 8%, 10 runs, one case: (t(0.95, 9) + t(0.8, 9)) * ln(1.08) * sqrt(1.1).
+        let expected = ((1.833_113 + 0.883_404) * 1.08f64.ln() * 1.1f64.sqrt()).exp() - 1.0;
+        let got = detectable_change(0.08, 10, 1, &SETTINGS);
+        assert!((got - expected).abs() < 1e-5, "{got} vs {expected}");
+        // A quiet case is held to the minimum effect: 3% plus the power margin.
+        let quiet = detectable_change(0.001, 10, 1, &SETTINGS);
+        assert!(quiet > 0.03 && quiet < 0.032, "{quiet}");
+        // More cases in the family ask for a smaller p: a larger detectable change.
+        assert!(
+            detectable_change(0.01, 10, 81, &SETTINGS) > detectable_change(0.01, 10, 1, &SETTINGS)
+        );
+    }
+
+    #[test]
+    fn a_median_on_timer_ticks_is_held_to_half_a_tick_and_a_disturbed_run_is_seen() {
+        // A 300 ns case timed in 10 ns ticks: nine baselines at exactly 300 ns, one at 301.
+        let ticks: Vec<Vec<f64>> = (0..10)
+            .map(|i| {
+                let mut s = vec![300e-9; 20];
+                s.extend([310e-9; 8]);
+                if i == 3 {
+                    s.push(301e-9);
+                }
+                s
+            })
+            .collect();
+        assert!((timer_tick_s(&ticks) - 1e-9).abs() < 1e-15);
+        let quantized: Vec<Vec<f64>> = (0..10)
+            .map(|_| [[300e-9; 20], [310e-9; 20]].concat())
+            .collect();
+        assert!((timer_tick_s(&quantized) - 10e-9).abs() < 1e-15);
+        assert_eq!(timer_tick_s(&[vec![1.0; 5]]), 0.0);
+        // Medians of 300 ns, and one flipped a tick up: the bare test calls it slower, the
+        // floor of half a tick (1.7%) does not.
+        let medians = [300e-9; 10];
+        assert_eq!(run_verdict(&medians, 310e-9), Verdict::Slower);
+        let floor = (1.0 + 0.5 * 10e-9 / 300e-9f64).ln();
+        let t = run_level_test_floored(&medians, 310e-9, floor);
+        assert!(t.p_slower > 0.01, "{t:?}");
+        assert!((t.spread - 0.5 * 10.0 / 300.0).abs() < 1e-9, "{t:?}");
+        // A new run whose samples spread 8% where the baselines' spread 2% at most: disturbed.
+        let steady: Vec<Vec<f64>> = (0..10).map(|s| noisy(s, 30, 1e-3, 0.02)).collect();
+        assert_eq!(disturbed(&steady, &noisy(99, 30, 1e-3, 0.02)), None);
+        let (new, widest) = disturbed(&steady, &noisy(99, 30, 1e-3, 0.12)).expect("disturbed");
+        assert!(new > 2.0 * widest && widest < 0.03, "{new} {widest}");
     }
 
     #[test]
@@ -683,7 +1104,7 @@ mod tests {
         let mut true_slower = 0;
         for ((truly, a, b), q) in comparisons.iter().zip(&adjusted) {
             if decide(
-                *q,
+                both(*q),
                 median(b) / median(a),
                 bootstrap_ratio_ci95(a, b),
                 &SETTINGS,

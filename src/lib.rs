@@ -17,6 +17,7 @@
 //! computing a case's expected outputs, through `.npy` files).
 
 pub mod algos;
+pub mod changepoint;
 pub mod claims;
 pub mod cli;
 pub mod commands;
@@ -27,6 +28,7 @@ pub mod env;
 pub mod exit;
 pub mod expr;
 pub mod grid;
+pub mod history;
 pub mod input_file;
 pub mod json_schema;
 pub mod manifest;

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use kbench::cli::{Cli, Command};
-use kbench::commands::{check, compare, docs, kernels, merge, report, run, slurm, tune};
+use kbench::commands::{check, compare, docs, history, kernels, merge, report, run, slurm, tune};
 
 fn main() -> ExitCode {
     // CUDA's ordinals as `nvidia-smi` numbers the GPUs (see record::CaseDevice), for
@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Command::List => check::list(),
         Command::Kernels(args) => kernels::kernels(args),
         Command::Compare(args) => compare::compare(args),
+        Command::History(args) => history::history(args),
         Command::Report(args) => report::report(args),
         Command::Merge(args) => merge::merge(args),
         Command::Slurm(args) => slurm::slurm(args),

@@ -452,6 +452,45 @@ pub struct Environment {
     pub devices: Vec<DeviceFingerprint>,
     /// Why CUDA cases were skipped, when they were.
     pub gpu_unavailable: Option<String>,
+    /// How busy the host was while the run ran (None in files written before kbench recorded
+    /// it, and where /proc cannot be read): the gate does not call a host-bound case slower
+    /// when its run was busier than the baselines' (`crate::compare`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<HostLoad>,
+}
+
+/// The host's load over one run, from /proc (`crate::env::load_sample`): read when the run
+/// starts and again when it finishes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostLoad {
+    /// The CPUs the host has (all of them online, not only the ones this process may use).
+    pub cpu_count: usize,
+    pub start: LoadSample,
+    /// None until the run finishes.
+    #[serde(default)]
+    pub end: Option<LoadSample>,
+    /// How many CPUs other processes kept busy on average over the run (the host's busy CPU
+    /// time less kbench's own, its workers included, over the run's wall time): 0 on an idle
+    /// host, `cpu_count` on a saturated one. None until the run finishes.
+    #[serde(default)]
+    pub other_busy_cpus: Option<f64>,
+}
+
+/// The host's counters at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LoadSample {
+    /// /proc/loadavg's 1-minute figure (kbench's own runnable processes included).
+    pub loadavg_1m: f64,
+    /// /proc/stat's first line: CPU time busy (all but idle and iowait) and in all, in clock
+    /// ticks (USER_HZ) summed over the CPUs.
+    pub busy_ticks: u64,
+    pub total_ticks: u64,
+    /// This process's CPU time and its waited-for children's (/proc/self/stat utime, stime,
+    /// cutime, cstime), in clock ticks.
+    pub own_ticks: u64,
+    /// The CPUs' mean current clock (/proc/cpuinfo `cpu MHz`), where the kernel reports it.
+    #[serde(default)]
+    pub cpu_mhz: Option<f64>,
 }
 
 /// What the results record about the device.

@@ -204,9 +204,11 @@ impl ResultsFile {
         let journal = lock_journal(path)?;
         let mut doc = load_results(path)?;
         doc.resumed_at.push(chrono::Utc::now().to_rfc3339());
+        crate::env::restart_load(&mut doc.environment);
         if doc.cases.len() >= doc.planned_cases && !doc.complete {
             doc.complete = true;
             doc.finished_at = Some(chrono::Utc::now().to_rfc3339());
+            crate::env::finish_load(&mut doc.environment);
         }
         // A line torn by a kill or a full disk would glue itself to the next one appended.
         let journaled = fs::read(journal_path(path)).unwrap_or_default();
@@ -253,6 +255,7 @@ impl ResultsFile {
         if self.doc.cases.len() == self.doc.planned_cases {
             self.doc.complete = true;
             self.doc.finished_at = Some(chrono::Utc::now().to_rfc3339());
+            crate::env::finish_load(&mut self.doc.environment);
             self.compact()?;
         }
         Ok(())

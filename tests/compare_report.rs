@@ -62,6 +62,9 @@ fn steadiest_case(results: &Path) -> usize {
 
 fn edited(from: &Path, to: &Path, edit: impl FnOnce(&mut Value)) -> PathBuf {
     let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(from).unwrap()).unwrap();
+    // Without the host's load: on a saturated test machine the gate would rightly judge these
+    // CPU cases `loaded` (tests/gate.rs tests that); here the statistics are under test.
+    doc["environment"].as_object_mut().unwrap().remove("load");
     edit(&mut doc);
     std::fs::write(to, serde_json::to_string(&doc).unwrap()).unwrap();
     to.to_path_buf()

@@ -214,6 +214,8 @@ fn redacted_json(doc: &Value) -> String {
     ] {
         env[key] = "[redacted]".into();
     }
+    // The host's load differs from run to run, and is tested in src/env.rs and tests/gate.rs.
+    env.as_object_mut().unwrap().remove("load");
     env["device"]["mock"] = "[redacted: names the mock file's temporary path]".into();
     // Each GPU names its host.
     env["device"]["host"] = "[redacted]".into();

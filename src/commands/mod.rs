@@ -6,6 +6,7 @@
 pub mod check;
 pub mod compare;
 pub mod docs;
+pub mod history;
 pub mod kernels;
 pub mod merge;
 pub mod report;

@@ -1,9 +1,10 @@
 //! The table `kbench compare` prints: a verdict per compared case (baseline and new medians, the
-//! change with its 95% CI, the adjusted p-value), new failures, the counts, and one line each
-//! for the cases not compared (by reason), the cases that moved GPU and the cases in only one
-//! of the runs.
+//! change with its 95% CI, the adjusted p-value, and for the undecided cases the change they
+//! could have detected), new failures, the counts, and one line each for the cases not
+//! compared (by reason), the noisy and loaded cases, the host's load, the cases that moved GPU
+//! and the cases in only one of the runs.
 
-use crate::compare::{CaseComparison, Comparison, Verdict};
+use crate::compare::{CaseComparison, Comparison, Verdict, NOISY_SPREAD};
 use crate::report::case_table::{draw_columns, format_seconds, Column, TableStyle};
 use crate::report::text::wrap;
 
@@ -19,7 +20,7 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
         Column::new(header, shown.iter().map(|c| cell(c)).collect())
     };
     let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
-    let columns = vec![
+    let mut columns = vec![
         column("variant", &|c| c.variant.clone()),
         column("case", &|c| c.params.clone()),
         column("baseline", &|c| {
@@ -50,6 +51,25 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
             v => format!("{v:?}").to_uppercase(),
         }),
     ];
+    // Against several baseline runs: what each undecided case could have caught, and why not
+    // less ("noisy": its baselines spread more than NOISY_SPREAD; "loaded": run under load).
+    if shown.iter().any(|c| c.detectable_change.is_some()) {
+        let at = columns.len() - 1;
+        columns.insert(
+            at,
+            column("detectable", &|c| match c.detectable_change {
+                None => String::new(),
+                Some(d) if c.loaded => format!("{:.0}% loaded", d * 100.0),
+                Some(d) if c.disturbed.is_some() => format!("{:.0}% disturbed", d * 100.0),
+                Some(d) if c.baseline_spread.is_some_and(|s| s > NOISY_SPREAD) => {
+                    format!("{:.0}% noisy", d * 100.0)
+                }
+                Some(d) => format!("{:.0}%", d * 100.0),
+            })
+            .numeric()
+            .droppable(5),
+        );
+    }
     let mut out = String::new();
     if shown.is_empty() {
         out.push_str("no case was compared\n");
@@ -80,6 +100,7 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
         result.min_effect * 100.0,
         result.fdr * 100.0,
     ));
+    out.push_str(&undecided_lines(result, max_width_chars));
     // The cases not compared, grouped by reason, largest group first.
     let mut reasons: Vec<(usize, &str)> = Vec::new();
     for c in result
@@ -125,6 +146,87 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
     }
     for key in &result.only_in_new {
         out.push_str(&line(format!("only in the new run: {key}")));
+    }
+    out
+}
+
+/// Below the counts: what the undecided cases could detect (the range), the noisy ones with
+/// their spread, and the host's load where it made cases `loaded`.
+fn undecided_lines(result: &Comparison, max_width_chars: Option<usize>) -> String {
+    let line = |text: String| wrap(&text, max_width_chars, "    ");
+    let mut out = String::new();
+    let detectable: Vec<f64> = result
+        .cases
+        .iter()
+        .filter_map(|c| c.detectable_change)
+        .collect();
+    if !detectable.is_empty() {
+        let low = detectable.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = detectable.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        out.push_str(&line(format!(
+            "detectable change: {} undecided cases would be called slower, 4 times in 5, for a slowdown of {:.0}% to {:.0}% (the `detectable` column; from their baselines' run-to-run spread)",
+            detectable.len(),
+            low * 100.0,
+            high * 100.0
+        )));
+    }
+    let noisy: Vec<String> = result
+        .cases
+        .iter()
+        .filter(|c| c.detectable_change.is_some() && !c.loaded && c.disturbed.is_none())
+        .filter_map(|c| {
+            let spread = c.baseline_spread.filter(|s| *s > NOISY_SPREAD)?;
+            Some(format!(
+                "{} {} ({:.0}%)",
+                c.variant,
+                c.params,
+                spread * 100.0
+            ))
+        })
+        .collect();
+    if !noisy.is_empty() {
+        out.push_str(&line(format!(
+            "noisy on this host (baselines spread over {:.0}% run to run): {}",
+            NOISY_SPREAD * 100.0,
+            noisy.join(", ")
+        )));
+    }
+    let disturbed: Vec<String> = result
+        .cases
+        .iter()
+        .filter_map(|c| {
+            let (new, widest) = c.disturbed?;
+            Some(format!(
+                "{} {} ({:.1}%, at most {:.1}%)",
+                c.variant,
+                c.params,
+                new * 100.0,
+                widest * 100.0
+            ))
+        })
+        .collect();
+    if !disturbed.is_empty() {
+        out.push_str(&line(format!(
+            "disturbed (samples spread over twice the widest baseline run's; never called slower): {}",
+            disturbed.join(", ")
+        )));
+    }
+    let loaded = result.cases.iter().filter(|c| c.loaded).count();
+    if let Some(load) = result.load.as_ref().filter(|l| l.loaded && loaded > 0) {
+        let saturated = if load.saturated_runs > 0 {
+            format!(
+                " ({} of the runs on a saturated host: others kept more than {:.2} of its {} CPUs busy)",
+                load.saturated_runs,
+                load.cpu_count as f64 - 1.0 - crate::compare::LOAD_MARGIN_CPUS,
+                load.cpu_count
+            )
+        } else {
+            String::new()
+        };
+        out.push_str(&line(format!(
+            "host load: other processes kept {:.1} CPUs busy during the new run, at most {:.1} in the baselines{saturated}: its {loaded} host-bound cases (CPU, program and transfers scope) are judged loaded, never slower",
+            load.new_other_busy_cpus, load.baseline_max_other_busy_cpus
+        )));
     }
     out
 }

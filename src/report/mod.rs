@@ -12,6 +12,8 @@ pub mod declared_tables;
 pub mod export;
 pub mod format;
 pub mod gab;
+pub mod history_html;
+pub mod history_table;
 pub mod html;
 pub mod plots;
 pub mod ptxas;

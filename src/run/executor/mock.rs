@@ -329,56 +329,8 @@ impl MockSpec {
             .iter()
             .map(|(name, m)| Ok((name.clone(), model(m, &timing)?)))
             .collect::<Result<_, ManifestError>>()?;
-        let events = raw
-            .event
-            .into_iter()
-            .map(|spanned| {
-                let span = spanned.span();
-                let e = spanned.into_inner();
-                let action = match (e.skip, e.fault, e.time_factor) {
-                    (Some(reason), None, None) => Action::Skip(reason),
-                    (None, Some(fault), None) => Action::Fault(fault),
-                    (None, None, Some(factor)) => {
-                        let x = *factor.get_ref();
-                        if !(x.is_finite() && x > 0.0) {
-                            return Err(at(
-                                factor.span(),
-                                format!("`time_factor` is {x}; it must be a finite number above 0"),
-                            ));
-                        }
-                        Action::TimeFactor(x)
-                    }
-                    _ => {
-                        return Err(at(
-                            span,
-                            "an event takes one of `skip = \"reason\"`, `fault = \"...\"` or `time_factor = x`".into(),
-                        ))
-                    }
-                };
-                let params = e
-                    .params
-                    .into_iter()
-                    .map(|(name, value)| {
-                        let span = value.span();
-                        let values = match value.into_inner() {
-                            toml::Value::Array(values) => values,
-                            one => vec![one],
-                        };
-                        let values = values
-                            .iter()
-                            .map(crate::grid::param_from_toml)
-                            .collect::<Result<Vec<_>, _>>()
-                            .map_err(|m| at(span.clone(), format!("`params.{name}`: {m}")))?;
-                        Ok((name, values))
-                    })
-                    .collect::<Result<_, ManifestError>>()?;
-                Ok(Event {
-                    line: source[..span.start.min(source.len())].matches('\n').count() + 1,
-                    variant: e.variant,
-                    params,
-                    action,
-                })
-            })
+        let events = (raw.event.into_iter())
+            .map(|spanned| parse_event(path, source, spanned))
             .collect::<Result<_, ManifestError>>()?;
         Ok(MockSpec {
             path: path.to_path_buf(),
@@ -1041,6 +993,62 @@ fn set(host: &mut HostData, i: usize, x: f64) -> Result<()> {
         HostData::F64(v) => *v.get_mut(i).ok_or_else(slot)? = x,
     }
     Ok(())
+}
+
+/// One `[[event]]` of the mock device file: what it does, to which cases, and its line.
+fn parse_event(
+    path: &Path,
+    source: &str,
+    spanned: Spanned<RawEvent>,
+) -> Result<Event, ManifestError> {
+    let at = |span: std::ops::Range<usize>, message: String| {
+        ManifestError::new(path, source, span, None, message)
+    };
+    let span = spanned.span();
+    let e = spanned.into_inner();
+    let action =
+        match (e.skip, e.fault, e.time_factor) {
+            (Some(reason), None, None) => Action::Skip(reason),
+            (None, Some(fault), None) => Action::Fault(fault),
+            (None, None, Some(factor)) => {
+                let x = *factor.get_ref();
+                if !(x.is_finite() && x > 0.0) {
+                    return Err(at(
+                        factor.span(),
+                        format!("`time_factor` is {x}; it must be a finite number above 0"),
+                    ));
+                }
+                Action::TimeFactor(x)
+            }
+            _ => return Err(at(
+                span,
+                "an event takes one of `skip = \"reason\"`, `fault = \"...\"` or `time_factor = x`"
+                    .into(),
+            )),
+        };
+    let params = e
+        .params
+        .into_iter()
+        .map(|(name, value)| {
+            let span = value.span();
+            let values = match value.into_inner() {
+                toml::Value::Array(values) => values,
+                one => vec![one],
+            };
+            let values = values
+                .iter()
+                .map(crate::grid::param_from_toml)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|m| at(span.clone(), format!("`params.{name}`: {m}")))?;
+            Ok((name, values))
+        })
+        .collect::<Result<_, ManifestError>>()?;
+    Ok(Event {
+        line: source[..span.start.min(source.len())].matches('\n').count() + 1,
+        variant: e.variant,
+        params,
+        action,
+    })
 }
 
 #[cfg(test)]

@@ -236,6 +236,27 @@ fn a_case_faster_than_the_memory_is_implausible_and_fails_every_claim_on_it() {
         .success();
     let html = std::fs::read_to_string(html).unwrap();
     assert!(html.contains("implausible"), "{html}");
+
+    // And the CSV export, in a column of its own.
+    let csv = kbench(dir.path())
+        .arg("report")
+        .arg(&file)
+        .args(["--format", "csv"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let csv = String::from_utf8(csv).unwrap();
+    let mut rows = csv.lines().map(|l| l.split(',').collect::<Vec<_>>());
+    let header = rows.next().unwrap();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (variant, flag) = (column("variant"), column("implausible"));
+    let flags: Vec<(String, String)> = rows
+        .map(|r| (r[variant].to_string(), r[flag].to_string()))
+        .collect();
+    assert!(flags.contains(&("impossible".into(), "true".into())), "{csv}");
+    assert!(flags.contains(&("honest".into(), "false".into())), "{csv}");
 }
 
 /// Removes every field a results file written before the peaks were split lacks.

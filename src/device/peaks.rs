@@ -24,7 +24,7 @@ const SHAPES: [(u32, u32); 5] = [(256, 8), (512, 4), (1024, 2), (128, 16), (256,
 /// Untimed launches per shape before its timed ones.
 const WARMUP_LAUNCHES: usize = 2;
 /// Timed launches per shape: the shape's figure is their median.
-const TIMED_LAUNCHES: usize = 10;
+const TIMED_LAUNCHES: usize = 20;
 
 impl PeakKernels {
     pub(super) fn load(timer_module: &Module, device: &Device) -> Result<PeakKernels> {
@@ -79,10 +79,7 @@ impl Device {
             }
             let mut times_s = Vec::with_capacity(TIMED_LAUNCHES);
             for _ in 0..TIMED_LAUNCHES {
-                self.record_start()?;
-                launch(dims)?;
-                self.record_stop()?;
-                times_s.push(self.elapsed_raw_s()?);
+                times_s.push(self.time_held_s(&mut || launch(dims))?);
             }
             times_s.sort_by(f64::total_cmp);
             let median_s = times_s[times_s.len() / 2];

@@ -742,10 +742,11 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
         "max_rel_err",
         "reason",
     ]);
-    // Energy and clocks go last, and only where some case has them, so a file without them
-    // reads as before.
+    // Energy, clocks and the implausible flag go last, and only where some case has them, so a
+    // file without them reads as before.
     let energy = doc.cases.iter().any(|c| c.energy().is_some());
     let clocks = doc.cases.iter().any(|c| c.clocks().is_some());
+    let implausible = doc.cases.iter().any(|c| c.implausible);
     if energy {
         header.extend([
             "joules_per_run",
@@ -761,6 +762,9 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
             "memory_clock_median_mhz",
             "throttle_reasons",
         ]);
+    }
+    if implausible {
+        header.extend(["implausible", "implausible_reason"]);
     }
     writer.write_record(&header)?;
     let device = doc.environment.device.as_ref();
@@ -819,6 +823,10 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
                 mhz(k.and_then(|k| k.memory_clock_median_mhz)),
                 k.map_or(String::new(), |k| k.throttle_reasons.join(" ")),
             ]);
+        }
+        if implausible {
+            row.push(c.implausible.to_string());
+            row.push(c.implausible_reason.clone().unwrap_or_default());
         }
         writer.write_record(&row)?;
     }

@@ -1261,6 +1261,154 @@ mod tests {
         assert!(new > 2.0 * widest && widest < 0.03, "{new} {widest}");
     }
 
+    /// Samples of a reduction of several kernels at n = 1e6 on the H100: even and odd samples
+    /// at 14.9 and 13.95 µs, each with its own small spread.
+    fn alternating(seed: u64, n: usize) -> Vec<f64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|i| {
+                let level = if i % 2 == 0 { 14.9e-6 } else { 13.95e-6 };
+                level * (1.0 + 0.01 * (rng.random::<f64>() - 0.5))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn samples_at_two_levels_are_found_and_steady_ones_are_not() {
+        let gap = alternation_gap_s(&alternating(1, 140)).expect("alternates");
+        assert!((gap - 0.95e-6).abs() < 0.05e-6, "{gap}");
+        // Shuffled, the same values are two modes, not an alternation.
+        let mut shuffled = alternating(2, 140);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for i in (1..shuffled.len()).rev() {
+            shuffled.swap(i, rng.random_range(0..=i));
+        }
+        assert_eq!(alternation_gap_s(&shuffled), None);
+        let modes = two_modes_gap_s(&shuffled).expect("two modes");
+        assert!((modes - 0.95e-6).abs() < 0.1e-6, "{modes}");
+        // Steady samples (2% noise with outliers) never show two levels, in 200 draws.
+        for seed in 0..200 {
+            let s = noisy(seed, 100, 1e-5, 0.02);
+            assert_eq!(alternation_gap_s(&s), None, "seed {seed}");
+            assert_eq!(two_modes_gap_s(&s), None, "seed {seed}");
+        }
+        // Two levels 2% apart are within the 3% bound: not reported.
+        let close: Vec<f64> = (0..100)
+            .map(|i| if i % 2 == 0 { 1.02e-5 } else { 1e-5 })
+            .collect();
+        assert_eq!(alternation_gap_s(&close), None);
+        // A case: reported where half its baseline runs or more show the levels.
+        let mut runs: Vec<Vec<f64>> = (0..6).map(|s| alternating(s, 120)).collect();
+        runs.extend((0..4).map(|s| noisy(s, 120, 14.4e-6, 0.01)));
+        let levels = sample_levels(&runs).expect("6 of 10 runs alternate");
+        assert_eq!((levels.kind, levels.runs), (LevelsKind::Alternate, 6));
+        runs.truncate(4);
+        runs.extend((0..6).map(|s| noisy(s, 120, 14.4e-6, 0.01)));
+        assert_eq!(sample_levels(&runs), None, "4 of 10 runs");
+    }
+
+    /// A comparison of one case whose new run was judged `verdict` at `ratio`.
+    fn one_case(verdict: Verdict, ratio: f64) -> Comparison {
+        let c = CaseComparison {
+            variant: "fast".into(),
+            params: "n=1000".into(),
+            base_median_s: Some(1e-5),
+            new_median_s: Some(1e-5 * ratio),
+            ratio: Some(ratio),
+            ratio_ci95: None,
+            ratio_ci90: None,
+            p_value: None,
+            p_adjusted: None,
+            verdict,
+            note: None,
+            baseline_spread: Some(0.01),
+            detectable_change: None,
+            loaded: false,
+            disturbed: None,
+            p_slower: None,
+            p_faster: None,
+            host_bound: false,
+            moved: None,
+            sample_levels: None,
+            retest: None,
+        };
+        Comparison {
+            study: "s".into(),
+            baseline_runs: 10,
+            min_effect: 0.03,
+            fdr: 0.05,
+            cases: vec![c],
+            only_in_baseline: Vec::new(),
+            only_in_new: Vec::new(),
+            load: None,
+            retest: None,
+        }
+    }
+
+    #[test]
+    fn a_retest_confirms_or_clears_a_slower_case() {
+        // Not reproduced: inconclusive, with its detectable change and both ratios.
+        let mut result = one_case(Verdict::Slower, 14.75);
+        apply_retest(
+            &mut result,
+            &one_case(Verdict::Same, 1.012),
+            "r.json",
+            &SETTINGS,
+        );
+        let c = &result.cases[0];
+        assert_eq!(c.verdict, Verdict::Inconclusive);
+        assert_eq!(
+            c.note.as_deref(),
+            Some("not reproduced: +1375.0% then +1.2% on retest")
+        );
+        assert_eq!(
+            c.detectable_change,
+            Some(detectable_change(0.01, 10, 1, &SETTINGS))
+        );
+        assert!(!result.regressed());
+        let summary = result.retest.as_ref().unwrap();
+        assert_eq!((summary.retested, summary.confirmed), (1, 0));
+        // Slower again: it stays slower.
+        let mut result = one_case(Verdict::Slower, 1.06);
+        apply_retest(
+            &mut result,
+            &one_case(Verdict::Slower, 1.05),
+            "r.json",
+            &SETTINGS,
+        );
+        assert_eq!(result.cases[0].verdict, Verdict::Slower);
+        assert_eq!(
+            result.cases[0].note.as_deref(),
+            Some("confirmed on retest: +6.0% then +5.0%")
+        );
+        assert_eq!(result.retest.as_ref().unwrap().confirmed, 1);
+        // Slower by less than the minimum effect, or inconclusive, on retest: not confirmed.
+        let mut result = one_case(Verdict::Slower, 1.06);
+        apply_retest(
+            &mut result,
+            &one_case(Verdict::Inconclusive, 1.05),
+            "r.json",
+            &SETTINGS,
+        );
+        assert_eq!(result.cases[0].verdict, Verdict::Inconclusive);
+        // No result in the retest: the gate does not pass what it could not check.
+        let mut result = one_case(Verdict::Slower, 1.06);
+        let mut missing = one_case(Verdict::NotCompared, 1.0);
+        missing.cases[0].ratio = None;
+        apply_retest(&mut result, &missing, "r.json", &SETTINGS);
+        assert_eq!(result.cases[0].verdict, Verdict::Slower);
+        // Cases that were not slower are left alone.
+        let mut result = one_case(Verdict::Same, 1.0);
+        apply_retest(
+            &mut result,
+            &one_case(Verdict::Slower, 1.5),
+            "r.json",
+            &SETTINGS,
+        );
+        assert_eq!(result.cases[0].verdict, Verdict::Same);
+        assert_eq!(result.retest.as_ref().unwrap().retested, 0);
+    }
+
     #[test]
     fn mann_whitney_matches_a_hand_computed_case() {
         // a = 1..5, b = 6..10: U = 0, mean 12.5, var 25*11/12, z = (12.5 - 0.5)/sqrt(22.9167).

@@ -208,10 +208,31 @@ fn a_one_off_disturbed_slowdown_is_not_confirmed_by_the_retest() {
         .map(|c| format!("{} n={}", c["variant"].as_str().unwrap(), c["params"]["n"]))
         .collect();
     assert_eq!(cases, ["fast n=100003"]);
-    // A second retest keeps the first's results.
+    // The table says so, and names the retest's file.
+    let out = kbench(d, "mock.toml")
+        .arg("compare")
+        .args(&bases)
+        .arg(&new)
+        .arg("--retest")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "retest: 1 case(s) called slower were run again (manifest study.toml): 0 confirmed"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("20261124T000000Z-retest-2.json"), "{text}");
+    assert!(
+        text.contains(&format!("retest: {SLOWED}: not reproduced: +199.8% then ")),
+        "{text}"
+    );
+    assert!(text.contains("0 slower,"), "{text}");
+    // A further retest keeps the earlier ones' results.
     let before = std::fs::read_to_string(&first).unwrap();
     let (_, again) = compare(d, "mock.toml", &bases, &new, &["--retest"]);
-    let second = d.join("new/retest/20261124T000000Z-retest-2.json");
+    let second = d.join("new/retest/20261124T000000Z-retest-3.json");
     assert_eq!(again["retest"]["file"], second.display().to_string());
     assert_eq!(std::fs::read_to_string(&first).unwrap(), before);
 }
@@ -247,7 +268,10 @@ fn a_real_slowdown_is_confirmed_by_the_retest_even_from_the_embedded_manifest() 
     assert_eq!(c["verdict"], "slower");
     assert_eq!(c["retest"]["confirmed"], true);
     let note = c["note"].as_str().unwrap();
-    assert!(note.starts_with("confirmed on retest: +29.9% then +29."), "{note}");
+    assert!(
+        note.starts_with("confirmed on retest: +29.9% then +29."),
+        "{note}"
+    );
     // Nothing else was called slower, so nothing else ran again.
     assert_eq!(result["retest"]["retested"], 1);
 }
@@ -297,4 +321,57 @@ fn run_case_runs_only_the_named_cases_and_refuses_an_unknown_name() {
         "{err}"
     );
     assert!(!d.join("other").join("retested").exists(), "nothing ran");
+}
+
+#[test]
+fn baselines_whose_samples_alternate_say_so_beside_the_detectable_change() {
+    let dir = setup();
+    let d = dir.path();
+    let real = run(d, "mock.toml", "out", &[]);
+    // Ten baselines in which `optimized` at n = 100003 alternates 7% apart sample to sample and
+    // its run medians wander 4% (as a per-process level does): undecided, with a reason.
+    let wander = [1.0, 1.04, 0.96, 1.03, 0.97, 1.02, 0.98, 1.05, 0.95, 1.01];
+    let bases: Vec<PathBuf> = (0..10)
+        .map(|i| {
+            let mut doc = read(&real);
+            for case in doc["cases"].as_array_mut().unwrap() {
+                if case["variant"] != "optimized" || case["params"]["n"] != 100_003 {
+                    continue;
+                }
+                let samples = case["measurement"]["samples_s"].as_array_mut().unwrap();
+                for (k, s) in samples.iter_mut().enumerate() {
+                    let level = if k % 2 == 0 { 1.035 } else { 0.965 };
+                    *s = json!(s.as_f64().unwrap() * level * wander[i]);
+                }
+            }
+            let path = d.join(format!("base/{i:02}.json"));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, serde_json::to_string(&doc).unwrap()).unwrap();
+            path
+        })
+        .collect();
+    let (code, result) = compare(d, "mock.toml", &bases, &real, &[]);
+    assert_eq!(code, 0);
+    let c = case(&result, "optimized block=256 dtype=f32 n=100003");
+    assert_eq!(c["verdict"], "inconclusive", "{c}");
+    assert_eq!(c["sample_levels"]["kind"], "alternate", "{c}");
+    assert_eq!(c["sample_levels"]["runs"], 10, "{c}");
+    let median = c["base_median_s"].as_f64().unwrap();
+    let gap = c["sample_levels"]["gap_s"].as_f64().unwrap();
+    assert!((gap / median - 0.07).abs() < 0.01, "{gap} at {median}");
+    // The steady cases have no such finding.
+    assert!(case(&result, SLOWED).get("sample_levels").is_none());
+    let out = kbench(d, "mock.toml")
+        .arg("compare")
+        .args(&bases)
+        .arg(&real)
+        .arg("--wide")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("two levels in the samples (a run's median may sit on either or between): optimized block=256 dtype=f32 n=100003 (samples alternate between two levels"),
+        "{text}"
+    );
+    assert!(text.contains("apart, in 10 of 10 baseline runs)"), "{text}");
 }

@@ -861,19 +861,23 @@ pub fn two_modes_gap_s(samples: &[f64]) -> Option<f64> {
     let mut x = samples.to_vec();
     x.sort_by(f64::total_cmp);
     let smallest = n.div_ceil(5);
-    let moments = |part: &[f64]| {
-        let mean = part.iter().sum::<f64>() / part.len() as f64;
-        let var = part.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / part.len() as f64;
+    // Prefix sums of the sorted samples and their squares: each split's moments in O(1).
+    let (mut sum, mut sum_sq) = (vec![0.0; n + 1], vec![0.0; n + 1]);
+    for (k, v) in x.iter().enumerate() {
+        sum[k + 1] = sum[k] + v;
+        sum_sq[k + 1] = sum_sq[k] + v * v;
+    }
+    // (mean, variance) of the sorted samples from..to.
+    let moments = |from: usize, to: usize| {
+        let count = (to - from) as f64;
+        let mean = (sum[to] - sum[from]) / count;
+        let var = ((sum_sq[to] - sum_sq[from]) / count - mean * mean).max(0.0);
         (mean, var)
     };
-    let (split, (low, high)) = (smallest..=n - smallest)
-        .map(|i| (i, (moments(&x[..i]), moments(&x[i..]))))
-        .min_by(|a, b| {
-            let within = |(i, ((_, va), (_, vb))): &(usize, ((f64, f64), (f64, f64)))| {
-                va * *i as f64 + vb * (n - i) as f64
-            };
-            within(a).total_cmp(&within(b))
-        })?;
+    // The split with the least within-cluster sum of squares.
+    let within = |i: usize| moments(0, i).1 * i as f64 + moments(i, n).1 * (n - i) as f64;
+    let split = (smallest..=n - smallest).min_by(|&a, &b| within(a).total_cmp(&within(b)))?;
+    let (low, high) = (moments(0, split), moments(split, n));
     let gap = median(&x[split..]) - median(&x[..split]);
     let ashman_d = 2f64.sqrt() * (high.0 - low.0) / (low.1 + high.1).sqrt().max(1e-300);
     (gap > LEVELS_GAP * median(&x) && ashman_d > 4.0).then_some(gap)

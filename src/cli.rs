@@ -107,6 +107,14 @@ pub struct CompareArgs {
     /// Compare runs made on different GPUs, drivers or CPUs.
     #[arg(long)]
     pub allow_different_device: bool,
+    /// Measure the cases called slower again, in a fresh `kbench run` of this binary: a case
+    /// stays slower only if the retest calls it slower too (its results are kept in `retest/`
+    /// beside the new results file).
+    #[arg(long)]
+    pub retest: bool,
+    /// With --retest: the kernel sources the new run was given with `run --kernels-dir`.
+    #[arg(long, requires = "retest")]
+    pub kernels_dir: Option<PathBuf>,
     /// Print the verdicts as JSON.
     #[arg(long)]
     pub json: bool,
@@ -259,6 +267,10 @@ pub struct RunArgs {
     /// same split on every host. Join the shards with `kbench merge`.
     #[arg(long, value_name = "K/N", value_parser = shard::parse_shard, conflicts_with = "resume")]
     pub shard: Option<ShardRecord>,
+    /// Run only the case NAME: its variant and parameters as `kbench compare` shows them,
+    /// `"fast block=256 dtype=f32 n=1000"` (repeatable). A name no planned case has is refused.
+    #[arg(long = "case", value_name = "NAME", conflicts_with_all = ["resume", "shard"])]
+    pub cases: Vec<String>,
     /// Also add each study's results to the baseline NAME (several runs make a better baseline),
     /// for `kbench compare --baseline NAME`.
     #[arg(long, value_name = "NAME", value_parser = parse_baseline_name)]

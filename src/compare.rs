@@ -105,6 +105,54 @@ pub struct CaseComparison {
     /// The case ran on another GPU than in the baseline (`run --devices`, or a merge of shards).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub moved: Option<DeviceMove>,
+    /// The baselines' samples sit at two levels (alternating, or two modes): a run's median may
+    /// land on either or between, which no number of samples in one run settles. Said beside
+    /// the detectable change. Several baseline runs only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample_levels: Option<SampleLevels>,
+    /// Called slower, then measured again in a fresh process (`compare --retest`): what that
+    /// run showed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retest: Option<CaseRetest>,
+}
+
+/// Two levels in a case's samples, seen in most of its baseline runs (`sample_levels`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SampleLevels {
+    /// `alternate`: even and odd samples sit at two levels (a run of several kernels whose
+    /// timing flips from one sample to the next); `two_modes`: two clusters, each of at least a
+    /// fifth of the samples.
+    pub kind: LevelsKind,
+    /// How far apart the two levels are (the median over the runs that show them).
+    pub gap_s: f64,
+    /// In how many of the baseline runs.
+    pub runs: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelsKind {
+    Alternate,
+    TwoModes,
+}
+
+/// A case's retest: its ratio and verdict in the retest run, judged against the same baselines.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseRetest {
+    /// The retest run's median over the baselines'. None: the retest gave no result for it.
+    pub ratio: Option<f64>,
+    pub verdict: Verdict,
+    /// The retest called it slower too: it stays slower.
+    pub confirmed: bool,
+}
+
+/// What `compare --retest` did: which file holds the retest run, how many cases it ran again
+/// and how many it confirmed.
+#[derive(Debug, Clone, Serialize)]
+pub struct RetestSummary {
+    pub file: String,
+    pub retested: usize,
+    pub confirmed: usize,
 }
 
 /// A case that ran on another GPU of the same model than in the baseline. Same-model GPUs differ
@@ -136,6 +184,9 @@ pub struct Comparison {
     /// record it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load: Option<LoadComparison>,
+    /// `--retest`: the cases called slower were run again (`apply_retest`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retest: Option<RetestSummary>,
 }
 
 /// Other processes' use of the host's CPUs, in the new run and in the baselines.
@@ -293,6 +344,7 @@ pub fn compare(bases: &[ResultsDoc], new: &ResultsDoc, settings: &CompareSetting
             .collect(),
         cases,
         load,
+        retest: None,
     }
 }
 
@@ -349,6 +401,67 @@ fn judge_cases(
             c.note = Some("run under load (see `load`): not called slower".into());
         }
     }
+}
+
+/// Settles the cases `result` called slower by a retest of them (`retest`: the retest run
+/// judged against the same baselines, by the same run-level test). A case stays slower only if
+/// the retest calls it slower too; otherwise it becomes inconclusive ("not reproduced"), with
+/// its detectable change. A case the retest has no result for stays slower: unconfirmed, but
+/// the gate does not pass what it could not check.
+pub fn apply_retest(
+    result: &mut Comparison,
+    retest: &Comparison,
+    retest_file: &str,
+    settings: &CompareSettings,
+) {
+    let tested = result.cases.iter().filter(|c| c.ratio.is_some()).count();
+    let (mut retested, mut confirmed) = (0, 0);
+    for c in result
+        .cases
+        .iter_mut()
+        .filter(|c| c.verdict == Verdict::Slower)
+    {
+        retested += 1;
+        let again = retest
+            .cases
+            .iter()
+            .find(|r| r.variant == c.variant && r.params == c.params);
+        let percent = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
+        let first = c.ratio.map_or("?".into(), percent);
+        let Some(again) = again.filter(|r| r.ratio.is_some()) else {
+            c.retest = Some(CaseRetest {
+                ratio: None,
+                verdict: again.map_or(Verdict::NotCompared, |r| r.verdict),
+                confirmed: false,
+            });
+            c.note = Some(format!(
+                "{first}; the retest gave no result for it: slower, unconfirmed"
+            ));
+            continue;
+        };
+        let is_confirmed = again.verdict == Verdict::Slower;
+        let second = again.ratio.map_or("?".into(), percent);
+        c.retest = Some(CaseRetest {
+            ratio: again.ratio,
+            verdict: again.verdict,
+            confirmed: is_confirmed,
+        });
+        if is_confirmed {
+            confirmed += 1;
+            c.note = Some(format!("confirmed on retest: {first} then {second}"));
+        } else {
+            c.verdict = Verdict::Inconclusive;
+            c.note = Some(format!("not reproduced: {first} then {second} on retest"));
+            c.detectable_change = c
+                .baseline_spread
+                .map(|spread| detectable_change(spread, result.baseline_runs, tested, settings));
+        }
+    }
+    result.retest = Some(RetestSummary {
+        file: retest_file.to_string(),
+        retested,
+        confirmed,
+    });
 }
 
 /// The new run's host load against the baselines': None where any run does not record it.
@@ -558,6 +671,8 @@ fn compare_case(base_runs: &[&CaseResult], new: &CaseResult) -> CaseComparison {
         host_bound: new.backend == Backend::Cpu
             || matches!(new.scope, Some(Scope::Program | Scope::Transfers)),
         moved: None,
+        sample_levels: None,
+        retest: None,
     };
     let base_passed = base_runs.iter().all(|c| c.status == CaseStatus::Passed);
     if new.failed() && base_passed {
@@ -602,6 +717,7 @@ fn compare_case(base_runs: &[&CaseResult], new: &CaseResult) -> CaseComparison {
         out.p_faster = Some(test.p_faster);
         out.p_value = Some(test.p_slower.min(test.p_faster));
         out.baseline_spread = Some(test.spread);
+        out.sample_levels = sample_levels(&base_samples);
     }
     out
 }
@@ -680,6 +796,91 @@ fn timer_tick_s(runs: &[Vec<f64>]) -> f64 {
     } else {
         0.0
     }
+}
+
+/// Two levels apart by more than this (relative to the median) count as two levels.
+pub const LEVELS_GAP: f64 = 0.03;
+
+/// Two levels in the baselines' samples (`CaseComparison::sample_levels`), where at least half
+/// of the baseline runs show them: alternation first (the more specific finding), else two modes.
+fn sample_levels(base_runs: &[Vec<f64>]) -> Option<SampleLevels> {
+    let found: Vec<(LevelsKind, f64)> = base_runs
+        .iter()
+        .filter_map(|s| {
+            alternation_gap_s(s)
+                .map(|gap| (LevelsKind::Alternate, gap))
+                .or_else(|| two_modes_gap_s(s).map(|gap| (LevelsKind::TwoModes, gap)))
+        })
+        .collect();
+    if found.is_empty() || 2 * found.len() < base_runs.len() {
+        return None;
+    }
+    let alternating = found
+        .iter()
+        .filter(|f| f.0 == LevelsKind::Alternate)
+        .count();
+    let kind = if 2 * alternating >= found.len() {
+        LevelsKind::Alternate
+    } else {
+        LevelsKind::TwoModes
+    };
+    let gaps: Vec<f64> = found.iter().map(|f| f.1).collect();
+    Some(SampleLevels {
+        kind,
+        gap_s: median(&gaps),
+        runs: found.len(),
+    })
+}
+
+/// Even and odd samples at two levels: their medians more than `LEVELS_GAP` apart, and at least
+/// 3 in 4 of the pairs (sample 2i, sample 2i+1) ordered the same way. Measured on an H100: the
+/// reductions of several kernels at n = 1e6 alternate 0.9 us apart at 14 us, in every run.
+pub fn alternation_gap_s(samples: &[f64]) -> Option<f64> {
+    if samples.len() < 10 {
+        return None;
+    }
+    let even: Vec<f64> = samples.iter().step_by(2).copied().collect();
+    let odd: Vec<f64> = samples.iter().skip(1).step_by(2).copied().collect();
+    let gap = median(&even) - median(&odd);
+    if gap.abs() <= LEVELS_GAP * median(samples) {
+        return None;
+    }
+    let pairs: Vec<f64> = samples.chunks_exact(2).map(|p| p[0] - p[1]).collect();
+    let agree = pairs.iter().filter(|d| **d * gap > 0.0).count();
+    (4 * agree >= 3 * pairs.len()).then_some(gap.abs())
+}
+
+/// Two clusters: the split of the sorted samples with the least within-cluster variance, each
+/// side holding at least a fifth of the samples, whose medians are more than `LEVELS_GAP` apart
+/// and well separated (Ashman's D over 4: a normal sample split at its median gives 2.7).
+pub fn two_modes_gap_s(samples: &[f64]) -> Option<f64> {
+    let n = samples.len();
+    if n < 10 {
+        return None;
+    }
+    let mut x = samples.to_vec();
+    x.sort_by(f64::total_cmp);
+    let smallest = n.div_ceil(5);
+    // Prefix sums of the sorted samples and their squares: each split's moments in O(1).
+    let (mut sum, mut sum_sq) = (vec![0.0; n + 1], vec![0.0; n + 1]);
+    for (k, v) in x.iter().enumerate() {
+        sum[k + 1] = sum[k] + v;
+        sum_sq[k + 1] = sum_sq[k] + v * v;
+    }
+    // (mean, variance) of the sorted samples from..to.
+    let moments = |from: usize, to: usize| {
+        let count = (to - from) as f64;
+        let mean = (sum[to] - sum[from]) / count;
+        let var = ((sum_sq[to] - sum_sq[from]) / count - mean * mean).max(0.0);
+        (mean, var)
+    };
+    // The split with the least within-cluster sum of squares.
+    let within = |i: usize| moments(0, i).1 * i as f64 + moments(i, n).1 * (n - i) as f64;
+    let split = (smallest..=n - smallest).min_by(|&a, &b| within(a).total_cmp(&within(b)))?;
+    let (low, high) = (moments(0, split), moments(split, n));
+    let gap = median(&x[split..]) - median(&x[..split]);
+    let ashman_d = 2f64.sqrt() * (high.0 - low.0) / (low.1 + high.1).sqrt().max(1e-300);
+    (gap > LEVELS_GAP * median(&x) && ashman_d > 4.0).then_some(gap)
 }
 
 /// How far apart a run's samples are: interquartile range over median.
@@ -1062,6 +1263,154 @@ mod tests {
         assert_eq!(disturbed(&steady, &noisy(99, 30, 1e-3, 0.02)), None);
         let (new, widest) = disturbed(&steady, &noisy(99, 30, 1e-3, 0.12)).expect("disturbed");
         assert!(new > 2.0 * widest && widest < 0.03, "{new} {widest}");
+    }
+
+    /// Samples of a reduction of several kernels at n = 1e6 on the H100: even and odd samples
+    /// at 14.9 and 13.95 µs, each with its own small spread.
+    fn alternating(seed: u64, n: usize) -> Vec<f64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..n)
+            .map(|i| {
+                let level = if i % 2 == 0 { 14.9e-6 } else { 13.95e-6 };
+                level * (1.0 + 0.01 * (rng.random::<f64>() - 0.5))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn samples_at_two_levels_are_found_and_steady_ones_are_not() {
+        let gap = alternation_gap_s(&alternating(1, 140)).expect("alternates");
+        assert!((gap - 0.95e-6).abs() < 0.05e-6, "{gap}");
+        // Shuffled, the same values are two modes, not an alternation.
+        let mut shuffled = alternating(2, 140);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for i in (1..shuffled.len()).rev() {
+            shuffled.swap(i, rng.random_range(0..=i));
+        }
+        assert_eq!(alternation_gap_s(&shuffled), None);
+        let modes = two_modes_gap_s(&shuffled).expect("two modes");
+        assert!((modes - 0.95e-6).abs() < 0.1e-6, "{modes}");
+        // Steady samples (2% noise with outliers) never show two levels, in 200 draws.
+        for seed in 0..200 {
+            let s = noisy(seed, 100, 1e-5, 0.02);
+            assert_eq!(alternation_gap_s(&s), None, "seed {seed}");
+            assert_eq!(two_modes_gap_s(&s), None, "seed {seed}");
+        }
+        // Two levels 2% apart are within the 3% bound: not reported.
+        let close: Vec<f64> = (0..100)
+            .map(|i| if i % 2 == 0 { 1.02e-5 } else { 1e-5 })
+            .collect();
+        assert_eq!(alternation_gap_s(&close), None);
+        // A case: reported where half its baseline runs or more show the levels.
+        let mut runs: Vec<Vec<f64>> = (0..6).map(|s| alternating(s, 120)).collect();
+        runs.extend((0..4).map(|s| noisy(s, 120, 14.4e-6, 0.01)));
+        let levels = sample_levels(&runs).expect("6 of 10 runs alternate");
+        assert_eq!((levels.kind, levels.runs), (LevelsKind::Alternate, 6));
+        runs.truncate(4);
+        runs.extend((0..6).map(|s| noisy(s, 120, 14.4e-6, 0.01)));
+        assert_eq!(sample_levels(&runs), None, "4 of 10 runs");
+    }
+
+    /// A comparison of one case whose new run was judged `verdict` at `ratio`.
+    fn one_case(verdict: Verdict, ratio: f64) -> Comparison {
+        let c = CaseComparison {
+            variant: "fast".into(),
+            params: "n=1000".into(),
+            base_median_s: Some(1e-5),
+            new_median_s: Some(1e-5 * ratio),
+            ratio: Some(ratio),
+            ratio_ci95: None,
+            ratio_ci90: None,
+            p_value: None,
+            p_adjusted: None,
+            verdict,
+            note: None,
+            baseline_spread: Some(0.01),
+            detectable_change: None,
+            loaded: false,
+            disturbed: None,
+            p_slower: None,
+            p_faster: None,
+            host_bound: false,
+            moved: None,
+            sample_levels: None,
+            retest: None,
+        };
+        Comparison {
+            study: "s".into(),
+            baseline_runs: 10,
+            min_effect: 0.03,
+            fdr: 0.05,
+            cases: vec![c],
+            only_in_baseline: Vec::new(),
+            only_in_new: Vec::new(),
+            load: None,
+            retest: None,
+        }
+    }
+
+    #[test]
+    fn a_retest_confirms_or_clears_a_slower_case() {
+        // Not reproduced: inconclusive, with its detectable change and both ratios.
+        let mut result = one_case(Verdict::Slower, 14.75);
+        apply_retest(
+            &mut result,
+            &one_case(Verdict::Same, 1.012),
+            "r.json",
+            &SETTINGS,
+        );
+        let c = &result.cases[0];
+        assert_eq!(c.verdict, Verdict::Inconclusive);
+        assert_eq!(
+            c.note.as_deref(),
+            Some("not reproduced: +1375.0% then +1.2% on retest")
+        );
+        assert_eq!(
+            c.detectable_change,
+            Some(detectable_change(0.01, 10, 1, &SETTINGS))
+        );
+        assert!(!result.regressed());
+        let summary = result.retest.as_ref().unwrap();
+        assert_eq!((summary.retested, summary.confirmed), (1, 0));
+        // Slower again: it stays slower.
+        let mut result = one_case(Verdict::Slower, 1.06);
+        apply_retest(
+            &mut result,
+            &one_case(Verdict::Slower, 1.05),
+            "r.json",
+            &SETTINGS,
+        );
+        assert_eq!(result.cases[0].verdict, Verdict::Slower);
+        assert_eq!(
+            result.cases[0].note.as_deref(),
+            Some("confirmed on retest: +6.0% then +5.0%")
+        );
+        assert_eq!(result.retest.as_ref().unwrap().confirmed, 1);
+        // Slower by less than the minimum effect, or inconclusive, on retest: not confirmed.
+        let mut result = one_case(Verdict::Slower, 1.06);
+        apply_retest(
+            &mut result,
+            &one_case(Verdict::Inconclusive, 1.05),
+            "r.json",
+            &SETTINGS,
+        );
+        assert_eq!(result.cases[0].verdict, Verdict::Inconclusive);
+        // No result in the retest: the gate does not pass what it could not check.
+        let mut result = one_case(Verdict::Slower, 1.06);
+        let mut missing = one_case(Verdict::NotCompared, 1.0);
+        missing.cases[0].ratio = None;
+        apply_retest(&mut result, &missing, "r.json", &SETTINGS);
+        assert_eq!(result.cases[0].verdict, Verdict::Slower);
+        // Cases that were not slower are left alone.
+        let mut result = one_case(Verdict::Same, 1.0);
+        apply_retest(
+            &mut result,
+            &one_case(Verdict::Slower, 1.5),
+            "r.json",
+            &SETTINGS,
+        );
+        assert_eq!(result.cases[0].verdict, Verdict::Same);
+        assert_eq!(result.retest.as_ref().unwrap().retested, 0);
     }
 
     #[test]

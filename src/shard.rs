@@ -49,6 +49,49 @@ pub fn select(manifest: &Manifest, cases: Vec<Case>, shard: Option<ShardRecord>)
     }
 }
 
+/// A case's name as `kbench compare` and the results show it: the variant and its parameters,
+/// `fast block=256 dtype=f32 n=1000`. `kbench run --case NAME` runs the cases so named.
+pub fn case_name(manifest: &Manifest, case: &Case) -> String {
+    format!(
+        "{} {}",
+        manifest.variants[case.variant].name,
+        describe_params(&case.params)
+    )
+}
+
+/// The cases named in `names` (all of them where `names` is empty), in plan order.
+pub fn select_named(manifest: &Manifest, cases: Vec<Case>, names: &[String]) -> Vec<Case> {
+    if names.is_empty() {
+        return cases;
+    }
+    cases
+        .into_iter()
+        .filter(|c| names.contains(&case_name(manifest, c)))
+        .collect()
+}
+
+/// Refuses a `--case` name that no planned case of any of the studies has, with a name the plan
+/// does have, to show the form.
+pub fn check_named(studies: &[(&Manifest, &[Case])], names: &[String]) -> Result<()> {
+    for name in names {
+        let known = studies
+            .iter()
+            .any(|(m, cases)| cases.iter().any(|c| case_name(m, c) == *name));
+        if known {
+            continue;
+        }
+        let example = studies
+            .iter()
+            .find_map(|(m, cases)| cases.first().map(|c| case_name(m, c)))
+            .unwrap_or_default();
+        bail!(
+            "--case `{name}`: no planned case has that name; a case is named by its variant and \
+             parameters as `kbench compare` shows them, e.g. `{example}`"
+        );
+    }
+    Ok(())
+}
+
 /// `--shard K/N`: K from 1 to N.
 pub fn parse_shard(text: &str) -> Result<ShardRecord, String> {
     let expected = "expected K/N with 1 <= K <= N (shards are numbered from 1), e.g. 2/4";

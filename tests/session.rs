@@ -77,6 +77,7 @@ fn request(source: Source, out_dir: &Path, overrides: MeasureOverrides) -> Reque
         },
         out_dir: out_dir.to_path_buf(),
         shard: None,
+        cases: Vec::new(),
         exports: Vec::new(),
         save_baseline: Some("main".into()),
         check_claims: false,

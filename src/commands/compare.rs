@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use super::{bad_input, table_width};
+use super::{bad_input, compare_retest, table_width};
 use crate::cli::CompareArgs;
 use crate::compare::{self, CompareSettings};
 use crate::exit::Exit;
@@ -69,7 +69,11 @@ pub fn compare(args: CompareArgs) -> Exit {
             "--min-effect and --fdr must be between 0 and 1"
         ));
     }
-    let result = compare::compare(&bases, &new, &settings);
+    let mut result = compare::compare(&bases, &new, &settings);
+    let mut retest_lines = String::new();
+    if args.retest {
+        retest_lines = retest(&mut result, &bases, new_path, &new, &settings, &args);
+    }
     if args.json {
         outln!(
             "{}",
@@ -100,6 +104,7 @@ pub fn compare(args: CompareArgs) -> Exit {
             );
             text.push_str("its samples alone; save 3 or more baseline runs\n");
         }
+        text.push_str(&retest_lines);
         text.push_str(&compare_table::render(&result, table_width(args.wide)));
         text.push('\n');
         crate::report::style::print(&text);
@@ -108,6 +113,46 @@ pub fn compare(args: CompareArgs) -> Exit {
         Exit::Regressed
     } else {
         Exit::Ok
+    }
+}
+
+/// `--retest`: the cases called slower are run again and judged against the same baselines
+/// (`compare_retest`, `compare::apply_retest`). Returns the lines that say what ran; a retest
+/// that cannot run leaves the verdicts as they are, and says why on stderr.
+fn retest(
+    result: &mut compare::Comparison,
+    bases: &[crate::record::ResultsDoc],
+    new_path: &Path,
+    new: &crate::record::ResultsDoc,
+    settings: &CompareSettings,
+    args: &CompareArgs,
+) -> String {
+    let slower: Vec<String> = result
+        .cases
+        .iter()
+        .filter(|c| c.verdict == compare::Verdict::Slower)
+        .map(|c| format!("{} {}", c.variant, c.params))
+        .collect();
+    if slower.is_empty() {
+        return "retest: no case called slower, nothing to run again\n".into();
+    }
+    let run = compare_retest::run_retest(new_path, new, &slower, args.kernels_dir.as_deref());
+    match run {
+        Ok(run) => {
+            let judged = compare::compare(bases, &run.doc, settings);
+            let file = run.results_path.display().to_string();
+            compare::apply_retest(result, &judged, &file, settings);
+            let confirmed = result.retest.as_ref().map_or(0, |r| r.confirmed);
+            format!(
+                "retest: {} case(s) called slower were run again ({}): {confirmed} confirmed\n  {file}\n",
+                slower.len(),
+                run.manifest_note
+            )
+        }
+        Err(e) => {
+            crate::errln!("warning: --retest: {e:#}; the verdicts stand unconfirmed");
+            String::new()
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod compare;
+pub mod compare_retest;
 pub mod docs;
 pub mod history;
 pub mod kernels;

@@ -38,6 +38,7 @@ pub fn run(args: RunArgs) -> Exit {
         options,
         out_dir: args.out_dir,
         shard: args.shard,
+        cases: args.cases,
         exports: (args.export.into_iter())
             .chain(
                 (args.results.as_deref())

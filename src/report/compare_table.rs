@@ -4,7 +4,7 @@
 //! compared (by reason), the noisy and loaded cases, the host's load, the cases that moved GPU
 //! and the cases in only one of the runs.
 
-use crate::compare::{CaseComparison, Comparison, Verdict, NOISY_SPREAD};
+use crate::compare::{CaseComparison, Comparison, LevelsKind, Verdict, NOISY_SPREAD};
 use crate::report::case_table::{draw_columns, format_seconds, Column, TableStyle};
 use crate::report::text::wrap;
 
@@ -89,6 +89,15 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
             c.note.as_deref().unwrap_or("no reason recorded")
         )));
     }
+    // `--retest`: what the fresh run of each case called slower showed.
+    for c in shown.iter().filter(|c| c.retest.is_some()) {
+        out.push_str(&line(format!(
+            "retest: {} {}: {}",
+            c.variant,
+            c.params,
+            c.note.as_deref().unwrap_or("no note recorded")
+        )));
+    }
     out.push_str(&format!(
         "\n{} slower, {} faster, {} same, {} inconclusive, {} new failures, {} not compared\n(min effect {:.1}%, false-discovery rate {:.0}%)\n",
         result.count(Verdict::Slower),
@@ -150,6 +159,42 @@ pub fn render(result: &Comparison, max_width_chars: Option<usize>) -> String {
     out
 }
 
+/// The undecided cases whose baselines' samples sit at two levels: why their run-to-run
+/// spread is what it is ("samples alternate between two levels 0.9 µs apart").
+fn levels_line(result: &Comparison, max_width_chars: Option<usize>) -> String {
+    let cases: Vec<String> = result
+        .cases
+        .iter()
+        .filter(|c| c.detectable_change.is_some())
+        .filter_map(|c| {
+            let levels = c.sample_levels?;
+            let how = match levels.kind {
+                LevelsKind::Alternate => "samples alternate between two levels",
+                LevelsKind::TwoModes => "samples in two modes",
+            };
+            Some(format!(
+                "{} {} ({how} {} apart, in {} of {} baseline runs)",
+                c.variant,
+                c.params,
+                format_seconds(levels.gap_s),
+                levels.runs,
+                result.baseline_runs
+            ))
+        })
+        .collect();
+    if cases.is_empty() {
+        return String::new();
+    }
+    wrap(
+        &format!(
+            "two levels in the samples (a run's median may sit on either or between): {}",
+            cases.join(", ")
+        ),
+        max_width_chars,
+        "    ",
+    )
+}
+
 /// Below the counts: what the undecided cases could detect (the range), the noisy ones with
 /// their spread, and the host's load where it made cases `loaded`.
 fn undecided_lines(result: &Comparison, max_width_chars: Option<usize>) -> String {
@@ -191,6 +236,7 @@ fn undecided_lines(result: &Comparison, max_width_chars: Option<usize>) -> Strin
             noisy.join(", ")
         )));
     }
+    out.push_str(&levels_line(result, max_width_chars));
     let disturbed: Vec<String> = result
         .cases
         .iter()

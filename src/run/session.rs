@@ -43,6 +43,8 @@ pub struct Request {
     /// Each study's results go to `<out_dir>/<study>/<timestamp>.json`.
     pub out_dir: PathBuf,
     pub shard: Option<ShardRecord>,
+    /// `--case NAME`: only the cases so named (`shard::case_name`); empty: every case.
+    pub cases: Vec<String>,
     /// Also written for each study as it finishes.
     pub exports: Vec<Export>,
     /// Each study's results are also added to this baseline.
@@ -174,9 +176,16 @@ fn prepare(request: &Request, sink: &dyn Sink) -> Result<Vec<Prepared>, Stop> {
     let loaded = load_all(args, &request.options.interrupted, sink)?;
     check_before_running(request, &loaded).map_err(|e| refuse(sink, e))?;
     note_idle_mock_events(request, &loaded, sink);
+    let named: Vec<(&Manifest, &[Case])> = loaded.iter().map(|(m, c)| (m, c.as_slice())).collect();
+    shard::check_named(&named, &request.cases).map_err(|e| refuse(sink, e))?;
     let mut studies = Vec::new();
     for (manifest, cases) in loaded {
         let cases = shard::select(&manifest, cases, request.shard);
+        let cases = shard::select_named(&manifest, cases, &request.cases);
+        if cases.is_empty() && !request.cases.is_empty() {
+            // `--case` names none of this study's cases: it has nothing to run.
+            continue;
+        }
         let overrides = &request.options.overrides;
         let measure = overrides.apply(&manifest.measure);
         if let Some(note) = overrides.sample_count_note(&manifest.measure, &measure) {

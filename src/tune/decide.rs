@@ -183,7 +183,11 @@ fn ranked(contenders: &[Contender]) -> Vec<&Contender> {
     let mut ranked: Vec<&Contender> = (contenders.iter())
         .filter(|c| !c.round_medians_s.is_empty())
         .collect();
-    ranked.sort_by(|a, b| mean_log(a).total_cmp(&mean_log(b)).then(a.config.cmp(&b.config)));
+    ranked.sort_by(|a, b| {
+        mean_log(a)
+            .total_cmp(&mean_log(b))
+            .then(a.config.cmp(&b.config))
+    });
     ranked
 }
 
@@ -393,9 +397,15 @@ mod tests {
             assert_eq!(v.rounds, RULE.min_rounds, "seed {seed}");
             assert_eq!((v.winner, v.runner_up), (1, Some(0)));
             let (lo, hi) = v.runner_up_slower_by_ci.unwrap();
-            assert!(lo > 0.0 && lo < 0.05 && hi > 0.05, "seed {seed}: {lo} .. {hi}");
+            assert!(
+                lo > 0.0 && lo < 0.05 && hi > 0.05,
+                "seed {seed}: {lo} .. {hi}"
+            );
             let cv = v.winner_round_cv.unwrap();
-            assert!(cv > 0.001 && cv < 0.02, "seed {seed}: between-round CV {cv}");
+            assert!(
+                cv > 0.001 && cv < 0.02,
+                "seed {seed}: between-round CV {cv}"
+            );
         }
     }
 
@@ -414,7 +424,10 @@ mod tests {
             }
             separated += usize::from(v.kind == VerdictKind::Separated);
         }
-        assert!(ties >= 90 && separated <= 5, "{ties} ties, {separated} separated of 100");
+        assert!(
+            ties >= 90 && separated <= 5,
+            "{ties} ties, {separated} separated of 100"
+        );
     }
 
     /// A 3% gap hidden by a +-10% offset per process: unresolved after every round allowed,
@@ -439,10 +452,16 @@ mod tests {
         // Far apart and exact, yet 4 rounds are not 5.
         let four = [c(&[1.0; 4]), c(&[2.0; 4])];
         assert!(!settled(&four, &RULE));
-        assert_eq!(compare(&[1.0; 4], &[2.0; 4], &RULE).kind, VerdictKind::Unresolved);
+        assert_eq!(
+            compare(&[1.0; 4], &[2.0; 4], &RULE).kind,
+            VerdictKind::Unresolved
+        );
         let five = [c(&[1.0; 5]), c(&[2.0; 5])];
         assert!(settled(&five, &RULE));
-        let noisy = [c(&[1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 0.8, 1.0, 1.1, 1.2]), c(&[1.05; 10])];
+        let noisy = [
+            c(&[1.0, 1.2, 0.9, 1.1, 1.0, 1.3, 0.8, 1.0, 1.1, 1.2]),
+            c(&[1.05; 10]),
+        ];
         assert!(settled(&noisy, &RULE), "the round limit settles");
     }
 

@@ -271,11 +271,13 @@ pub fn table(doc: &TuneDoc, problem: &ProblemResult) -> String {
             "  winner: {} at {}{}: {}\n\n",
             w.label(),
             format_seconds(w.verdict.winner_median_s),
-            w.verdict.winner_round_cv.map_or(String::new(), |cv| format!(
-                " (over {} rounds, between-round CV {:.1}%)",
-                w.rounds,
-                cv * 100.0
-            )),
+            w.verdict
+                .winner_round_cv
+                .map_or(String::new(), |cv| format!(
+                    " (over {} rounds, between-round CV {:.1}%)",
+                    w.rounds,
+                    cv * 100.0
+                )),
             w.verdict_line()
         )),
         (None, why) => text.push_str(&format!(

@@ -437,8 +437,8 @@ fn rule_of(spec: &TuneSpec) -> Rule {
 /// until its decision is settled (`decide::settled`).
 fn decide_all(tune: &mut Tune, options: &RunOptions) -> Result<(StudyEnd, Vec<Decided>)> {
     let rule = rule_of(&tune.spec);
-    let mut contenders: Vec<Vec<Contender>> = (tune.history.iter())
-        .map(|h| top_configs(h, tune.spec.top))
+    let mut contenders: Vec<Vec<Contender>> = (0..tune.problems.len())
+        .map(|p| top_configs(tune, p))
         .collect();
     let mut dropped: Vec<Vec<(usize, String)>> = vec![Vec::new(); tune.problems.len()];
     let mut one_lane = options.clone();
@@ -465,7 +465,9 @@ fn decide_all(tune: &mut Tune, options: &RunOptions) -> Result<(StudyEnd, Vec<De
         );
         for &p in &active {
             let k = contenders[p].len();
-            let order: Vec<usize> = (0..k).map(|i| contenders[p][(i + round) % k].config).collect();
+            let order: Vec<usize> = (0..k)
+                .map(|i| contenders[p][(i + round) % k].config)
+                .collect();
             let mut medians: Vec<(usize, Result<f64, String>)> = Vec::new();
             for c in order {
                 let (end, finished) =
@@ -486,17 +488,13 @@ fn decide_all(tune: &mut Tune, options: &RunOptions) -> Result<(StudyEnd, Vec<De
     Ok((StudyEnd::Finished, decided))
 }
 
-/// The `top` fastest correct configurations of a history, with no rounds yet.
-fn top_configs(history: &[Evaluation], top: usize) -> Vec<Contender> {
-    let mut passed: Vec<&Evaluation> = history.iter().filter(|e| e.median_s.is_some()).collect();
-    passed.sort_by(|a, b| {
-        (a.median_s.unwrap_or(f64::MAX))
-            .total_cmp(&b.median_s.unwrap_or(f64::MAX))
-            .then(a.config.cmp(&b.config))
-    });
-    (passed.iter().take(top))
-        .map(|e| Contender {
-            config: e.config,
+/// The configurations a problem point re-measures (`strategy::contenders`), with no rounds yet.
+fn top_configs(tune: &Tune, p: usize) -> Vec<Contender> {
+    let history = observed(&tune.history[p]);
+    let space = tune.problems[p].space();
+    (strategy::contenders(tune.spec.strategy, &space, &history, tune.spec.top).into_iter())
+        .map(|config| Contender {
+            config,
             round_medians_s: Vec::new(),
         })
         .collect()

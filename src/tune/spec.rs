@@ -126,7 +126,14 @@ pub fn load(manifest: &Manifest) -> Result<TuneSpec, ManifestError> {
         &at,
     )?;
     let top = whole_in(raw.top.as_ref(), "tune.top", 1, 100, 3, &at)?;
-    let rounds = whole_in(raw.rounds.as_ref(), "tune.rounds", 2, 100, DEFAULT_ROUNDS, &at)?;
+    let rounds = whole_in(
+        raw.rounds.as_ref(),
+        "tune.rounds",
+        2,
+        100,
+        DEFAULT_ROUNDS,
+        &at,
+    )?;
     let min_rounds = check_min_rounds(raw.min_rounds.as_ref(), rounds, &at)?;
     let tie_within = match &raw.tie_within {
         None => 0.01,

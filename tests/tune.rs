@@ -526,6 +526,24 @@ fn bad_tune_tables_are_refused_at_their_line() {
             "between 0 and 1",
         ),
         (
+            "axes = [\"block\"]\nbudget = { evaluations = 3 }\nrounds = 4\nmin_rounds = 6",
+            "study.toml:16:14",
+            "tune.min_rounds",
+            "`min_rounds` is 6; it must be from 2 (a paired interval needs two rounds) to `rounds` (4)",
+        ),
+        (
+            "axes = [\"block\"]\nbudget = { evaluations = 3 }\nmin_rounds = 1",
+            "study.toml:15:14",
+            "tune.min_rounds",
+            "`min_rounds` is 1",
+        ),
+        (
+            "axes = [\"block\"]\nbudget = { evaluations = 3 }\nrounds = 1",
+            "study.toml:15:10",
+            "tune.rounds",
+            "`rounds` is 1; it must be from 2 to 100",
+        ),
+        (
             "axes = [\"block\"]\nbudget = { evaluations = 3 }\nstrategey = \"random\"",
             "study.toml:15:",
             "tune.strategey",

@@ -231,19 +231,24 @@ pub fn compare(winner: &[f64], other: &[f64], rule: &Rule) -> Comparison {
 /// Whether no more rounds are needed: `min_rounds` run and the winner separated from or tied
 /// with every other contender (or `max_rounds` reached).
 pub fn settled(contenders: &[Contender], rule: &Rule) -> bool {
-    let ranked = ranked(contenders);
-    let Some(winner) = ranked.first() else {
+    if contenders.len() < 2 {
         return true;
-    };
-    let rounds = winner.round_medians_s.len();
+    }
+    let rounds = (contenders.iter())
+        .map(|c| c.round_medians_s.len())
+        .min()
+        .unwrap_or(0);
+    if rounds < rule.min_rounds {
+        return false;
+    }
     if rounds >= rule.max_rounds {
         return true;
     }
-    rounds >= rule.min_rounds
-        && ranked[1..].iter().all(|c| {
-            compare(&winner.round_medians_s, &c.round_medians_s, rule).kind
-                != VerdictKind::Unresolved
-        })
+    let ranked = ranked(contenders);
+    let winner = ranked[0];
+    ranked[1..].iter().all(|c| {
+        compare(&winner.round_medians_s, &c.round_medians_s, rule).kind != VerdictKind::Unresolved
+    })
 }
 
 /// The verdict from the rounds; None when no contender has a round.
@@ -450,6 +455,8 @@ mod tests {
             round_medians_s: medians.to_vec(),
         };
         // Far apart and exact, yet 4 rounds are not 5.
+        assert!(!settled(&[c(&[]), c(&[])], &RULE), "no rounds yet");
+        assert!(settled(&[c(&[])], &RULE), "no rival");
         let four = [c(&[1.0; 4]), c(&[2.0; 4])];
         assert!(!settled(&four, &RULE));
         assert_eq!(

@@ -476,7 +476,7 @@ fn a_study_of_one_size_gets_defines_in_its_header() {
 /// Each bad `[tune]` table, the line and key refused, and a piece of the message.
 #[test]
 fn bad_tune_tables_are_refused_at_their_line() {
-    let cases: [(&str, &str, &str, &str); 9] = [
+    let cases: [(&str, &str, &str, &str); 12] = [
         (
             "axes = [\"block\", \"itms\"]",
             "study.toml:13:",

@@ -371,6 +371,7 @@ mod tests {
             new += usize::from(v.kind == VerdictKind::Separated);
             assert!(v.rounds >= RULE.min_rounds);
         }
+        eprintln!("0.5% gap, +-5% between processes: pooled rule separated {old}/200, rounds rule {new}/200");
         assert!(old >= 180, "the pooled rule separated only {old}/200");
         assert!(new <= 10, "the rounds rule separated {new}/200");
     }
@@ -389,6 +390,7 @@ mod tests {
             let rounds = rounds_of_samples(1000 + seed, &[2e-5, 2e-5], 0.03, 0.01, 12, 50);
             separated += usize::from(sequential(&rounds, &rule).kind == VerdictKind::Separated);
         }
+        eprintln!("identical configurations: {separated}/400 falsely separated");
         assert!(separated <= 20, "{separated}/400 falsely separated");
     }
 
@@ -429,6 +431,7 @@ mod tests {
             }
             separated += usize::from(v.kind == VerdictKind::Separated);
         }
+        eprintln!("the same configuration twice: {ties} ties, {separated} separated of 100");
         assert!(
             ties >= 90 && separated <= 5,
             "{ties} ties, {separated} separated of 100"

@@ -74,9 +74,15 @@ pub struct TuneSpec {
     pub top: usize,
     /// The most re-measurement rounds.
     pub rounds: usize,
-    /// The rounds before any verdict.
+    /// The rounds before any verdict (a journal written before this setting existed resumes
+    /// with the least, 2).
+    #[serde(default = "least_min_rounds")]
     pub min_rounds: usize,
     pub tie_within: f64,
+}
+
+fn least_min_rounds() -> usize {
+    2
 }
 
 /// The manifest's text as serde sees it for this module: the `[tune]` table only.

@@ -265,9 +265,12 @@ fn measured_log_times(history: &[Observed]) -> Vec<(usize, f64)> {
         .collect()
 }
 
+/// Points in unit coordinates and their log times.
+type Points = Vec<(Vec<f64>, f64)>;
+
 /// The Gaussian process over the measured log times, and its points.
-fn fit(space: &Space, measured: &[(usize, f64)]) -> Option<(Gp, Vec<(Vec<f64>, f64)>)> {
-    let points: Vec<(Vec<f64>, f64)> = (measured.iter())
+fn fit(space: &Space, measured: &[(usize, f64)]) -> Option<(Gp, Points)> {
+    let points: Points = (measured.iter())
         .map(|(c, y)| (space.unit(*c), *y))
         .collect();
     Some((Gp::fit(&points)?, points))

@@ -476,7 +476,7 @@ fn a_study_of_one_size_gets_defines_in_its_header() {
 /// Each bad `[tune]` table, the line and key refused, and a piece of the message.
 #[test]
 fn bad_tune_tables_are_refused_at_their_line() {
-    let cases: [(&str, &str, &str, &str); 9] = [
+    let cases: [(&str, &str, &str, &str); 12] = [
         (
             "axes = [\"block\", \"itms\"]",
             "study.toml:13:",
@@ -524,6 +524,24 @@ fn bad_tune_tables_are_refused_at_their_line() {
             "study.toml:15:",
             "tune.tie_within",
             "between 0 and 1",
+        ),
+        (
+            "axes = [\"block\"]\nbudget = { evaluations = 3 }\nrounds = 4\nmin_rounds = 6",
+            "study.toml:16:14",
+            "tune.min_rounds",
+            "`min_rounds` is 6; it must be from 2 (a paired interval needs two rounds) to `rounds` (4)",
+        ),
+        (
+            "axes = [\"block\"]\nbudget = { evaluations = 3 }\nmin_rounds = 1",
+            "study.toml:15:14",
+            "tune.min_rounds",
+            "`min_rounds` is 1",
+        ),
+        (
+            "axes = [\"block\"]\nbudget = { evaluations = 3 }\nrounds = 1",
+            "study.toml:15:10",
+            "tune.rounds",
+            "`rounds` is 1; it must be from 2 to 100",
         ),
         (
             "axes = [\"block\"]\nbudget = { evaluations = 3 }\nstrategey = \"random\"",

@@ -24,10 +24,13 @@ pub struct RawTune {
     /// How many of the fastest correct configurations are re-measured to decide the winner.
     #[schemars(with = "Option<i64>", range(min = 1))]
     pub top: Option<Spanned<i64>>,
-    /// The most interleaved re-measurement rounds.
-    #[schemars(with = "Option<i64>", range(min = 1, max = 100))]
+    /// The most interleaved re-measurement rounds (each contender in a fresh worker per round).
+    #[schemars(with = "Option<i64>", range(min = 2, max = 100))]
     pub rounds: Option<Spanned<i64>>,
-    /// Medians closer than this share (0.01 = 1%) that do not separate are a tie.
+    /// The rounds run before any verdict (at least 2, at most `rounds`).
+    #[schemars(with = "Option<i64>", range(min = 2, max = 100))]
+    pub min_rounds: Option<Spanned<i64>>,
+    /// A tie: the interval of the paired difference lies within +- this share (0.01 = 1%).
     #[schemars(with = "Option<f64>", extend("exclusiveMinimum" = 0, "exclusiveMaximum" = 1))]
     pub tie_within: Option<Spanned<f64>>,
 }

@@ -9,6 +9,7 @@
 //! the report with its convergence plots, and the header and manifest exports.
 
 pub mod decide;
+pub mod gp;
 pub mod journal;
 pub mod output;
 pub mod session;

@@ -12,7 +12,7 @@ use anyhow::{anyhow, Context, Result};
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::decide::{Contender, Verdict};
+use super::decide::{round_cv, Contender, Verdict};
 use super::journal::{Evaluation, Start};
 use super::space::Problem;
 use super::spec::TuneSpec;
@@ -65,19 +65,27 @@ pub struct Winner {
     pub params: Params,
     pub verdict: Verdict,
     pub runner_up_values: Option<Params>,
-    /// Interleaved re-measurement rounds run.
+    /// Re-measurement rounds run (each contender in a fresh worker per round).
     pub rounds: usize,
-    /// Each contender re-measured: its values and pooled sample count.
-    pub contenders: Vec<(Params, usize)>,
+    /// Each contender still in at the end, with its per-round medians.
+    pub contenders: Vec<ContenderRounds>,
     /// Contenders put out by a failed re-measurement, with the reason.
     pub dropped: Vec<(Params, String)>,
+}
+
+/// A contender's re-measurement: one median per round, and their spread.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContenderRounds {
+    pub values: Params,
+    pub round_medians_s: Vec<f64>,
+    /// The between-round coefficient of variation of those medians (None under 2 rounds).
+    pub round_cv: Option<f64>,
 }
 
 impl Winner {
     pub fn new(
         problem: &Problem,
         verdict: Verdict,
-        rounds: usize,
         contenders: &[Contender],
         dropped: &[(usize, String)],
     ) -> Winner {
@@ -86,9 +94,13 @@ impl Winner {
             values: values(verdict.winner),
             params: problem.configs[verdict.winner].case.params.clone(),
             runner_up_values: verdict.runner_up.map(values),
-            rounds,
+            rounds: verdict.rounds,
             contenders: (contenders.iter())
-                .map(|k| (values(k.config), k.samples_s.len()))
+                .map(|k| ContenderRounds {
+                    values: values(k.config),
+                    round_medians_s: k.round_medians_s.clone(),
+                    round_cv: round_cv(&k.round_medians_s),
+                })
                 .collect(),
             dropped: (dropped.iter())
                 .map(|(c, why)| (values(*c), why.clone()))
@@ -256,10 +268,16 @@ pub fn table(doc: &TuneDoc, problem: &ProblemResult) -> String {
     }
     match (&problem.winner, &problem.no_winner) {
         (Some(w), _) => text.push_str(&format!(
-            "  winner: {} at {} after {} re-measurement rounds: {}\n\n",
+            "  winner: {} at {}{}: {}\n\n",
             w.label(),
             format_seconds(w.verdict.winner_median_s),
-            w.rounds,
+            w.verdict
+                .winner_round_cv
+                .map_or(String::new(), |cv| format!(
+                    " (over {} rounds, between-round CV {:.1}%)",
+                    w.rounds,
+                    cv * 100.0
+                )),
             w.verdict_line()
         )),
         (None, why) => text.push_str(&format!(

@@ -4,7 +4,8 @@
 //! through the machinery `kbench run` uses (`run::study::run_study`: worker processes, the
 //! correctness checks, time limits, the GPU or the mock device, `--devices` lanes), each
 //! evaluation journaled as it finishes. Once every budget is spent, the winners are decided
-//! (`decide`: the top few re-measured interleaved) and the results written (`output`).
+//! (`decide`: the top few re-measured in rounds, each contender in a fresh worker) and the
+//! results written (`output`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::decide::{self, Contender, Verdict, VerdictKind};
+use super::decide::{self, Contender, Rule, Verdict};
 use super::journal::{Evaluation, Journal, Start};
 use super::output::{self, Decided, ProblemResult, TuneDoc, Winner};
 use super::space::{self, Problem};
@@ -420,105 +421,130 @@ fn run_cases(
     Ok((end, progress.finished.into_inner()))
 }
 
-/// Re-measures every problem point's top configurations, interleaved, and decides the winners.
+/// The decision rule of the tune's `[tune]` table.
+fn rule_of(spec: &TuneSpec) -> Rule {
+    Rule {
+        min_rounds: spec.min_rounds,
+        max_rounds: spec.rounds,
+        tie_within: spec.tie_within,
+    }
+}
+
+/// Re-measures every problem point's top configurations in rounds and decides the winners. In
+/// each round every contender runs once, interleaved (the order rotates from round to round),
+/// each alone in a fresh worker (its own `run_study`, so its own process), all on the first
+/// lane's GPU: the rounds compare configurations, not processes or GPUs. A point takes rounds
+/// until its decision is settled (`decide::settled`).
 fn decide_all(tune: &mut Tune, options: &RunOptions) -> Result<(StudyEnd, Vec<Decided>)> {
-    let mut contenders: Vec<Vec<Contender>> = (tune.history.iter())
-        .map(|h| top_configs(h, tune.spec.top))
+    let rule = rule_of(&tune.spec);
+    let mut contenders: Vec<Vec<Contender>> = (0..tune.problems.len())
+        .map(|p| top_configs(tune, p))
         .collect();
-    let mut rounds_run = vec![0usize; tune.problems.len()];
     let mut dropped: Vec<Vec<(usize, String)>> = vec![Vec::new(); tune.problems.len()];
-    for round in 0..tune.spec.rounds {
-        // A point stays in while it has rivals and (after two rounds) its winner is not yet
-        // separated from all of them.
+    let mut one_lane = options.clone();
+    one_lane.lanes.truncate(1);
+    for round in 0..rule.max_rounds {
         let active: Vec<usize> = (0..tune.problems.len())
-            .filter(|&p| {
-                contenders[p].len() > 1
-                    && (round < 2 || !decide::winner_separated_from_all(&contenders[p]))
-            })
+            .filter(|&p| contenders[p].len() > 1 && !decide::settled(&contenders[p], &rule))
             .collect();
         if active.is_empty() {
             break;
         }
-        let mut batch = Vec::new();
-        for &p in &active {
-            let k = contenders[p].len();
-            batch.extend((0..k).map(|i| (p, contenders[p][(i + round) % k].config)));
-            rounds_run[p] += 1;
-        }
+        let cases: usize = active.iter().map(|&p| contenders[p].len()).sum();
         let mut results = ResultsFile::create_overridden(
             &tune.dir.join("rounds"),
             &tune.manifest,
-            batch.len(),
+            cases,
             &options.overrides,
             None,
         )?;
         tune.results_files.push(results.path.clone());
-        errln!("re-measuring, round {}: {} cases", round + 1, batch.len());
-        let (end, finished) = run_cases(tune, &batch, options, &mut results, Record::Remeasure)?;
-        if end == StudyEnd::Interrupted {
-            let _ = results.compact();
-            return Ok((end, Vec::new()));
+        errln!(
+            "re-measuring, round {}: {cases} cases, each in a fresh worker",
+            round + 1
+        );
+        for &p in &active {
+            let k = contenders[p].len();
+            let order: Vec<usize> = (0..k)
+                .map(|i| contenders[p][(i + round) % k].config)
+                .collect();
+            let mut medians: Vec<(usize, Result<f64, String>)> = Vec::new();
+            for c in order {
+                let (end, finished) =
+                    run_cases(tune, &[(p, c)], &one_lane, &mut results, Record::Remeasure)?;
+                if end == StudyEnd::Interrupted {
+                    let _ = results.compact();
+                    return Ok((end, Vec::new()));
+                }
+                medians.push((c, round_median(finished.first().map(|f| &f.2))));
+            }
+            add_round(&mut contenders[p], &mut dropped[p], medians);
         }
-        for (p, c, result) in finished {
-            pool(&mut contenders[p], &mut dropped[p], c, &result);
-        }
+        results.compact()?;
     }
     let decided = (0..tune.problems.len())
-        .map(|p| winner_of(tune, p, &contenders[p], rounds_run[p], &dropped[p]))
+        .map(|p| winner_of(tune, p, &contenders[p], &rule, &dropped[p]))
         .collect();
     Ok((StudyEnd::Finished, decided))
 }
 
-/// The `top` fastest correct configurations of a history, with no samples yet.
-fn top_configs(history: &[Evaluation], top: usize) -> Vec<Contender> {
-    let mut passed: Vec<&Evaluation> = history.iter().filter(|e| e.median_s.is_some()).collect();
-    passed.sort_by(|a, b| {
-        (a.median_s.unwrap_or(f64::MAX))
-            .total_cmp(&b.median_s.unwrap_or(f64::MAX))
-            .then(a.config.cmp(&b.config))
-    });
-    (passed.iter().take(top))
-        .map(|e| Contender {
-            config: e.config,
-            samples_s: Vec::new(),
+/// The configurations a problem point re-measures (`strategy::contenders`), with no rounds yet.
+fn top_configs(tune: &Tune, p: usize) -> Vec<Contender> {
+    let history = observed(&tune.history[p]);
+    let space = tune.problems[p].space();
+    (strategy::contenders(tune.spec.strategy, &space, &history, tune.spec.top).into_iter())
+        .map(|config| Contender {
+            config,
+            round_medians_s: Vec::new(),
         })
         .collect()
 }
 
-/// A re-measured case's samples added to its contender's; a contender whose re-measurement
-/// fails (a wrong answer that comes and goes, a fault) is out, with the reason.
-fn pool(
-    contenders: &mut Vec<Contender>,
-    dropped: &mut Vec<(usize, String)>,
-    config: usize,
-    result: &CaseResult,
-) {
-    let Some(at) = contenders.iter().position(|k| k.config == config) else {
-        return;
+/// A re-measured case's median, or why it has none (a wrong answer that comes and goes, a
+/// fault, a case that did not finish).
+fn round_median(result: Option<&CaseResult>) -> Result<f64, String> {
+    let Some(result) = result else {
+        return Err("re-measurement did not finish".into());
     };
-    match (&result.measurement, result.status) {
-        (Some(m), CaseStatus::Passed) => contenders[at].samples_s.extend(&m.samples_s),
+    match (&result.summary, result.status) {
+        (Some(s), CaseStatus::Passed) if s.median_s.is_finite() && s.median_s > 0.0 => {
+            Ok(s.median_s)
+        }
         _ => {
-            let reason = result
-                .reason
-                .clone()
-                .unwrap_or_else(|| result.status.name().into());
-            dropped.push((
-                config,
-                format!("re-measurement {}: {reason}", result.status.name()),
-            ));
-            contenders.remove(at);
+            let reason = (result.reason.clone()).unwrap_or_else(|| result.status.name().into());
+            Err(format!("re-measurement {}: {reason}", result.status.name()))
         }
     }
 }
 
-/// The winner of problem point `p` from its pooled re-measurements (or, with a single correct
-/// configuration, its evaluation).
+/// A round's medians added to the contenders'; a contender whose re-measurement failed is
+/// out, with the reason (its earlier rounds go with it, so the rounds stay paired).
+fn add_round(
+    contenders: &mut Vec<Contender>,
+    dropped: &mut Vec<(usize, String)>,
+    medians: Vec<(usize, Result<f64, String>)>,
+) {
+    for (config, median) in medians {
+        let Some(at) = contenders.iter().position(|k| k.config == config) else {
+            continue;
+        };
+        match median {
+            Ok(m) => contenders[at].round_medians_s.push(m),
+            Err(why) => {
+                dropped.push((config, why));
+                contenders.remove(at);
+            }
+        }
+    }
+}
+
+/// The winner of problem point `p` from its rounds (or, with a single correct configuration,
+/// its evaluation).
 fn winner_of(
     tune: &Tune,
     p: usize,
     contenders: &[Contender],
-    rounds: usize,
+    rule: &Rule,
     dropped: &[(usize, String)],
 ) -> Decided {
     let history = &tune.history[p];
@@ -530,32 +556,15 @@ fn winner_of(
             ))
         }
         [] => return Err(no_winner_reason(history)),
-        [only] if only.samples_s.is_empty() => {
+        [only] if only.round_medians_s.is_empty() => {
             let e = (history.iter()).find(|e| e.config == only.config);
             let e = e.ok_or("the winner has no evaluation")?;
             let median = e.median_s.ok_or("the winner has no median")?;
-            Verdict {
-                kind: VerdictKind::Alone,
-                winner: only.config,
-                winner_median_s: median,
-                winner_ci_s: e.median_ci95_s.unwrap_or((median, median)),
-                runner_up: None,
-                runner_up_median_s: None,
-                runner_up_ci_s: None,
-                runner_up_slower_by: None,
-                p_value: None,
-                tie_within: tune.spec.tie_within,
-            }
+            Verdict::alone(only.config, median, rule)
         }
-        _ => decide::decide(contenders, tune.spec.tie_within).ok_or("no contender has samples")?,
+        _ => decide::decide(contenders, rule).ok_or("no contender has a round")?,
     };
-    Ok(Winner::new(
-        &tune.problems[p],
-        verdict,
-        rounds,
-        contenders,
-        dropped,
-    ))
+    Ok(Winner::new(&tune.problems[p], verdict, contenders, dropped))
 }
 
 /// Why a problem point has no winner: every configuration failed or was skipped.

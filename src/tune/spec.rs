@@ -1,6 +1,6 @@
 //! The `[tune]` table of a study manifest: which grid axes are tuned (the others are the
 //! problem, tuned independently at each of their points), the search strategy, its budget and
-//! seed, and how the winner is decided (`top`, `rounds`, `tie_within`).
+//! seed, and how the winner is decided (`top`, `rounds`, `min_rounds`, `tie_within`).
 //!
 //! `manifest.rs` accepts the table's shape (`manifest::tune_table::RawTune`, so `kbench run` and `check` take a tuning
 //! manifest, and the JSON Schema lists it); what only a study can tell (an axis the algorithm
@@ -72,8 +72,17 @@ pub struct TuneSpec {
     pub budget: Budget,
     pub seed: u64,
     pub top: usize,
+    /// The most re-measurement rounds.
     pub rounds: usize,
+    /// The rounds before any verdict (a journal written before this setting existed resumes
+    /// with the least, 2).
+    #[serde(default = "least_min_rounds")]
+    pub min_rounds: usize,
     pub tie_within: f64,
+}
+
+fn least_min_rounds() -> usize {
+    2
 }
 
 /// The manifest's text as serde sees it for this module: the `[tune]` table only.
@@ -123,7 +132,15 @@ pub fn load(manifest: &Manifest) -> Result<TuneSpec, ManifestError> {
         &at,
     )?;
     let top = whole_in(raw.top.as_ref(), "tune.top", 1, 100, 3, &at)?;
-    let rounds = whole_in(raw.rounds.as_ref(), "tune.rounds", 1, 100, 5, &at)?;
+    let rounds = whole_in(
+        raw.rounds.as_ref(),
+        "tune.rounds",
+        2,
+        100,
+        DEFAULT_ROUNDS,
+        &at,
+    )?;
+    let min_rounds = check_min_rounds(raw.min_rounds.as_ref(), rounds, &at)?;
     let tie_within = match &raw.tie_within {
         None => 0.01,
         Some(t) => {
@@ -145,8 +162,34 @@ pub fn load(manifest: &Manifest) -> Result<TuneSpec, ManifestError> {
         seed: raw.seed.unwrap_or(1),
         top,
         rounds,
+        min_rounds,
         tie_within,
     })
+}
+
+/// The most re-measurement rounds by default, and the rounds before a verdict.
+const DEFAULT_ROUNDS: usize = 10;
+const DEFAULT_MIN_ROUNDS: usize = 5;
+
+/// `min_rounds`: from 2 (a paired interval needs two rounds) to `rounds`; by default 5, or
+/// `rounds` where that is fewer.
+fn check_min_rounds(
+    value: Option<&Spanned<i64>>,
+    rounds: usize,
+    at: &At,
+) -> Result<usize, ManifestError> {
+    let Some(v) = value else {
+        return Ok(DEFAULT_MIN_ROUNDS.min(rounds));
+    };
+    let x = *v.get_ref();
+    if x < 2 || x > rounds as i64 {
+        return Err(at(
+            v.span(),
+            "tune.min_rounds",
+            format!("`min_rounds` is {x}; it must be from 2 (a paired interval needs two rounds) to `rounds` ({rounds})"),
+        ));
+    }
+    Ok(x as usize)
 }
 
 type At<'a> = dyn Fn(Range<usize>, &str, String) -> ManifestError + 'a;

@@ -9,19 +9,20 @@
 //! - anneal: simulated annealing over grid neighbours (one step along one axis), on log time;
 //!   its walk is rebuilt from the history each time, each step's coin drawn from the seed and
 //!   the step's number.
-//! - bayes: a Gaussian process (squared-exponential kernel over the axes' indices scaled to
-//!   [0, 1], its length scale chosen by marginal likelihood) on log time, proposing the
-//!   configuration of highest expected improvement; a few random ones first. A configuration
-//!   that failed is left out of the model (and never proposed again). Written
-//!   here (about 100 lines) rather than taken from a crate: the space is a few hundred points at
-//!   most, and the crates that offer Bayesian optimisation (egobox, argmin's) bring ndarray or
-//!   linear-algebra back ends for continuous domains.
+//! - bayes: a Gaussian process (`gp`: one length scale per axis and a noise term, fitted by
+//!   marginal likelihood) on log time over the axes' indices scaled to [0, 1]; a space-filling
+//!   initial design (a Latin hypercube, 5 points for two axes), then alternately the
+//!   configuration of highest expected improvement (over the lowest posterior mean measured)
+//!   and the incumbent's most promising unevaluated neighbour. A configuration that failed is
+//!   left out of the model (and never proposed again). Its re-measured contenders are the
+//!   fastest measured and those of lowest posterior mean (`contenders`).
 
 use rand::seq::{IndexedRandom, SliceRandom};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use statrs::distribution::{Continuous, ContinuousCDF, Normal};
 
+use super::gp::Gp;
 use super::space::Space;
 use super::spec::StrategyKind;
 
@@ -132,32 +133,120 @@ fn anneal(space: &Space, history: &[Observed], evaluated: &[bool], seed: u64) ->
     next_random(space, evaluated, seed)
 }
 
-/// Bayesian optimisation: the first few configurations at random, then the one of highest
-/// expected improvement under a Gaussian process fitted to the log times so far.
+/// How many configurations of the space-filling design start the Bayesian optimisation: 5
+/// for the usual two knobs, at least 4.
+fn initial_design_size(dims: usize) -> usize {
+    (dims + 3).max(4)
+}
+
+/// Latin hypercube designs drawn to choose the initial design from (the most spread kept).
+const DESIGN_CANDIDATES: usize = 32;
+
+/// The initial design: `size` points of a Latin hypercube over the axes (each axis's range cut
+/// into `size` strata, each stratum used once), the most spread (largest smallest distance) of
+/// a few drawn from the seed. Points in unit coordinates.
+fn initial_design(dims: usize, size: usize, seed: u64) -> Vec<Vec<f64>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5851_F42D_4C95_7F2D);
+    let mut best: Option<(Vec<Vec<f64>>, f64)> = None;
+    for _ in 0..DESIGN_CANDIDATES {
+        let strata: Vec<Vec<usize>> = (0..dims)
+            .map(|_| {
+                let mut s: Vec<usize> = (0..size).collect();
+                s.shuffle(&mut rng);
+                s
+            })
+            .collect();
+        let points: Vec<Vec<f64>> = (0..size)
+            .map(|i| {
+                (strata.iter())
+                    .map(|s| (s[i] as f64 + rng.random::<f64>()) / size as f64)
+                    .collect()
+            })
+            .collect();
+        let spread = min_distance(&points);
+        if best.as_ref().is_none_or(|(_, d)| spread > *d) {
+            best = Some((points, spread));
+        }
+    }
+    best.map(|(p, _)| p).unwrap_or_default()
+}
+
+fn distance2(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum()
+}
+
+fn min_distance(points: &[Vec<f64>]) -> f64 {
+    let mut d = f64::MAX;
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            d = d.min(distance2(a, b));
+        }
+    }
+    d
+}
+
+/// The unevaluated configuration nearest to a design point (in unit coordinates, where a
+/// point in [0, 1) covers an axis's values evenly), lowest index on a tie.
+fn nearest_open(space: &Space, evaluated: &[bool], point: &[f64]) -> Option<usize> {
+    let target: Vec<f64> = (point.iter().zip(&space.axis_sizes))
+        .map(|(&u, &size)| match size {
+            0 | 1 => 0.0,
+            _ => ((u * size as f64).floor().min(size as f64 - 1.0)) / (size - 1) as f64,
+        })
+        .collect();
+    (0..space.len()).filter(|c| !evaluated[*c]).min_by(|a, b| {
+        distance2(&space.unit(*a), &target)
+            .total_cmp(&distance2(&space.unit(*b), &target))
+            .then(a.cmp(b))
+    })
+}
+
+/// Bayesian optimisation: a space-filling initial design, then, alternately, the configuration
+/// of highest expected improvement under a Gaussian process (`gp`) fitted to the log times so
+/// far, and a local step: the unevaluated grid neighbour of lowest predicted time next to the
+/// incumbent. The incumbent is the configuration measured of lowest posterior mean (not the
+/// lowest noisy time, which a lucky sample would set too low). The local steps find an
+/// optimum the smooth model undervalues: one beside a cliff (a spill, an occupancy step), or
+/// one a few % better than its neighbours under a few % of noise.
 fn bayes(space: &Space, history: &[Observed], evaluated: &[bool], seed: u64) -> Option<usize> {
     let dims = space.axis_sizes.len();
-    let initial = (dims + 2).max(3);
-    let measured: Vec<(usize, f64)> = (history.iter())
-        .filter_map(|o| Some((o.config, o.time_s?.ln())))
-        .collect();
+    let initial = initial_design_size(dims);
+    let measured = measured_log_times(history);
     if history.len() < initial || measured.len() < 2 {
-        return next_random(space, evaluated, seed);
+        // The design's points in order; a point whose nearest configuration is taken goes to
+        // the nearest open one. Past the design (too many failures), at random.
+        let design = initial_design(dims, initial, seed);
+        return match design.get(history.len()) {
+            Some(point) => nearest_open(space, evaluated, point),
+            None => next_random(space, evaluated, seed),
+        };
     }
-    // A failure is left out of the model (it is never proposed again): counted as slow, it
-    // condemned its neighbours, and a fast configuration often sits beside one that fails
-    // (the test's fourth landscape).
-    let lo = measured.iter().map(|(_, y)| *y).fold(f64::MAX, f64::min);
-    let points: Vec<(Vec<f64>, f64)> = (measured.iter())
-        .map(|(c, y)| (space.unit(*c), *y))
-        .collect();
-    let gp = Gp::fit(&points)?;
+    let Some((gp, points)) = fit(space, &measured) else {
+        return next_random(space, evaluated, seed);
+    };
+    let predicted = |c: usize| gp.predict(&space.unit(c)).0;
+    let local_step = (history.len() - initial) % 2 == 1;
+    if local_step {
+        let incumbent = (measured.iter().map(|(c, _)| *c))
+            .min_by(|a, b| predicted(*a).total_cmp(&predicted(*b)).then(a.cmp(b)));
+        let next = incumbent.and_then(|i| {
+            (space.neighbours(i).into_iter())
+                .filter(|c| !evaluated[*c])
+                .min_by(|a, b| predicted(*a).total_cmp(&predicted(*b)).then(a.cmp(b)))
+        });
+        if next.is_some() {
+            return next;
+        }
+    }
+    let incumbent = (points.iter())
+        .map(|(x, _)| gp.predict(x).0)
+        .fold(f64::MAX, f64::min);
     let normal = Normal::standard();
-    let best_z = gp.standardize(lo);
     let mut pick: Option<(usize, f64)> = None;
     for c in (0..space.len()).filter(|c| !evaluated[*c]) {
         let (mean, var) = gp.predict(&space.unit(c));
         let sd = var.max(1e-12).sqrt();
-        let improvement = best_z - mean - EI_XI;
+        let improvement = incumbent - mean - EI_XI;
         let z = improvement / sd;
         let ei = improvement * normal.cdf(z) + sd * normal.pdf(z);
         if pick.is_none_or(|(_, e)| ei > e) {
@@ -167,128 +256,64 @@ fn bayes(space: &Space, history: &[Observed], evaluated: &[bool], seed: u64) -> 
     pick.map(|(c, _)| c)
 }
 
+/// The configurations measured and their log times. A failure is left out (it is never
+/// proposed again): counted as slow, it condemned its neighbours, and a fast configuration
+/// often sits beside one that fails (the tests' last landscape).
+fn measured_log_times(history: &[Observed]) -> Vec<(usize, f64)> {
+    (history.iter())
+        .filter_map(|o| Some((o.config, o.time_s?.ln())))
+        .collect()
+}
+
+/// Points in unit coordinates and their log times.
+type Points = Vec<(Vec<f64>, f64)>;
+
+/// The Gaussian process over the measured log times, and its points.
+fn fit(space: &Space, measured: &[(usize, f64)]) -> Option<(Gp, Points)> {
+    let points: Points = (measured.iter())
+        .map(|(c, y)| (space.unit(*c), *y))
+        .collect();
+    Some((Gp::fit(&points)?, points))
+}
+
+/// The `top` configurations to re-measure for the decision, from a problem point's history:
+/// the fastest measured first; then, for the model-based strategy, those of lowest posterior
+/// mean (the model pools each measurement with its neighbours', so a few % of noise does not
+/// push the best out of the top few), for the others the next fastest measured.
+pub fn contenders(
+    kind: StrategyKind,
+    space: &Space,
+    history: &[Observed],
+    top: usize,
+) -> Vec<usize> {
+    let mut measured = measured_log_times(history);
+    measured.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    let mut picked: Vec<usize> = measured.first().map(|m| m.0).into_iter().collect();
+    let by_model = match kind {
+        StrategyKind::Bayes => fit(space, &measured).map(|(gp, _)| {
+            let mut ranked: Vec<(usize, f64)> = (measured.iter())
+                .map(|(c, _)| (*c, gp.predict(&space.unit(*c)).0))
+                .collect();
+            ranked.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            ranked.into_iter().map(|r| r.0).collect::<Vec<_>>()
+        }),
+        _ => None,
+    };
+    let order = by_model.unwrap_or_else(|| measured.iter().map(|m| m.0).collect());
+    for c in order {
+        if picked.len() >= top {
+            break;
+        }
+        if !picked.contains(&c) {
+            picked.push(c);
+        }
+    }
+    picked.truncate(top);
+    picked
+}
+
 /// Expected improvement's exploration margin, in standard deviations of the log times.
 const EI_XI: f64 = 0.01;
-/// The observation noise's variance, relative to the standardized log times' (1).
-const GP_NOISE: f64 = 1e-3;
-/// The length scales tried (on axes scaled to [0, 1]); the most likely one is kept.
-const LENGTH_SCALES: [f64; 7] = [0.08, 0.12, 0.18, 0.25, 0.35, 0.5, 0.8];
-
-/// A Gaussian process with a squared-exponential kernel on standardized targets.
-struct Gp {
-    xs: Vec<Vec<f64>>,
-    /// K^-1 y, for the posterior mean.
-    alpha: Vec<f64>,
-    /// The Cholesky factor of K (lower, row-major).
-    chol: Vec<f64>,
-    length: f64,
-    y_mean: f64,
-    y_sd: f64,
-}
-
-impl Gp {
-    /// Fits the length scale of highest marginal likelihood; None if no kernel matrix factors.
-    fn fit(points: &[(Vec<f64>, f64)]) -> Option<Gp> {
-        let n = points.len() as f64;
-        let y_mean = points.iter().map(|p| p.1).sum::<f64>() / n;
-        let var = points.iter().map(|p| (p.1 - y_mean).powi(2)).sum::<f64>() / n;
-        let y_sd = var.sqrt().max(1e-9);
-        let ys: Vec<f64> = points.iter().map(|p| (p.1 - y_mean) / y_sd).collect();
-        let xs: Vec<Vec<f64>> = points.iter().map(|p| p.0.clone()).collect();
-        let mut fitted: Option<(Gp, f64)> = None;
-        for length in LENGTH_SCALES {
-            let Some(chol) = cholesky(&kernel_matrix(&xs, length), xs.len()) else {
-                continue;
-            };
-            let alpha = cholesky_solve(&chol, xs.len(), &ys);
-            let fit: f64 = ys.iter().zip(&alpha).map(|(y, a)| y * a).sum();
-            let log_det: f64 = (0..xs.len()).map(|i| chol[i * xs.len() + i].ln()).sum();
-            let likelihood = -0.5 * fit - log_det;
-            if fitted.as_ref().is_none_or(|(_, l)| likelihood > *l) {
-                let gp = Gp {
-                    xs: xs.clone(),
-                    alpha,
-                    chol,
-                    length,
-                    y_mean,
-                    y_sd,
-                };
-                fitted = Some((gp, likelihood));
-            }
-        }
-        fitted.map(|(gp, _)| gp)
-    }
-
-    fn standardize(&self, y: f64) -> f64 {
-        (y - self.y_mean) / self.y_sd
-    }
-
-    /// The posterior mean and variance (standardized) at `x`.
-    fn predict(&self, x: &[f64]) -> (f64, f64) {
-        let k: Vec<f64> = self.xs.iter().map(|xi| rbf(xi, x, self.length)).collect();
-        let mean = k.iter().zip(&self.alpha).map(|(a, b)| a * b).sum();
-        let v = forward_solve(&self.chol, self.xs.len(), &k);
-        let var = 1.0 - v.iter().map(|a| a * a).sum::<f64>();
-        (mean, var.max(0.0))
-    }
-}
-
-fn rbf(a: &[f64], b: &[f64], length: f64) -> f64 {
-    let d2: f64 = a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum();
-    (-0.5 * d2 / (length * length)).exp()
-}
-
-fn kernel_matrix(xs: &[Vec<f64>], length: f64) -> Vec<f64> {
-    let n = xs.len();
-    let mut k = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..n {
-            k[i * n + j] = rbf(&xs[i], &xs[j], length) + if i == j { GP_NOISE } else { 0.0 };
-        }
-    }
-    k
-}
-
-/// The lower Cholesky factor of the n x n matrix `a`; None if it is not positive definite.
-fn cholesky(a: &[f64], n: usize) -> Option<Vec<f64>> {
-    let mut l = vec![0.0; n * n];
-    for i in 0..n {
-        for j in 0..=i {
-            let sum: f64 = (0..j).map(|k| l[i * n + k] * l[j * n + k]).sum();
-            if i == j {
-                let d = a[i * n + i] - sum;
-                if d <= 0.0 || !d.is_finite() {
-                    return None;
-                }
-                l[i * n + i] = d.sqrt();
-            } else {
-                l[i * n + j] = (a[i * n + j] - sum) / l[j * n + j];
-            }
-        }
-    }
-    Some(l)
-}
-
-/// Solves L v = b.
-fn forward_solve(l: &[f64], n: usize, b: &[f64]) -> Vec<f64> {
-    let mut v = vec![0.0; n];
-    for i in 0..n {
-        let sum: f64 = (0..i).map(|k| l[i * n + k] * v[k]).sum();
-        v[i] = (b[i] - sum) / l[i * n + i];
-    }
-    v
-}
-
-/// Solves (L L^T) x = b.
-fn cholesky_solve(l: &[f64], n: usize, b: &[f64]) -> Vec<f64> {
-    let v = forward_solve(l, n, b);
-    let mut x = vec![0.0; n];
-    for i in (0..n).rev() {
-        let sum: f64 = (i + 1..n).map(|k| l[k * n + i] * x[k]).sum();
-        x[i] = (v[i] - sum) / l[i * n + i];
-    }
-    x
-}
 
 #[cfg(test)]
 mod tests {
@@ -334,23 +359,51 @@ mod tests {
         history
     }
 
-    /// Landscapes with known optima over the 6 x 8 grid (block index, items index).
+    /// Landscapes with known optima over the 6 x 8 grid (block index 0..6, items index 0..8),
+    /// shaped like real tuning landscapes; a configuration's true time, or None where it fails.
     type Landscape = Box<dyn Fn(&[usize]) -> Option<f64>>;
 
     fn landscapes() -> Vec<(&'static str, Landscape)> {
         vec![
             (
-                "bowl",
+                "bowl, minimum off centre, the knobs interacting",
                 Box::new(|c: &[usize]| {
-                    let (b, i) = (c[0] as f64, c[1] as f64);
-                    Some(1e-3 * (1.0 + 0.08 * (b - 3.6).powi(2) + 0.03 * (i - 5.2).powi(2)))
+                    let (b, i) = (c[0] as f64 - 3.6, c[1] as f64 - 5.2);
+                    Some(1e-3 * (1.0 + 0.08 * b * b + 0.03 * i * i + 0.03 * b * i))
                 }),
             ),
             (
-                "valley along a diagonal",
+                "ridge: a narrow valley along a diagonal, slightly tilted",
                 Box::new(|c: &[usize]| {
                     let (b, i) = (c[0] as f64, c[1] as f64);
                     Some(2e-4 * (1.0 + 0.2 * (b + i - 6.0).powi(2) + 0.02 * (b - 1.0).powi(2)))
+                }),
+            ),
+            (
+                "plateau of near-ties (within 1.5%) among steep sides",
+                Box::new(|c: &[usize]| {
+                    let (b, i) = (c[0] as f64, c[1] as f64);
+                    let outside = (b - 3.0).abs().max(0.0) - 1.0;
+                    let side =
+                        0.25 * outside.max(0.0).powi(2) + 0.1 * (i - 4.5).abs().max(2.0) - 0.2;
+                    let ripple = 0.015 * (((c[0] * 7 + c[1] * 3) % 5) as f64 / 4.0);
+                    Some(5e-5 * (1.0 + side.max(0.0) + ripple))
+                }),
+            ),
+            (
+                "cliff: 3x slower past it, the minimum near it",
+                Box::new(|c: &[usize]| {
+                    let (b, i) = (c[0] as f64, c[1] as f64);
+                    let t = 1.0 + 0.06 * (b - 4.3).powi(2) + 0.02 * (i - 4.8).powi(2);
+                    Some(1e-3 * if b + i > 10.0 { 3.0 * t } else { t })
+                }),
+            ),
+            (
+                "cliff, the minimum alone on its edge (the next best 4% slower)",
+                Box::new(|c: &[usize]| {
+                    let (b, i) = (c[0] as f64, c[1] as f64);
+                    let t = 1.0 + 0.06 * (b - 4.5).powi(2) + 0.02 * (i - 5.5).powi(2);
+                    Some(1e-3 * if b + i > 9.0 { 3.0 * t } else { t })
                 }),
             ),
             (
@@ -363,7 +416,7 @@ mod tests {
                 }),
             ),
             (
-                "a bowl with failing configurations (too many items at large blocks)",
+                "bowl with failing configurations (too many items at large blocks)",
                 Box::new(|c: &[usize]| {
                     let (b, i) = (c[0] as f64, c[1] as f64);
                     (b + i <= 9.0)
@@ -373,66 +426,109 @@ mod tests {
         ]
     }
 
+    /// The landscape measured: each time multiplied by 1 + `noise` x a uniform draw in
+    /// [-1, 1), fixed by the seed and the configuration.
+    fn noisy(
+        f: &dyn Fn(&[usize]) -> Option<f64>,
+        c: &[usize],
+        noise: f64,
+        seed: u64,
+    ) -> Option<f64> {
+        let key = seed.wrapping_mul(1_000_003) ^ (c[0] as u64 * 131 + c[1] as u64);
+        let u: f64 = ChaCha8Rng::seed_from_u64(key).random();
+        f(c).map(|t| t * (1.0 + noise * (2.0 * u - 1.0)))
+    }
+
+    /// The measurement noise of seed `seed`: 1%, 2%, 3%, 4% and 5% in turn.
+    fn noise_of(seed: u64) -> f64 {
+        0.01 * (1 + seed % 5) as f64
+    }
+
     fn optimum(space: &Space, f: &dyn Fn(&[usize]) -> Option<f64>) -> f64 {
         (space.coords.iter())
             .filter_map(|c| f(c))
             .fold(f64::MAX, f64::min)
     }
 
-    fn best_found(history: &[Observed]) -> f64 {
-        (history.iter())
-            .filter_map(|o| o.time_s)
+    /// The true time of the best of the configurations the tune would re-measure
+    /// (`contenders`, its top 3): what its decision would find.
+    fn best_of_contenders(
+        kind: StrategyKind,
+        space: &Space,
+        f: &dyn Fn(&[usize]) -> Option<f64>,
+        history: &[Observed],
+    ) -> f64 {
+        (contenders(kind, space, history, 3).into_iter())
+            .filter_map(|c| f(&space.coords[c]))
             .fold(f64::MAX, f64::min)
     }
 
-    /// Over 20 seeds per landscape, with 30% of the 48 configurations (14): the mean gap to
-    /// the optimum is under 2%, and at least 85% of the seeds end within 2%.
-    fn reaches_the_optimum_with_30_percent(kind: StrategyKind) {
+    /// Over 100 seeds (noise 1% to 5%), with 14 of the 48 configurations (30%): the share of
+    /// seeds whose re-measured top 3 holds a configuration within 2% of the true optimum, per
+    /// landscape.
+    fn shares_within_2_percent(kind: StrategyKind) -> Vec<(&'static str, f64)> {
         let space = grid(6, 8);
         let budget = space.len() * 30 / 100;
-        for (name, f) in landscapes() {
-            let best = optimum(&space, f.as_ref());
-            let gaps: Vec<f64> = (0..20)
-                .map(|seed| {
-                    best_found(&search(kind, &space, f.as_ref(), budget, seed)) / best - 1.0
-                })
-                .collect();
-            let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
-            let within = gaps.iter().filter(|g| **g <= 0.02 + 1e-9).count();
+        assert_eq!(budget, 14);
+        landscapes()
+            .into_iter()
+            .map(|(name, f)| {
+                let best = optimum(&space, f.as_ref());
+                let within = (0..100u64)
+                    .filter(|&seed| {
+                        let measure = |c: &[usize]| noisy(f.as_ref(), c, noise_of(seed), seed);
+                        let h = search(kind, &space, &measure, budget, seed);
+                        best_of_contenders(kind, &space, f.as_ref(), &h) <= best * 1.02
+                    })
+                    .count();
+                (name, within as f64 / 100.0)
+            })
+            .collect()
+    }
+
+    /// The model-based search finds a configuration within 2% of the best in at least 90% of
+    /// the seeds on every landscape but one: where the optimum is alone on a cliff's edge (two
+    /// of its four neighbours 3x slower, the rest 4% slower), a needle that no smooth model
+    /// points to, it does so in at least 40% (random search: about 30%). Figures:
+    /// `cargo test --lib strategy::tests -- --nocapture`.
+    #[test]
+    fn bayes_gets_within_2_percent_of_the_optimum_with_30_percent_of_the_evaluations() {
+        let shares = shares_within_2_percent(StrategyKind::Bayes);
+        for (name, share) in &shares {
+            eprintln!(
+                "bayes, 14 of 48 evaluations: {:.0}% of seeds within 2%: {name}",
+                share * 100.0
+            );
+        }
+        for (name, share) in shares {
+            let bar = if name.contains("alone on its edge") {
+                0.40
+            } else {
+                0.90
+            };
             assert!(
-                mean <= 0.02 && within >= 17,
-                "{}: {name}: mean gap {:.2}%, {within}/20 within 2% ({gaps:?})",
-                kind.name(),
-                mean * 100.0
+                share >= bar,
+                "{name}: {:.0}% of seeds within 2%",
+                share * 100.0
             );
         }
     }
 
-    #[test]
-    fn bayes_gets_within_2_percent_of_the_optimum_with_30_percent_of_the_evaluations() {
-        reaches_the_optimum_with_30_percent(StrategyKind::Bayes);
-    }
-
-    /// The landscapes are not so easy that chance does as well: random search with the same
-    /// budget misses by more on average on at least one of them.
+    /// The landscapes are not so easy that chance does as well: with the same budget, random
+    /// search is within 2% in under 60% of the seeds on average over the landscapes (the
+    /// model-based search: over 90%), and under 50% on most of them.
     #[test]
     fn random_search_does_worse_on_the_same_landscapes() {
-        let space = grid(6, 8);
-        let budget = space.len() * 30 / 100;
-        let worst_mean = landscapes()
-            .iter()
-            .map(|(_, f)| {
-                let best = optimum(&space, f.as_ref());
-                (0..20)
-                    .map(|seed| {
-                        let h = search(StrategyKind::Random, &space, f.as_ref(), budget, seed);
-                        best_found(&h) / best - 1.0
-                    })
-                    .sum::<f64>()
-                    / 20.0
-            })
-            .fold(0.0, f64::max);
-        assert!(worst_mean > 0.02, "random's worst mean gap {worst_mean}");
+        let random = shares_within_2_percent(StrategyKind::Random);
+        for (name, share) in &random {
+            eprintln!(
+                "random, 14 of 48 evaluations: {:.0}% of seeds within 2%: {name}",
+                share * 100.0
+            );
+        }
+        let mean = random.iter().map(|x| x.1).sum::<f64>() / random.len() as f64;
+        let below_half = random.iter().filter(|(_, s)| *s < 0.5).count();
+        assert!(mean < 0.6 && 2 * below_half > random.len(), "{random:?}");
     }
 
     #[test]
@@ -449,7 +545,8 @@ mod tests {
                 "{name}: a configuration evaluated twice"
             );
             let first = h.iter().find_map(|o| o.time_s).unwrap();
-            assert!(best_found(&h) < first, "{name}: no improvement");
+            let best = (h.iter()).filter_map(|o| o.time_s).fold(f64::MAX, f64::min);
+            assert!(best < first, "{name}: no improvement");
         }
     }
 
@@ -505,24 +602,5 @@ mod tests {
             let b = propose(kind, &space, &h, 1, 7);
             assert_eq!(a, b, "{}", kind.name());
         }
-    }
-
-    #[test]
-    fn the_gaussian_process_interpolates_what_it_saw() {
-        let points: Vec<(Vec<f64>, f64)> = (0..6)
-            .map(|i| (vec![i as f64 / 5.0], (i as f64 / 5.0 * 3.0).sin()))
-            .collect();
-        let gp = Gp::fit(&points).unwrap();
-        for (x, y) in &points {
-            let (mean, var) = gp.predict(x);
-            let got = mean * gp.y_sd + gp.y_mean;
-            assert!((got - y).abs() < 0.05, "at {x:?}: {got} vs {y}");
-            assert!(var < 0.05);
-        }
-        let (_, far) = gp.predict(&[3.0]);
-        assert!(
-            far > 0.9,
-            "far from the data the variance returns to the prior: {far}"
-        );
     }
 }

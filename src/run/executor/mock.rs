@@ -41,6 +41,9 @@
 //! gbytes_per_s = 2000.0
 //! gflops_per_s = 0.0            # 0: flops cost nothing
 //! jitter = 0.01                 # samples spread +-1% around the model, deterministically
+//! worker_jitter = 0.0           # each case run in a worker process slowed or sped by up to
+//!                               #   +-this share for all its samples, drawn afresh in every
+//!                               #   process (not deterministic: a GPU's between-process spread)
 //!
 //! [timing.variant.tree]         # a variant's own model: any of launch_s, gbytes_per_s, ...
 //! gbytes_per_s = 2600.0
@@ -119,6 +122,9 @@ pub struct TimeModel {
     pub gbytes_per_s: f64,
     pub gflops_per_s: f64,
     pub jitter: f64,
+    /// The spread of a case's offset from one worker process to the next (0: none).
+    #[serde(default)]
+    pub worker_jitter: f64,
 }
 
 /// A scripted event and the cases it strikes.
@@ -191,6 +197,7 @@ struct RawTiming {
     gbytes_per_s: Option<Spanned<f64>>,
     gflops_per_s: Option<Spanned<f64>>,
     jitter: Option<Spanned<f64>>,
+    worker_jitter: Option<Spanned<f64>>,
     #[serde(default)]
     variant: BTreeMap<String, RawModel>,
 }
@@ -203,6 +210,7 @@ struct RawModel {
     gbytes_per_s: Option<Spanned<f64>>,
     gflops_per_s: Option<Spanned<f64>>,
     jitter: Option<Spanned<f64>>,
+    worker_jitter: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -287,14 +295,19 @@ impl MockSpec {
             energy_counter: d.energy_counter.unwrap_or(true),
         };
         let model = |raw: &RawModel, base: &TimeModel| -> Result<TimeModel, ManifestError> {
-            let jitter = positive(&raw.jitter, "jitter", true, base.jitter)?;
-            if jitter >= 1.0 {
-                let span = raw.jitter.as_ref().map_or(0..0, |j| j.span());
-                return Err(at(
-                    span,
-                    format!("`jitter` is {jitter}; it must be below 1 (a relative spread)"),
-                ));
-            }
+            let spread = |value: &Option<Spanned<f64>>, key: &str, default: f64| {
+                let x = positive(value, key, true, default)?;
+                if x >= 1.0 {
+                    let span = value.as_ref().map_or(0..0, |j| j.span());
+                    return Err(at(
+                        span,
+                        format!("`{key}` is {x}; it must be below 1 (a relative spread)"),
+                    ));
+                }
+                Ok(x)
+            };
+            let jitter = spread(&raw.jitter, "jitter", base.jitter)?;
+            let worker_jitter = spread(&raw.worker_jitter, "worker_jitter", base.worker_jitter)?;
             Ok(TimeModel {
                 seed: raw.seed.unwrap_or(base.seed),
                 launch_s: positive(&raw.launch_s, "launch_s", true, base.launch_s)?,
@@ -306,6 +319,7 @@ impl MockSpec {
                 )?,
                 gflops_per_s: positive(&raw.gflops_per_s, "gflops_per_s", true, base.gflops_per_s)?,
                 jitter,
+                worker_jitter,
             })
         };
         let defaults = TimeModel {
@@ -314,6 +328,7 @@ impl MockSpec {
             gbytes_per_s: 2000.0,
             gflops_per_s: 0.0,
             jitter: 0.01,
+            worker_jitter: 0.0,
         };
         let t = raw.timing;
         let base = RawModel {
@@ -322,6 +337,7 @@ impl MockSpec {
             gbytes_per_s: t.gbytes_per_s,
             gflops_per_s: t.gflops_per_s,
             jitter: t.jitter,
+            worker_jitter: t.worker_jitter,
         };
         let timing = model(&base, &defaults)?;
         let variants = t
@@ -524,13 +540,16 @@ impl Executor for MockExecutor<'_> {
         let fault = self.mock.fault(&job.variant.name, job.params);
         self.mock.load_module(job.kernel_file, fault)?;
         let spec = &self.mock.spec;
+        let model = spec.variants.get(&job.variant.name).unwrap_or(&spec.timing);
+        let key = format!("{}|{}", job.variant.name, describe_params(job.params));
         let run = MockRun {
             device: self.mock,
-            model: spec.variants.get(&job.variant.name).unwrap_or(&spec.timing),
+            model,
             data,
             fault,
-            time_factor: spec.time_factor(&job.variant.name, job.params),
-            key: format!("{}|{}", job.variant.name, describe_params(job.params)),
+            time_factor: spec.time_factor(&job.variant.name, job.params)
+                * worker_factor(model, &key),
+            key,
             windows: Cell::new(0),
             charged: Cell::new(Charges::default()),
         };
@@ -965,6 +984,23 @@ fn copy_range(dst: &mut HostData, src: &HostData, (first, count): Chunk) -> Resu
     let bytes = first * size..(first + count) * size;
     dst.as_bytes_mut()[bytes.clone()].copy_from_slice(&src.as_bytes()[bytes.clone()]);
     Ok(bytes.len() as u64)
+}
+
+/// This process's offset of a case's time: 1 + worker_jitter x a uniform draw in [-1, 1) from
+/// the case and a number drawn once per process (its id and the clock), so every fresh worker
+/// draws anew, as a GPU's buffer placement and clocks do.
+fn worker_factor(model: &TimeModel, key: &str) -> f64 {
+    static PROCESS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    if model.worker_jitter == 0.0 {
+        return 1.0;
+    }
+    let process = *PROCESS.get_or_init(|| {
+        let nanos = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH))
+            .map_or(0, |d| d.as_nanos() as u64);
+        nanos ^ (u64::from(std::process::id()) << 32)
+    });
+    let u = unit(model.seed ^ process, key, 0);
+    1.0 + model.worker_jitter * (2.0 * u - 1.0)
 }
 
 /// A uniform number in [0, 1) from the seed, the case and the sample: the same on every machine

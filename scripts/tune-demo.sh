@@ -15,6 +15,7 @@
 # rounds (default 8, at least 5). Run from the repository root,
 # with the binary from scripts/gpu-bundle.sh:
 #   bash scripts/tune-demo.sh [kbench binary] [output folder] [kbench tune/run options]
+#   REUSE=1 bash scripts/tune-demo.sh ...   # keep the phases an earlier, cut-short call finished
 # Exit 0 when every size's model-based winner is within 2% of exhaustive's (by the pair's
 # re-measurement) with at most 30% of its evaluations, and no exhaustive winner is DIFFERENT
 # from run's best; 1 otherwise; 2 when a command failed.
@@ -27,18 +28,27 @@ manifest=examples/tune/tune.toml
 mkdir -p "$out"
 start=$(date +%s)
 
-echo "== exhaustive ($((SECONDS))s)"
-"$kbench" tune "$manifest" --strategy exhaustive --out-dir "$out" --json "${options[@]}" \
-  > "$out/exhaustive.json" 2> "$out/exhaustive.log" || { tail -n 20 "$out/exhaustive.log"; exit 2; }
-echo "== bayes ($((SECONDS))s)"
-"$kbench" tune "$manifest" --out-dir "$out" --json "${options[@]}" \
-  --export-header "$out/tuned.h" > "$out/bayes.json" 2> "$out/bayes.log" || { tail -n 20 "$out/bayes.log"; exit 2; }
-echo "== kbench run over the same grid ($((SECONDS))s)"
-"$kbench" run "$manifest" --out-dir "$out/run" --results "$out/run-results.json" --overwrite-results \
-  "${options[@]}" > "$out/run.txt" 2> "$out/run.log"
-code=$?
-# Exit 1 is a failed case (none is expected from this kernel); anything else is a failed command.
-[ "$code" -le 1 ] || { tail -n 20 "$out/run.log"; exit 2; }
+# REUSE=1 keeps a phase's JSON already in the output folder (a demo cut short by a time limit
+# goes on from there) instead of measuring it again.
+have() { [ "${REUSE:-0}" = 1 ] && [ -s "$out/$1" ] && echo "== $1: kept from an earlier call"; }
+if ! have exhaustive.json; then
+  echo "== exhaustive ($((SECONDS))s)"
+  "$kbench" tune "$manifest" --strategy exhaustive --out-dir "$out" --json "${options[@]}" \
+    > "$out/exhaustive.json" 2> "$out/exhaustive.log" || { tail -n 20 "$out/exhaustive.log"; exit 2; }
+fi
+if ! have bayes.json; then
+  echo "== bayes ($((SECONDS))s)"
+  "$kbench" tune "$manifest" --out-dir "$out" --json "${options[@]}" \
+    --export-header "$out/tuned.h" > "$out/bayes.json" 2> "$out/bayes.log" || { tail -n 20 "$out/bayes.log"; exit 2; }
+fi
+if ! have run-results.json; then
+  echo "== kbench run over the same grid ($((SECONDS))s)"
+  "$kbench" run "$manifest" --out-dir "$out/run" --results "$out/run-results.json" --overwrite-results \
+    "${options[@]}" > "$out/run.txt" 2> "$out/run.log"
+  code=$?
+  # Exit 1 is a failed case (none is expected from this kernel); anything else is a failed command.
+  [ "$code" -le 1 ] || { tail -n 20 "$out/run.log"; exit 2; }
+fi
 echo "== the pairs, re-measured in rounds ($((SECONDS))s)"
 
 python3 - "$out" "$kbench" "$manifest" "${options[@]}" <<'PY'

@@ -255,7 +255,10 @@ fn a_case_faster_than_the_memory_is_implausible_and_fails_every_claim_on_it() {
     let flags: Vec<(String, String)> = rows
         .map(|r| (r[variant].to_string(), r[flag].to_string()))
         .collect();
-    assert!(flags.contains(&("impossible".into(), "true".into())), "{csv}");
+    assert!(
+        flags.contains(&("impossible".into(), "true".into())),
+        "{csv}"
+    );
     assert!(flags.contains(&("honest".into(), "false".into())), "{csv}");
 }
 

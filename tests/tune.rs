@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// The example's kernel (examples/tune), at small sizes: 6 blocks x 4 items = 24
 /// configurations at each of 2 sizes.
-const STUDY: &str = r#"[study]
+const STUDY_HEAD: &str = r#"[study]
 name = "tune_mock"
 algorithm = "custom"
 seed = 11
@@ -37,61 +37,11 @@ seed = 5
 top = 3
 rounds = 3
 
-[custom]
-sources = ["sum.cu"]
-defines = { ITEMS = "items" }
-reference = "reference"
-bytes = "n * sizeof(dtype)"
-
-[[custom.axis]]
-name = "n"
-kind = "size"
-[[custom.axis]]
-name = "dtype"
-kind = "dtype"
-[[custom.axis]]
-name = "block"
-kind = "block"
-[[custom.axis]]
-name = "items"
-kind = "int"
-min = 1
-max = 64
-
-[[custom.buffer]]
-name = "x"
-type = "dtype"
-length = "n"
-role = "input"
-init = { uniform = [0.0, 1.0] }
-
-[[custom.buffer]]
-name = "sum"
-type = "f64"
-length = "1"
-role = "output"
-
-[[custom.kernel]]
-name = "reference"
-[[custom.kernel.launch]]
-kernel = "sum_reference"
-grid = "1"
-block = "256"
-args = [{ buffer = "x" }, { buffer = "sum" }, { type = "long long", value = "n" }]
-
-[[custom.kernel]]
-name = "tuned"
-[[custom.kernel.launch]]
-kernel = "sum_tuned"
-grid = "max(1, ceil_div(n, block * items))"
-block = "block"
-args = [{ buffer = "x" }, { buffer = "sum" }, { type = "long long", value = "n" }]
-
-[[variant]]
-name = "tuned"
-backend = "cuda"
-kernel = "tuned"
 "#;
+
+fn study() -> String {
+    format!("{STUDY_HEAD}{}", common::TUNE_SUM_CUSTOM)
+}
 
 /// Times that depend on both axes, best at block 256 x items 4 (0.9 x 0.95 of the model), and
 /// a wrong answer at block 512 x items 8, which would be twice as fast as anything.
@@ -151,11 +101,10 @@ fn setup(tune: Option<&str>) -> tempfile::TempDir {
     std::fs::copy(kernel, dir.path().join("sum.cu")).unwrap();
     let study = match tune {
         Some(t) => {
-            let start = STUDY.find("[tune]").unwrap();
-            let end = STUDY.find("[custom]").unwrap();
-            format!("{}{t}\n{}", &STUDY[..start], &STUDY[end..])
+            let start = STUDY_HEAD.find("[tune]").unwrap();
+            format!("{}{t}\n{}", &STUDY_HEAD[..start], common::TUNE_SUM_CUSTOM)
         }
-        None => STUDY.to_string(),
+        None => study(),
     };
     std::fs::write(dir.path().join("study.toml"), study).unwrap();
     std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
@@ -585,7 +534,7 @@ fn an_axis_the_grid_does_not_list_is_refused_and_a_manifest_without_tune_too() {
     assert!(stderr.contains("axis `block` is not in [grid]"), "{stderr}");
     assert!(stderr.contains("key `tune.axes[0]`"), "{stderr}");
 
-    let without = STUDY.replace("[tune]\naxes = [\"block\", \"items\"]\nstrategy = \"bayes\"\nbudget = { evaluations = 8 }\nseed = 5\ntop = 3\nrounds = 3\n", "");
+    let without = study().replace("[tune]\naxes = [\"block\", \"items\"]\nstrategy = \"bayes\"\nbudget = { evaluations = 8 }\nseed = 5\ntop = 3\nrounds = 3\n", "");
     assert!(!without.contains("[tune]"));
     std::fs::write(dir.path().join("plain.toml"), without).unwrap();
     let out = kbench(dir.path())

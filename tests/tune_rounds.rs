@@ -20,7 +20,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// The example's kernel at 6 small sizes (6 problem points), 3 blocks x 2 items each.
-const STUDY: &str = r#"[study]
+const STUDY_HEAD: &str = r#"[study]
 name = "tune_rounds"
 algorithm = "custom"
 seed = 11
@@ -39,61 +39,11 @@ rounds = 6
 min_rounds = 5
 tie_within = 0.01
 
-[custom]
-sources = ["sum.cu"]
-defines = { ITEMS = "items" }
-reference = "reference"
-bytes = "n * sizeof(dtype)"
-
-[[custom.axis]]
-name = "n"
-kind = "size"
-[[custom.axis]]
-name = "dtype"
-kind = "dtype"
-[[custom.axis]]
-name = "block"
-kind = "block"
-[[custom.axis]]
-name = "items"
-kind = "int"
-min = 1
-max = 64
-
-[[custom.buffer]]
-name = "x"
-type = "dtype"
-length = "n"
-role = "input"
-init = { uniform = [0.0, 1.0] }
-
-[[custom.buffer]]
-name = "sum"
-type = "f64"
-length = "1"
-role = "output"
-
-[[custom.kernel]]
-name = "reference"
-[[custom.kernel.launch]]
-kernel = "sum_reference"
-grid = "1"
-block = "256"
-args = [{ buffer = "x" }, { buffer = "sum" }, { type = "long long", value = "n" }]
-
-[[custom.kernel]]
-name = "tuned"
-[[custom.kernel.launch]]
-kernel = "sum_tuned"
-grid = "max(1, ceil_div(n, block * items))"
-block = "block"
-args = [{ buffer = "x" }, { buffer = "sum" }, { type = "long long", value = "n" }]
-
-[[variant]]
-name = "tuned"
-backend = "cuda"
-kernel = "tuned"
 "#;
+
+fn study() -> String {
+    format!("{STUDY_HEAD}{}", common::TUNE_SUM_CUSTOM)
+}
 
 /// A mock where block 256 x items 4 is fastest, block 256 x items 8 `runner_up_factor` of it,
 /// the rest 25% slower; each case's median moves by up to +-`worker_jitter` between processes.
@@ -120,7 +70,7 @@ fn tune(mock_text: &str, samples: &str) -> (Value, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tune/sum.cu");
     std::fs::copy(kernel, dir.path().join("sum.cu")).unwrap();
-    std::fs::write(dir.path().join("study.toml"), STUDY).unwrap();
+    std::fs::write(dir.path().join("study.toml"), study()).unwrap();
     std::fs::write(dir.path().join("mock.toml"), mock_text).unwrap();
     let out: Output = Command::new(common::kbench_exe())
         .current_dir(dir.path())
@@ -270,7 +220,7 @@ fn a_worker_jitter_of_one_is_refused_at_its_line() {
     let dir = tempfile::tempdir().unwrap();
     let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tune/sum.cu");
     std::fs::copy(kernel, dir.path().join("sum.cu")).unwrap();
-    std::fs::write(dir.path().join("study.toml"), STUDY).unwrap();
+    std::fs::write(dir.path().join("study.toml"), study()).unwrap();
     std::fs::write(
         dir.path().join("mock.toml"),
         "[timing]\nworker_jitter = 1.5\n",

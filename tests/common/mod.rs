@@ -109,3 +109,62 @@ pub fn results_file_in(study_dir: &Path) -> PathBuf {
         .find(|p| p.extension().is_some_and(|e| e == "json"))
         .unwrap_or_else(|| panic!("no results file in {}", study_dir.display()))
 }
+
+/// The `[custom]` half of a tune study of the example kernel (examples/tune/sum.cu, copied
+/// beside the manifest as `sum.cu`): its axes, buffers, reference and tuned launches, and the
+/// one variant. The tune tests put their own `[study]`, `[grid]` and `[tune]` before it.
+pub const TUNE_SUM_CUSTOM: &str = r#"[custom]
+sources = ["sum.cu"]
+defines = { ITEMS = "items" }
+reference = "reference"
+bytes = "n * sizeof(dtype)"
+
+[[custom.axis]]
+name = "n"
+kind = "size"
+[[custom.axis]]
+name = "dtype"
+kind = "dtype"
+[[custom.axis]]
+name = "block"
+kind = "block"
+[[custom.axis]]
+name = "items"
+kind = "int"
+min = 1
+max = 64
+
+[[custom.buffer]]
+name = "x"
+type = "dtype"
+length = "n"
+role = "input"
+init = { uniform = [0.0, 1.0] }
+
+[[custom.buffer]]
+name = "sum"
+type = "f64"
+length = "1"
+role = "output"
+
+[[custom.kernel]]
+name = "reference"
+[[custom.kernel.launch]]
+kernel = "sum_reference"
+grid = "1"
+block = "256"
+args = [{ buffer = "x" }, { buffer = "sum" }, { type = "long long", value = "n" }]
+
+[[custom.kernel]]
+name = "tuned"
+[[custom.kernel.launch]]
+kernel = "sum_tuned"
+grid = "max(1, ceil_div(n, block * items))"
+block = "block"
+args = [{ buffer = "x" }, { buffer = "sum" }, { type = "long long", value = "n" }]
+
+[[variant]]
+name = "tuned"
+backend = "cuda"
+kernel = "tuned"
+"#;

@@ -7,6 +7,7 @@ use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
 use crate::history::{CaseHistory, History, HistoryVerdict};
+use crate::report::html::escape;
 
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 static REGISTER_FONT: std::sync::Once = std::sync::Once::new();
@@ -151,11 +152,4 @@ fn chart_svg(case: &CaseHistory) -> Result<String> {
         root.present().map_err(e)?;
     }
     Ok(svg)
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }

@@ -452,7 +452,8 @@ fn split_cells(inner: &str) -> Vec<String> {
     cells.into_iter().map(|c| c.trim().to_string()).collect()
 }
 
-fn escape(text: &str) -> String {
+/// Text made safe inside HTML elements and quoted attributes.
+pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

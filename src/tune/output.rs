@@ -19,6 +19,7 @@ use super::spec::TuneSpec;
 use crate::manifest::Manifest;
 use crate::record::CaseStatus;
 use crate::report::case_table::format_seconds;
+use crate::report::html::escape;
 use crate::results::write_json_atomically;
 use crate::vocab::{describe_params, ParamValue, Params};
 use crate::{out, outln};
@@ -512,12 +513,6 @@ pub fn convergence_svg(problem: &ProblemResult) -> Result<String> {
         root.present().map_err(e)?;
     }
     Ok(svg)
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// The HTML report: per problem point, the table, the verdict and the convergence plot.

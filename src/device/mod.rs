@@ -316,16 +316,7 @@ impl Device {
     fn measure_event_overhead(&self) -> Result<f64> {
         let mut times_s = Vec::new();
         for _ in 0..55 {
-            let held = self.hold_refused.is_none();
-            if held {
-                self.hold_stream()?;
-            }
-            self.record_start()?;
-            self.record_stop()?;
-            if held {
-                self.release_stream()?;
-            }
-            times_s.push(self.elapsed_raw_s()?);
+            times_s.push(self.time_held_raw_s(&mut || Ok(()))?);
         }
         times_s.drain(..5);
         times_s.sort_by(f64::total_cmp);
@@ -495,7 +486,12 @@ impl Device {
     /// Waits for the stop event and returns the time between the two events, less what the
     /// events cost by themselves (`event_overhead_s`).
     pub(crate) fn elapsed_s(&self) -> Result<f64> {
-        Ok((self.elapsed_raw_s()? - self.fingerprint.event_overhead_s).max(0.0))
+        Ok(self.less_event_overhead(self.elapsed_raw_s()?))
+    }
+
+    /// A time between two events less what the events cost by themselves.
+    fn less_event_overhead(&self, raw_s: f64) -> f64 {
+        (raw_s - self.fingerprint.event_overhead_s).max(0.0)
     }
 
     /// The GPU time of what `enqueue` queues, timed as a kernel-scope sample is: queued behind
@@ -503,6 +499,11 @@ impl Device {
     /// host's launch latency (it did: the read peak came out 2-3% under what Nsight Compute
     /// gives its kernel, below reduce_fast's own rate), less what the events cost by themselves.
     pub(crate) fn time_held_s(&self, enqueue: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+        Ok(self.less_event_overhead(self.time_held_raw_s(enqueue)?))
+    }
+
+    /// `time_held_s` with the events' own cost left in (what `measure_event_overhead` measures).
+    fn time_held_raw_s(&self, enqueue: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
         let held = self.hold_refused.is_none();
         if held {
             self.hold_stream()?;
@@ -517,7 +518,7 @@ impl Device {
             self.release_stream()?;
         }
         queued?;
-        self.elapsed_s()
+        self.elapsed_raw_s()
     }
 
     /// Waits for the stop event and returns the time between the two events.

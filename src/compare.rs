@@ -357,7 +357,7 @@ fn judge_cases(
     loaded: bool,
 ) {
     adjust_benjamini_hochberg(cases);
-    let tested = cases.iter().filter(|c| c.p_slower.is_some()).count();
+    let tested = tested_count(cases);
     for c in cases.iter_mut() {
         let (Some(ratio), Some(ci)) = (c.ratio, c.ratio_ci95) else {
             continue;
@@ -414,7 +414,7 @@ pub fn apply_retest(
     retest_file: &str,
     settings: &CompareSettings,
 ) {
-    let tested = result.cases.iter().filter(|c| c.ratio.is_some()).count();
+    let tested = tested_count(&result.cases);
     let (mut retested, mut confirmed) = (0, 0);
     for c in result
         .cases
@@ -462,6 +462,12 @@ pub fn apply_retest(
         retested,
         confirmed,
     });
+}
+
+/// How many cases the family of tests holds (those with a p-value): Benjamini-Hochberg, and
+/// so each case's detectable change, depend on it.
+fn tested_count(cases: &[CaseComparison]) -> usize {
+    cases.iter().filter(|c| c.p_slower.is_some()).count()
 }
 
 /// The new run's host load against the baselines': None where any run does not record it.

@@ -555,6 +555,10 @@ pub struct DeviceFingerprint {
     /// then have no energy record; where NVML is not there, `nvml_unavailable` says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy_unavailable: Option<String>,
+    /// Why the copy, read and write peaks and the host link were not measured (their figures
+    /// are then 0): set when kbench runs under a profiler, which replays every launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peaks_unmeasured: Option<String>,
     /// Set on the mock device alone (`KBENCH_MOCK_GPU`): its timings are synthetic, not
     /// measurements, and this says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]

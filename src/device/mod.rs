@@ -225,6 +225,7 @@ impl Device {
                 cupti_profiler_unavailable: profiler.as_ref().err().cloned(),
                 nvml_unavailable: clocks.as_ref().err().cloned(),
                 energy_unavailable: clocks.as_ref().ok().and_then(|c| c.energy_mj().err()),
+                peaks_unmeasured: under_profiler(),
                 mock: None,
             },
             shared_optin_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
@@ -251,6 +252,9 @@ impl Device {
         // held stream and less the events' cost (`time_held_s`).
         device.hold_refused = device.probe_hold()?;
         device.fingerprint.event_overhead_s = device.measure_event_overhead()?;
+        if device.fingerprint.peaks_unmeasured.is_some() {
+            return Ok(device);
+        }
         device.fingerprint.measured_copy_gbytes_per_s = device.measure_copy_bandwidth()?;
         // After the copy's warm-up, so the clocks have settled.
         let peak_kernels = peaks::PeakKernels::load(&timer_module, &device)?;
@@ -1264,4 +1268,16 @@ impl DeviceIo {
 
 fn find<'a, B>(buffers: &'a [(&'static str, B)], name: &str) -> Option<&'a B> {
     buffers.iter().find(|(n, _)| *n == name).map(|(_, b)| b)
+}
+
+/// Why the peaks are not measured in this process, if they are not: CUDA tools (Nsight Compute,
+/// Nsight Systems) load themselves through `CUDA_INJECTION64_PATH`, and under Nsight Compute the
+/// peaks' 200-odd launches over 1 GiB are each serialized and replayed: they would cost half a
+/// minute a process and measure the tool, not the memory.
+fn under_profiler() -> Option<String> {
+    let injection = std::env::var_os("CUDA_INJECTION64_PATH").filter(|p| !p.is_empty())?;
+    Some(format!(
+        "running under a profiler or sanitizer (CUDA_INJECTION64_PATH={}): the copy, read and write peaks and the host link were not measured",
+        injection.to_string_lossy()
+    ))
 }

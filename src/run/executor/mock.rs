@@ -451,6 +451,7 @@ impl MockDevice {
             event_overhead_s: 0.0,
             cupti_unavailable: no_cupti(),
             cupti_profiler_unavailable: if d.profiler { None } else { no_cupti() },
+            peaks_unmeasured: None,
             nvml_unavailable: match d.power_w {
                 Some(_) => None,
                 None => Some("the mock device has no NVML".into()),

@@ -4,18 +4,22 @@
 # Nsight Compute (scripts/timer_check.py: gpu__time_duration, caches flushed before each kernel,
 # clocks left alone), with a markdown table of the verdicts at the end. Run on a GPU machine,
 # from the repository root:
-#   bash scripts/timer-sweep.sh [--kbench PATH] [--out DIR] [--samples N] [MANIFEST...]
-# (manifests default to experiments/timer_sweep/*.toml; the table goes to DIR/summary.md).
+#   bash scripts/timer-sweep.sh [--kbench PATH] [--out DIR] [--samples N] [--resume JSON] [MANIFEST...]
+# (manifests default to experiments/timer_sweep/*.toml; the table goes to DIR/summary.md). A case
+# costs 15-30 s under ncu (every launch, the L2 flush's too, is profiled with its caches flushed);
+# --resume goes on from a stopped sweep's timer-check.json.
 set -euo pipefail
 kbench=.gpu-bundle/kbench
 out=out/timer-sweep
 samples=10
 manifests=()
+resume=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --kbench) kbench="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --samples) samples="$2"; shift 2 ;;
+    --resume) resume=(--resume "$2"); shift 2 ;;
     *) manifests+=("$1"); shift ;;
   esac
 done
@@ -25,6 +29,6 @@ command -v ncu >/dev/null || { echo "ncu (Nsight Compute) is not on PATH" >&2; e
 mkdir -p "$out"
 status=0
 python3 "$(dirname "$0")/timer_check.py" --kbench "$kbench" --out "$out" --samples "$samples" \
-  "${manifests[@]}" || status=$?
+  "${resume[@]}" "${manifests[@]}" || status=$?
 python3 "$(dirname "$0")/timer_sweep_summary.py" "$out/timer-check.json" | tee "$out/summary.md"
 exit "$status"

@@ -63,7 +63,10 @@ def ncu_durations_s(kbench, manifest_path, out_dir, cache_control):
     cmd = ["ncu", "--target-processes", "all", "--cache-control", cache_control, "--clock-control", "none",
            "--metrics", "gpu__time_duration.sum,launch__grid_size", "--csv",
            kbench, "run", manifest_path, "--out-dir", out_dir]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    # Without the device's peaks and energy windows, whose launches ncu would each replay (28 of
+    # a small case's 33 s): the case's own launches are all this run is for.
+    env = dict(os.environ, KBENCH_SKIP_PEAKS="1")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     text = done.stdout
     start = text.find('"ID"')
     if start < 0:
@@ -127,10 +130,17 @@ def main():
     # the same for one kernel a run, more for several (each starts cold under ncu, only the
     # first under kbench); "none" leaves them warm, a lower bound for those.
     ap.add_argument("--cache-control", choices=["all", "none"], default="all")
+    # A sweep stopped part-way (a device call's time limit) goes on from its timer-check.json:
+    # the cases in it are kept and not measured again.
+    ap.add_argument("--resume", metavar="TIMER_CHECK_JSON")
     ap.add_argument("manifests", nargs="+")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     report = []
+    if a.resume:
+        with open(a.resume) as f:
+            report = json.load(f)
+    done = {(r["study"], r["case"]) for r in report}
     failed = []
     for path in a.manifests:
         with open(path, "rb") as f:
@@ -143,6 +153,8 @@ def main():
             doc = json.load(f)
         for case in doc["cases"]:
             if case["backend"] != "cuda" or case["scope"] != "kernel" or not case.get("summary"):
+                continue
+            if (study, case["index"]) in done:
                 continue
             one = os.path.join(a.out, f"{study}-case{case['index']}.toml")
             with open(one, "w") as f:

@@ -556,7 +556,7 @@ pub struct DeviceFingerprint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy_unavailable: Option<String>,
     /// Why the copy, read and write peaks and the host link were not measured (their figures
-    /// are then 0): set when kbench runs under a profiler, which replays every launch.
+    /// are then 0): `KBENCH_SKIP_PEAKS` was set, as the timer sweep does under Nsight Compute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peaks_unmeasured: Option<String>,
     /// Set on the mock device alone (`KBENCH_MOCK_GPU`): its timings are synthetic, not

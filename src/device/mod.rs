@@ -188,6 +188,7 @@ impl Device {
         };
         let pci_bus_id = pci_bus_id(&ctx)?;
         let clocks = nvml::Clocks::open(&pci_bus_id);
+        let profiled = under_profiler();
         let datasheet = peaks::datasheet_gbytes_per_s(&pci_bus_id).ok();
         let profiler = match std::env::var("KBENCH_CUPTI_PROFILER").as_deref() {
             Ok("off") => Err("turned off by KBENCH_CUPTI_PROFILER=off".to_string()),
@@ -224,8 +225,12 @@ impl Device {
                 cupti_unavailable: tracer.as_ref().err().cloned(),
                 cupti_profiler_unavailable: profiler.as_ref().err().cloned(),
                 nvml_unavailable: clocks.as_ref().err().cloned(),
-                energy_unavailable: clocks.as_ref().ok().and_then(|c| c.energy_mj().err()),
-                peaks_unmeasured: under_profiler(),
+                // Under a profiler the energy window's hundreds of runs would each be profiled.
+                energy_unavailable: match &profiled {
+                    Some(why) => clocks.is_ok().then(|| why.clone()),
+                    None => clocks.as_ref().ok().and_then(|c| c.energy_mj().err()),
+                },
+                peaks_unmeasured: profiled,
                 mock: None,
             },
             shared_optin_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
@@ -1270,14 +1275,16 @@ fn find<'a, B>(buffers: &'a [(&'static str, B)], name: &str) -> Option<&'a B> {
     buffers.iter().find(|(n, _)| *n == name).map(|(_, b)| b)
 }
 
-/// Why the peaks are not measured in this process, if they are not: CUDA tools (Nsight Compute,
-/// Nsight Systems) load themselves through `CUDA_INJECTION64_PATH`, and under Nsight Compute the
-/// peaks' 200-odd launches over 1 GiB are each serialized and replayed: they would cost half a
-/// minute a process and measure the tool, not the memory.
+/// Why the peaks (and the cases' energy windows) are not measured in this process, if they are
+/// not: `KBENCH_SKIP_PEAKS` is set. The timer sweep sets it for its runs under Nsight Compute,
+/// which serializes and replays every launch: there the peaks' 220 launches over 1 GiB took
+/// 28 of a case's 33 seconds, and an energy window's hundreds of runs would be replayed too,
+/// measuring the tool, not the memory.
 fn under_profiler() -> Option<String> {
-    let injection = std::env::var_os("CUDA_INJECTION64_PATH").filter(|p| !p.is_empty())?;
-    Some(format!(
-        "running under a profiler or sanitizer (CUDA_INJECTION64_PATH={}): the copy, read and write peaks and the host link were not measured",
-        injection.to_string_lossy()
-    ))
+    std::env::var_os(SKIP_PEAKS_ENV)
+        .filter(|v| !v.is_empty())
+        .map(|_| format!("{SKIP_PEAKS_ENV} is set (a run under a profiler): the peaks, the host link and the energy were not measured"))
 }
+
+/// The variable that turns the peaks and the energy windows off (see `under_profiler`).
+pub const SKIP_PEAKS_ENV: &str = "KBENCH_SKIP_PEAKS";

@@ -13,6 +13,8 @@
 //!
 //! With K = 1 nothing here touches a case: its one report is the result, as it always was.
 
+use anyhow::Result;
+
 use crate::record::{
     CaseResult, CaseStatus, ClockRecord, EnergyRecord, GpuTimer, MeasureSettings, Measurement,
     OutputCheck, StopReason,
@@ -53,6 +55,30 @@ pub fn order(case_number: usize, k: usize) -> Vec<usize> {
     }
 }
 
+/// Runs a case in each of the lane's workers, in `order` (see `order`): `run_in(slot)` runs it
+/// in the `slot`th. Stops at the first part that does not pass, which is the case's outcome
+/// (`failed_part`, `ended_part`); else the parts' reports merged (`merge`). An error (a worker
+/// that cannot be started) is the case's, as with one process.
+pub fn run_parts(
+    order: &[usize],
+    settings: &MeasureSettings,
+    mut run_in: impl FnMut(usize) -> Result<WorkerOutcome>,
+) -> Result<WorkerOutcome> {
+    let k = order.len();
+    let mut parts = Vec::new();
+    for (part, &slot) in order.iter().enumerate() {
+        match run_in(slot)? {
+            WorkerOutcome::Finished(report) if part_passed(&report) => parts.push(*report),
+            WorkerOutcome::Finished(report) => {
+                let failed = failed_part(*report, part, k);
+                return Ok(WorkerOutcome::Finished(Box::new(failed)));
+            }
+            ended => return Ok(ended_part(ended, part, k)),
+        }
+    }
+    Ok(WorkerOutcome::Finished(Box::new(merge(parts, settings))))
+}
+
 /// `process 2 of 3`: the `part`th (from 0) of `k` in the order they ran the case.
 fn which(part: usize, k: usize) -> String {
     format!("process {} of {k}", part + 1)
@@ -60,14 +86,14 @@ fn which(part: usize, k: usize) -> String {
 
 /// Whether a part's report lets the case go on to its next process: only a passed one does; a
 /// failed or skipped part is the case's result (see `failed_part`).
-pub fn part_passed(report: &WorkerReport) -> bool {
+fn part_passed(report: &WorkerReport) -> bool {
     report.result.status == CaseStatus::Passed
 }
 
 /// The case's result when its `part`th process (of `k`) did not pass: that part's result, its
 /// reason saying which process it was. A skip is kept as it is (every process would skip it
 /// alike, and the tables group cases by their skip reason).
-pub fn failed_part(mut report: WorkerReport, part: usize, k: usize) -> WorkerReport {
+fn failed_part(mut report: WorkerReport, part: usize, k: usize) -> WorkerReport {
     if k > 1 && report.result.status != CaseStatus::Skipped {
         let result = &mut report.result;
         result.reason = Some(format!(
@@ -81,7 +107,7 @@ pub fn failed_part(mut report: WorkerReport, part: usize, k: usize) -> WorkerRep
 
 /// The case's outcome when its `part`th process (of `k`) ended without a report (it died, hung
 /// or timed out, or the run was interrupted): the same outcome, its reason saying which process.
-pub fn ended_part(outcome: WorkerOutcome, part: usize, k: usize) -> WorkerOutcome {
+fn ended_part(outcome: WorkerOutcome, part: usize, k: usize) -> WorkerOutcome {
     if k == 1 {
         return outcome;
     }
@@ -140,6 +166,11 @@ fn summarize(
     measurement: Measurement,
     device: Option<&crate::record::DeviceFingerprint>,
 ) {
+    if measurement.samples_s.is_empty() {
+        // No part passes without a sample; kept as it is, should one ever.
+        result.measurement = Some(measurement);
+        return;
+    }
     let summary = stats::summarize(&measurement.samples_s);
     result.gbytes_per_s = Some(result.bytes_moved as f64 / summary.median_s / 1e9);
     result.gflops_per_s = Some(result.flops as f64 / summary.median_s / 1e9);
@@ -303,4 +334,282 @@ fn saved_files_once(parts: &[WorkerReport]) -> Vec<String> {
         }
     }
     files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::TimerMethod;
+    use crate::vocab::Tolerance;
+    use std::cell::RefCell;
+    use std::path::Path;
+
+    fn settings(processes: u32) -> MeasureSettings {
+        MeasureSettings {
+            processes,
+            ..MeasureSettings::default()
+        }
+    }
+
+    #[test]
+    fn each_process_takes_its_share_of_the_samples_and_the_budget() {
+        let whole = MeasureSettings {
+            min_samples: 10,
+            max_samples: 200,
+            max_time_s: 3.0,
+            processes: 3,
+            ..MeasureSettings::default()
+        };
+        let part = part_settings(&whole);
+        assert_eq!((part.min_samples, part.max_samples), (4, 67));
+        assert!((part.max_time_s - 1.0).abs() < 1e-12);
+        assert_eq!(part.timeout_s, whole.timeout_s, "each part's own limit");
+        assert_eq!(part.warmup, whole.warmup, "each part warms up");
+        // At least 2 samples a process, however few the study asks for.
+        let few = MeasureSettings {
+            min_samples: 1,
+            max_samples: 3,
+            processes: 4,
+            ..MeasureSettings::default()
+        };
+        let part = part_settings(&few);
+        assert_eq!((part.min_samples, part.max_samples), (2, 2));
+        // One process: the settings as they are, a single sample included.
+        let one = MeasureSettings {
+            min_samples: 1,
+            max_samples: 1,
+            ..MeasureSettings::default()
+        };
+        assert_eq!(part_settings(&one), one);
+    }
+
+    #[test]
+    fn the_order_of_the_workers_alternates_from_case_to_case() {
+        assert_eq!(order(0, 3), [0, 1, 2]);
+        assert_eq!(order(1, 3), [2, 1, 0]);
+        assert_eq!(order(2, 3), [0, 1, 2]);
+        assert_eq!(order(7, 1), [0]);
+    }
+
+    /// A passed report of a CPU case of 4000 bytes with these samples.
+    fn report(samples_s: &[f64], max_rel_err: f64) -> WorkerReport {
+        let text = "[study]\nname = \"t\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\nn = [1000]\n\
+                    [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n";
+        let manifest = crate::manifest::parse(Path::new("t.toml"), text).unwrap();
+        let case = &crate::plan::expand(&manifest).unwrap()[0];
+        let mut result = case::new_result(&manifest, case);
+        result.status = CaseStatus::Passed;
+        result.bytes_moved = 4000;
+        result.flops = 1000;
+        let mut accuracy = crate::verify::compare(&[1.0], &[1.0], Tolerance { rel: 0.1, abs: 0.0 });
+        accuracy.max_rel_err = max_rel_err;
+        result.outputs = vec![OutputCheck {
+            name: "sum".into(),
+            length: 1,
+            accuracy,
+        }];
+        result.saved_files = vec!["case-0000.npy".into()];
+        result.summary = (!samples_s.is_empty()).then(|| stats::summarize(samples_s));
+        result.measurement = Some(Measurement {
+            samples_s: samples_s.to_vec(),
+            warmup_runs: 3,
+            stop_reason: StopReason::Converged,
+            throttled_discarded: 1,
+            gpu_timer: None,
+            process_medians_s: Vec::new(),
+        });
+        WorkerReport {
+            result,
+            device: None,
+            gpu_unavailable: None,
+            gpu_broken: false,
+        }
+    }
+
+    fn measurement(report: &WorkerReport) -> &Measurement {
+        report.result.measurement.as_ref().unwrap()
+    }
+
+    #[test]
+    fn the_parts_merge_into_one_result_with_each_process_median() {
+        let mut parts = vec![
+            report(&[1.0e-6, 1.2e-6], 1e-7),
+            report(&[2.0e-6, 2.2e-6, 2.1e-6], 3e-7),
+            report(&[3.0e-6, 3.4e-6], 2e-7),
+        ];
+        parts[1].result.measurement.as_mut().unwrap().stop_reason = StopReason::Budget;
+        parts[2].result.saved_files.push("case-0000-b.npy".into());
+        let merged = merge(parts, &settings(3));
+        let m = measurement(&merged);
+        let all_s = [1.0e-6, 1.2e-6, 2.0e-6, 2.2e-6, 2.1e-6, 3.0e-6, 3.4e-6];
+        assert_eq!(m.samples_s, all_s, "in the order taken");
+        assert_eq!(m.process_medians_s, [1.1e-6, 2.1e-6, 3.2e-6]);
+        let summary = merged.result.summary.as_ref().unwrap();
+        assert_eq!(*summary, stats::summarize(&all_s), "over every sample");
+        assert_eq!(summary.median_s, 2.1e-6);
+        assert_eq!(merged.result.gbytes_per_s, Some(4000.0 / 2.1e-6 / 1e9));
+        assert_eq!(merged.result.gflops_per_s, Some(1000.0 / 2.1e-6 / 1e9));
+        assert_eq!((m.warmup_runs, m.throttled_discarded), (9, 3));
+        assert_eq!(m.stop_reason, StopReason::Budget, "the worst");
+        assert_eq!(merged.result.outputs[0].accuracy.max_rel_err, 3e-7);
+        assert_eq!(
+            merged.result.saved_files,
+            ["case-0000.npy", "case-0000-b.npy"]
+        );
+        assert_eq!(merged.result.status, CaseStatus::Passed);
+    }
+
+    fn timer(cupti_s: &[f64], energy: (u32, u64, f64), sm_mhz: (u32, u32, u32)) -> GpuTimer {
+        let mut timer = GpuTimer::new(TimerMethod::BlockedEvents, 1, true);
+        timer.cupti_samples_s = cupti_s.to_vec();
+        timer.cupti_vs_events = Some(99.0);
+        timer.energy = Some(EnergyRecord::of(energy.0, energy.1, energy.2));
+        timer.clocks = Some(ClockRecord {
+            sm_clock_min_mhz: sm_mhz.0,
+            sm_clock_max_mhz: sm_mhz.2,
+            throttle_reasons: vec![format!("reason{}", sm_mhz.0)],
+            sm_clock_median_mhz: Some(sm_mhz.1),
+            memory_clock_median_mhz: None,
+            memory_clock_min_mhz: None,
+        });
+        timer.persisting_l2_reset = Some(true);
+        timer.fresh_input_copies = 5;
+        timer
+    }
+
+    #[test]
+    fn the_timers_clocks_and_energy_of_the_parts_merge() {
+        let mut parts = vec![
+            report(&[1.0e-3, 1.0e-3], 0.0),
+            report(&[2.0e-3, 2.0e-3], 0.0),
+        ];
+        let timers = [
+            timer(&[1.1e-3, 1.1e-3], (10, 100, 0.1), (1700, 1750, 1800)),
+            timer(&[2.2e-3, 2.2e-3], (30, 300, 0.2), (1600, 1780, 1900)),
+        ];
+        for (part, t) in parts.iter_mut().zip(timers) {
+            part.result.measurement.as_mut().unwrap().gpu_timer = Some(t);
+        }
+        parts[1]
+            .result
+            .measurement
+            .as_mut()
+            .unwrap()
+            .gpu_timer
+            .as_mut()
+            .unwrap()
+            .persisting_l2_reset = Some(false);
+        let merged = merge(parts, &settings(2));
+        let t = measurement(&merged).gpu_timer.clone().unwrap();
+        assert_eq!(t.cupti_samples_s, [1.1e-3, 1.1e-3, 2.2e-3, 2.2e-3]);
+        // Judged again over all the samples: events' median 1.5 ms, CUPTI's 1.65 ms.
+        let cupti_vs_events = t.cupti_vs_events.unwrap();
+        assert!((cupti_vs_events - 0.1).abs() < 1e-9, "{cupti_vs_events}");
+        assert!(t.timers_disagree, "10% apart, past the 2% tolerance");
+        assert_eq!(t.energy, Some(EnergyRecord::of(40, 400, 0.1 + 0.2)));
+        let clocks = t.clocks.unwrap();
+        assert_eq!(
+            (clocks.sm_clock_min_mhz, clocks.sm_clock_max_mhz),
+            (1600, 1900)
+        );
+        assert_eq!(clocks.throttle_reasons, ["reason1600", "reason1700"]);
+        assert_eq!(clocks.sm_clock_median_mhz, Some(1780));
+        assert_eq!(
+            t.persisting_l2_reset,
+            Some(false),
+            "not reset in every part"
+        );
+        assert_eq!(t.fresh_input_copies, 10);
+    }
+
+    /// `run_parts` over scripted parts: each slot's outcome, and the slots it ran.
+    fn run_scripted(
+        order: &[usize],
+        outcome: impl Fn(usize) -> WorkerOutcome,
+    ) -> (WorkerOutcome, Vec<usize>) {
+        let ran = RefCell::new(Vec::new());
+        let settings = settings(order.len() as u32);
+        let outcome = run_parts(order, &settings, |slot| {
+            ran.borrow_mut().push(slot);
+            Ok(outcome(slot))
+        })
+        .unwrap();
+        (outcome, ran.into_inner())
+    }
+
+    fn finished(report: WorkerReport) -> WorkerOutcome {
+        WorkerOutcome::Finished(Box::new(report))
+    }
+
+    fn result_of(outcome: WorkerOutcome) -> CaseResult {
+        match outcome {
+            WorkerOutcome::Finished(report) => report.result,
+            _ => panic!("the case should have a report"),
+        }
+    }
+
+    #[test]
+    fn a_part_that_fails_fails_the_case_with_its_reason_and_process() {
+        let wrong = |slot: usize| {
+            let mut part = report(&[1e-6, 1e-6], 0.0);
+            if slot == 1 {
+                part.result.status = CaseStatus::AccuracyFailed;
+                part.result.reason = Some("wrong answer: `sum`".into());
+            }
+            finished(part)
+        };
+        let (outcome, ran) = run_scripted(&[0, 1, 2], wrong);
+        let result = result_of(outcome);
+        assert_eq!(result.status, CaseStatus::AccuracyFailed);
+        assert_eq!(
+            result.reason.as_deref(),
+            Some("in process 2 of 3: wrong answer: `sum`")
+        );
+        assert_eq!(ran, [0, 1], "no part runs after one fails");
+        // Run in the other order, the failing worker is the second again, from the end.
+        let (outcome, ran) = run_scripted(&[2, 1, 0], wrong);
+        assert_eq!(ran, [2, 1]);
+        assert!(result_of(outcome)
+            .reason
+            .unwrap()
+            .starts_with("in process 2 of 3"));
+
+        let died = |slot: usize| match slot {
+            2 => WorkerOutcome::Died("the worker process died: SIGSEGV".into()),
+            _ => finished(report(&[1e-6, 1e-6], 0.0)),
+        };
+        match run_scripted(&[0, 1, 2], died).0 {
+            WorkerOutcome::Died(reason) => assert_eq!(
+                reason,
+                "in process 3 of 3: the worker process died: SIGSEGV"
+            ),
+            _ => panic!("a dead part costs the case"),
+        }
+
+        let skipped = |_| {
+            let mut part = report(&[], 0.0);
+            part.result.status = CaseStatus::Skipped;
+            part.result.reason = Some("needs 90 GiB".into());
+            finished(part)
+        };
+        let (outcome, ran) = run_scripted(&[0, 1], skipped);
+        let result = result_of(outcome);
+        assert_eq!(result.status, CaseStatus::Skipped);
+        assert_eq!(result.reason.as_deref(), Some("needs 90 GiB"), "as it was");
+        assert_eq!(ran, [0]);
+    }
+
+    #[test]
+    fn one_process_gives_its_report_as_it_is() {
+        let part = report(&[1e-6, 2e-6, 4e-6], 0.0);
+        let sent = serde_json::to_string(&part.result).unwrap();
+        let (outcome, _) = run_scripted(&[0], |_| finished(report(&[1e-6, 2e-6, 4e-6], 0.0)));
+        let result = result_of(outcome);
+        assert_eq!(serde_json::to_string(&result).unwrap(), sent);
+        assert!(!sent.contains("process_medians_s"));
+        let (outcome, ran) = run_scripted(&[0, 1], |_| finished(report(&[1e-6, 2e-6], 0.0)));
+        assert_eq!(ran, [0, 1]);
+        let merged = serde_json::to_string(&result_of(outcome)).unwrap();
+        assert!(merged.contains("\"process_medians_s\""), "{merged}");
+    }
 }

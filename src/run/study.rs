@@ -262,28 +262,13 @@ fn lane_runner<'a>(
         let started = Instant::now();
         let order = processes::order(cases_run, k);
         cases_run += 1;
-        let mut parts = Vec::new();
-        let mut ended = None;
-        for (part, &slot) in order.iter().enumerate() {
-            match run_part(options, job, lane, &mut workers[slot], case, halt) {
-                Err(e) => return (Err(e), started.elapsed().as_secs_f64()),
-                Ok(WorkerOutcome::Finished(report)) if processes::part_passed(&report) => {
-                    parts.push(*report)
-                }
-                Ok(WorkerOutcome::Finished(report)) => {
-                    let failed = processes::failed_part(*report, part, k);
-                    ended = Some(WorkerOutcome::Finished(Box::new(failed)));
-                    break;
-                }
-                Ok(outcome) => {
-                    ended = Some(processes::ended_part(outcome, part, k));
-                    break;
-                }
-            }
-        }
-        let mut outcome = ended.unwrap_or_else(|| {
-            WorkerOutcome::Finished(Box::new(processes::merge(parts, settings)))
+        let ran = processes::run_parts(&order, settings, |slot| {
+            run_part(options, job, lane, &mut workers[slot], case, halt)
         });
+        let mut outcome = match ran {
+            Ok(outcome) => outcome,
+            Err(e) => return (Err(e), started.elapsed().as_secs_f64()),
+        };
         if let (Some(sanitizer), WorkerOutcome::Finished(report)) =
             (&options.sanitizer, &mut outcome)
         {

@@ -1321,6 +1321,24 @@ mod tests {
                 "  --max-time-s 0.5, but the run measured with max_time_s = 2",
             ]
         );
+        // A file from before `processes` (none recorded) measured with one.
+        let old: MeasureSettings =
+            serde_json::from_value(serde_json::to_value(MeasureSettings::default()).unwrap())
+                .unwrap();
+        assert_eq!(old.processes, 1);
+        let three = MeasureOverrides {
+            processes: Some(3),
+            ..MeasureOverrides::default()
+        };
+        assert_eq!(
+            three.conflicts(&old),
+            ["  --processes 3, but the run measured with processes = 1"]
+        );
+        assert_eq!(three.apply(&old).processes, 3);
+        assert!(!serde_json::to_string(&old).unwrap().contains("processes"));
+        assert!(serde_json::to_string(&three.apply(&old))
+            .unwrap()
+            .contains("\"processes\":3"));
     }
 
     #[test]

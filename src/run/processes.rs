@@ -48,7 +48,7 @@ pub fn part_settings(settings: &MeasureSettings) -> MeasureSettings {
 /// The order in which a lane's `k` workers run its `case_number`th case (counted from 0 on the
 /// lane): 0..k, then k..0, then 0..k again, so the first and last place alternate.
 pub fn order(case_number: usize, k: usize) -> Vec<usize> {
-    if case_number % 2 == 0 {
+    if case_number.is_multiple_of(2) {
         (0..k).collect()
     } else {
         (0..k).rev().collect()

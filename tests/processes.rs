@@ -151,12 +151,33 @@ fn the_flag_overrides_the_manifest_and_one_process_is_todays_record() {
         &["--processes", "2"],
     );
     assert_eq!(doc["manifest"]["overrides"]["processes"], 2);
+    let html = report_html(&doc);
+    assert!(html.contains("each case in 2 worker processes"), "{html}");
     assert_eq!(doc["manifest"]["measure"]["processes"], 2);
     for case in cases(&doc) {
         let m = &case["measurement"];
         assert_eq!(floats(&m["samples_s"]).len(), 6, "3 in each of 2");
         assert_eq!(floats(&m["process_medians_s"]).len(), 2);
     }
+}
+
+/// `kbench report --format html` of a results document.
+fn report_html(doc: &Value) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let out = Command::new(common::kbench_exe())
+        .args(["report", "--format", "html"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]

@@ -13,7 +13,8 @@
 #   bash scripts/regression-demo.sh [kbench binary] [output folder] [manifest] [kbench run options]
 # The options go to every run; without any, `--max-time-s 0.25` (16 runs of reduction.toml must
 # fit the device call). DEMO_BUDGET_S (default 520) stops starting runs that would not finish in
-# time: what ran is still judged.
+# time: what ran is still judged. PROCESSES (default 1) is given to every run as `--processes`:
+# each case measured in that many worker processes (the retests take it from the results).
 set -uo pipefail
 kbench="${1:-.gpu-bundle/kbench}"
 out="${2:-out/regression-demo}"
@@ -22,6 +23,7 @@ shift 3 2>/dev/null || shift $#
 options=("$@")
 [ ${#options[@]} -gt 0 ] || options=(--max-time-s 0.25)
 budget_s="${DEMO_BUDGET_S:-520}"
+processes="${PROCESSES:-1}"
 base_runs=10
 slow_runs=4
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -60,7 +62,7 @@ run() {
     return 1
   fi
   local t0=$SECONDS
-  "$kbench" run "$manifest" "${options[@]}" --out-dir "$out" "$@" > "$out/$name.txt"
+  "$kbench" run "$manifest" "${options[@]}" --processes "$processes" --out-dir "$out" "$@" > "$out/$name.txt"
   local code=$?
   last_s=$((SECONDS - t0))
   echo "run $name: ${last_s}s (exit $code)"
@@ -74,7 +76,7 @@ for i in $(seq "$base_runs"); do run "base$i" --save-baseline demo && ran=$((ran
 run aa1 && run aa2 && for i in $(seq "$slow_runs"); do run "slow$i" --kernels-dir "$slow_dir" || break; done
 study=$(basename "$(dirname "$(ls "$out"/*/2*.json | head -1)")")
 mapfile -t runs < <(ls "$out/$study"/2*.json)
-echo "${#runs[@]} runs in $((SECONDS - start_s))s; options: ${options[*]}"
+echo "${#runs[@]} runs in $((SECONDS - start_s))s; options: ${options[*]} --processes $processes"
 
 status=0
 # Each run is judged as a CI job would: `compare --retest`, so a case called slower is measured

@@ -252,8 +252,8 @@ pub struct RunArgs {
     /// Read kernel sources from this folder instead of the copies built into kbench.
     #[arg(long)]
     pub kernels_dir: Option<PathBuf>,
-    // --warmup, --min-samples, --max-samples, --max-time-s, --timeout-s: stored whole in the
-    // results file, for `--resume` to check.
+    // --warmup, --min-samples, --max-samples, --max-time-s, --timeout-s, --processes: stored
+    // whole in the results file, for `--resume` to check.
     #[command(flatten)]
     pub overrides: MeasureOverrides,
     /// Finish an interrupted run: the cases missing from this results file are run into it.

@@ -477,6 +477,11 @@ struct RawMeasure {
     /// results across runs). Not with `mode = "batch"`.
     #[schemars(with = "Option<bool>")]
     fresh_inputs: Option<Spanned<bool>>,
+    /// Measure each case in this many worker processes (default 1), each with its own set-up,
+    /// warm-up and share of the samples: a process's own level (buffer placement, clocks) then
+    /// averages out over the processes, as no number of samples inside one process can.
+    #[schemars(with = "Option<u32>", range(min = 1))]
+    processes: Option<Spanned<u32>>,
 }
 
 #[derive(Deserialize, Default, JsonSchema)]
@@ -1213,6 +1218,16 @@ impl<'a> Validator<'a> {
             }
             s => s.as_ref().map_or(d.target_rel_ci, |s| *s.get_ref()),
         };
+        let processes = match &raw.processes {
+            Some(k) if *k.get_ref() == 0 => {
+                return Err(self.error(
+                    k.span(),
+                    "measure.processes",
+                    "processes must be at least 1 (1: every case in one worker process)".into(),
+                ))
+            }
+            k => k.as_ref().map_or(d.processes, |k| *k.get_ref()),
+        };
         let mode = raw.mode.unwrap_or(d.mode);
         let fresh_inputs = match &raw.fresh_inputs {
             Some(f) if *f.get_ref() && mode == TimingMode::Batch => {
@@ -1239,6 +1254,7 @@ impl<'a> Validator<'a> {
             timer_tolerance,
             timer_tolerance_s,
             energy: raw.energy.unwrap_or(d.energy),
+            processes,
         })
     }
 

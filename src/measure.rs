@@ -89,6 +89,7 @@ pub fn measure(
             stop_reason,
             throttled_discarded,
             gpu_timer: None,
+            process_medians_s: Vec::new(),
         },
         second_timer_s,
     };

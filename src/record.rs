@@ -242,10 +242,24 @@ pub struct MeasureSettings {
     /// them. Written to the results only when off.
     #[serde(default = "energy_on", skip_serializing_if = "is_on")]
     pub energy: bool,
+    /// How many worker processes measure each case (`[measure] processes`, `--processes`):
+    /// each does the case's set-up, warm-up and check and takes its share of the samples (see
+    /// `run::processes`), so one process's level (buffer placement, clocks) does not decide
+    /// the case. Written to the results only when above 1.
+    #[serde(default = "one_process", skip_serializing_if = "is_one_process")]
+    pub processes: u32,
 }
 
 fn energy_on() -> bool {
     true
+}
+
+fn one_process() -> u32 {
+    1
+}
+
+fn is_one_process(processes: &u32) -> bool {
+    *processes == 1
 }
 
 fn is_on(energy: &bool) -> bool {
@@ -269,6 +283,7 @@ impl Default for MeasureSettings {
             timer_tolerance: 0.02,
             timer_tolerance_s: 1.5e-6,
             energy: true,
+            processes: 1,
         }
     }
 }
@@ -300,6 +315,11 @@ pub struct MeasureOverrides {
     #[arg(long, value_parser = parse_positive_seconds)]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<f64>,
+    /// Measure each case in this many worker processes (default: the manifests', else 1), each
+    /// taking its share of the samples, so no one process's level decides the case.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u32>,
 }
 
 /// One override: its flag, the `[measure]` key it replaces, and its value (as f64, which holds
@@ -324,11 +344,12 @@ impl MeasureOverrides {
             max_samples: Some(settings.max_samples),
             max_time_s: Some(settings.max_time_s),
             timeout_s: Some(settings.timeout_s),
+            processes: Some(settings.processes),
         }
     }
 
     /// Each override with its flag and key, in the order `--help` lists them.
-    fn entries(&self) -> [OverrideEntry; 5] {
+    fn entries(&self) -> [OverrideEntry; 6] {
         let entry = |flag, key, value| OverrideEntry { flag, key, value };
         [
             entry("--warmup", "warmup", self.warmup.map(f64::from)),
@@ -344,6 +365,7 @@ impl MeasureOverrides {
             ),
             entry("--max-time-s", "max_time_s", self.max_time_s),
             entry("--timeout-s", "timeout_s", self.timeout_s),
+            entry("--processes", "processes", self.processes.map(f64::from)),
         ]
     }
 
@@ -366,6 +388,7 @@ impl MeasureOverrides {
         s.max_samples = self.max_samples.unwrap_or(s.max_samples).max(s.min_samples);
         s.max_time_s = self.max_time_s.unwrap_or(s.max_time_s);
         s.timeout_s = self.timeout_s.unwrap_or(s.timeout_s);
+        s.processes = self.processes.unwrap_or(s.processes);
         s
     }
 
@@ -943,6 +966,13 @@ pub struct Measurement {
     /// How the GPU samples were timed; None for CPU cases.
     #[serde(default)]
     pub gpu_timer: Option<GpuTimer>,
+    /// With `processes` above 1: the median of each worker process's own samples, in the order
+    /// the processes ran (`samples_s` holds their samples in that order, one after another).
+    /// Their spread is the between-process spread that one process's samples cannot show.
+    /// Absent with one process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "figure::list")]
+    #[schemars(with = "Vec<Figure>")]
+    pub process_medians_s: Vec<f64>,
 }
 
 /// How a CUDA case's samples were taken, and what the second timer and the clocks said.
@@ -1295,6 +1325,24 @@ mod tests {
                 "  --max-time-s 0.5, but the run measured with max_time_s = 2",
             ]
         );
+        // A file from before `processes` (none recorded) measured with one.
+        let old: MeasureSettings =
+            serde_json::from_value(serde_json::to_value(MeasureSettings::default()).unwrap())
+                .unwrap();
+        assert_eq!(old.processes, 1);
+        let three = MeasureOverrides {
+            processes: Some(3),
+            ..MeasureOverrides::default()
+        };
+        assert_eq!(
+            three.conflicts(&old),
+            ["  --processes 3, but the run measured with processes = 1"]
+        );
+        assert_eq!(three.apply(&old).processes, 3);
+        assert!(!serde_json::to_string(&old).unwrap().contains("processes"));
+        assert!(serde_json::to_string(&three.apply(&old))
+            .unwrap()
+            .contains("\"processes\":3"));
     }
 
     #[test]

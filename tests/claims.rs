@@ -154,6 +154,7 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
                     stop_reason: kbench::record::StopReason::MaxSamples,
                     throttled_discarded: 0,
                     gpu_timer: None,
+                    process_medians_s: Vec::new(),
                 });
                 result.outputs = vec![kbench::record::OutputCheck {
                     name: "sum".into(),

@@ -144,6 +144,7 @@ fn override_args(overrides: &MeasureOverrides) -> Vec<String> {
     );
     flag("--max-time-s", overrides.max_time_s.map(|v| v.to_string()));
     flag("--timeout-s", overrides.timeout_s.map(|v| v.to_string()));
+    flag("--processes", overrides.processes.map(|v| v.to_string()));
     args
 }
 
@@ -156,11 +157,19 @@ mod tests {
         let overrides = MeasureOverrides {
             max_time_s: Some(0.25),
             min_samples: Some(3),
+            processes: Some(4),
             ..MeasureOverrides::default()
         };
         assert_eq!(
             override_args(&overrides),
-            ["--min-samples", "3", "--max-time-s", "0.25"]
+            [
+                "--min-samples",
+                "3",
+                "--max-time-s",
+                "0.25",
+                "--processes",
+                "4"
+            ]
         );
         assert!(override_args(&MeasureOverrides::default()).is_empty());
         let dir = tempfile::tempdir().unwrap();

@@ -59,6 +59,7 @@ pub fn render_fitted(
     // on the time first.
     if max_width_chars.is_none() {
         columns.extend(energy_columns(&shown));
+        columns.extend(process_columns(&shown));
     }
     columns.extend(comparison_columns(doc, &shown));
     let drawn = draw_columns(columns, style, max_width_chars);
@@ -298,6 +299,37 @@ fn rate_columns(doc: &ResultsDoc, cases: &[CaseResult]) -> Vec<Column> {
 
 /// Energy per run and power over the case's energy window, the SM clock's median over its
 /// samples, and the throttle reasons seen: each column where some case has a figure for it.
+/// With several processes per case (`[measure] processes`): how far apart the processes'
+/// medians were, (highest - lowest) / the case's median, and how many there were: `3.1% of 4`.
+fn process_columns(cases: &[CaseResult]) -> Vec<Column> {
+    let medians_s = |c: &CaseResult| -> Option<Vec<f64>> {
+        let m = c.measurement.as_ref()?;
+        (!m.process_medians_s.is_empty()).then(|| m.process_medians_s.clone())
+    };
+    if !cases.iter().any(|c| medians_s(c).is_some()) {
+        return Vec::new();
+    }
+    let cell = |c: &CaseResult| -> Option<String> {
+        let medians_s = medians_s(c)?;
+        let median_s = c.summary.as_ref()?.median_s;
+        let high_s = medians_s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let low_s = medians_s.iter().copied().fold(f64::INFINITY, f64::min);
+        Some(format!(
+            "{:.1}% of {}",
+            (high_s - low_s) / median_s * 100.0,
+            medians_s.len()
+        ))
+    };
+    vec![Column::new(
+        "process spread",
+        cases
+            .iter()
+            .map(|c| cell(c).unwrap_or_else(|| "-".into()))
+            .collect(),
+    )
+    .numeric()]
+}
+
 fn energy_columns(cases: &[CaseResult]) -> Vec<Column> {
     let mut columns = Vec::new();
     if cases.iter().any(|c| c.energy().is_some()) {

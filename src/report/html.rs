@@ -338,10 +338,14 @@ fn environment(doc: &ResultsDoc) -> String {
         )),
     }
     let m = &doc.manifest.measure;
+    let processes = match m.processes {
+        1 => String::new(),
+        k => format!(", each case in {k} worker processes"),
+    };
     rows.push((
         "measure",
         format!(
-            "{} warm-up runs, {} to {} samples, {} s budget, target CI ±{}%, timeout {} s",
+            "{} warm-up runs, {} to {} samples, {} s budget, target CI ±{}%, timeout {} s{processes}",
             m.warmup,
             m.min_samples,
             m.max_samples,

@@ -360,7 +360,7 @@ fn timed_out_reason(measurement: &Measurement, settings: &MeasureSettings) -> Op
 /// Why the case's time is no measurement, when some sample is infinite or NaN (a timer, or the
 /// mock device's time model, overflowed) or the samples' statistics overflowed (a mean of
 /// 1e308 s): the case is an error, recorded with those figures.
-fn non_finite_time(result: &CaseResult) -> Option<String> {
+pub(crate) fn non_finite_time(result: &CaseResult) -> Option<String> {
     let samples_s = &result.measurement.as_ref()?.samples_s;
     let summary = result.summary.as_ref()?;
     let bad = samples_s.iter().filter(|s| !s.is_finite()).count();

@@ -1,6 +1,7 @@
 //! Execution: runs a study's cases one after another, each in a `kbench worker` process (see
-//! `worker`; inside it, `case` runs each one), and hands every finished case to the results file
-//! at once, so a failure or an interrupt later in the study loses nothing already measured.
+//! `worker`; inside it, `case` runs each one), or in each of several (`[measure] processes`,
+//! see `processes`), and hands every finished case to the results file at once, so a failure
+//! or an interrupt later in the study loses nothing already measured.
 //!
 //! A case that cannot run (no GPU) is skipped with the reason; a case that fails (compile error,
 //! out of memory, wrong answer, a panic, a kernel fault, a run that never returns) is recorded
@@ -21,6 +22,7 @@ use crate::results::ResultsFile;
 use crate::run::case::{self, SaveOutputs, WorkerStudy};
 use crate::run::executor::mock::MockSpec;
 use crate::run::lanes::{run_pool, After, Kind, LaneDevice, PoolEnd};
+use crate::run::processes;
 use crate::run::sanitize::{self, Sanitizer};
 use crate::run::worker::{StudyJob, Worker, WorkerOutcome, SETUP_LIMIT_S};
 use crate::vocab::{describe_params, Backend};
@@ -136,9 +138,11 @@ pub fn run_study(
     results: &mut ResultsFile,
     progress: &(impl Progress + ?Sized),
 ) -> Result<StudyEnd> {
+    let settings = options.measure_settings(&manifest.measure);
     let job = StudyJob {
         study: WorkerStudy::of(manifest),
-        settings: options.measure_settings(&manifest.measure),
+        // With several processes, each worker takes its share of the samples.
+        settings: processes::part_settings(&settings),
         save_outputs: options.save_outputs,
         results_path: results.path.clone(),
         kernels_dir: options.kernels.dir.clone(),
@@ -146,7 +150,7 @@ pub fn run_study(
         mock_gpu: options.mock_gpu.clone(),
     };
     let runners: Vec<_> = (options.lanes.iter())
-        .map(|lane| lane_runner(options, &job, lane))
+        .map(|lane| lane_runner(options, &job, &settings, lane))
         .collect();
     let jobs: Vec<(&Case, Kind)> = (cases.iter())
         .map(|case| (case, pool_kind(manifest, case)))
@@ -242,35 +246,29 @@ pub fn run_study(
     })
 }
 
-/// A lane's runner for `run_pool`: runs each case it is given in the lane's worker, starting a
-/// worker when it has none.
+/// A lane's runner for `run_pool`: runs each case it is given in each of the lane's workers
+/// (`processes` of them, one by default), starting a worker where the lane has none, and
+/// merges their reports into the case's (see `processes`).
 fn lane_runner<'a>(
     options: &'a RunOptions,
     job: &'a StudyJob,
+    settings: &'a MeasureSettings,
     lane: &'a LaneDevice,
 ) -> impl FnMut(&&Case, &AtomicBool) -> (Result<WorkerOutcome>, f64) + 'a {
-    let mut worker: Option<Worker> = None;
+    let k = settings.processes.max(1) as usize;
+    let mut workers: Vec<Option<Worker>> = (0..k).map(|_| None).collect();
+    let mut cases_run = 0;
     move |case: &&Case, halt: &AtomicBool| {
         let started = Instant::now();
-        // Taken out while the case runs: should anything panic meanwhile, the worker is
-        // dropped (ended) with the stack, and the lane's next case gets a new one.
-        let mut running = match worker.take() {
-            Some(running) => running,
-            None => match Worker::spawn(&options.worker_exe, job, lane.visible.as_deref()) {
-                Ok(spawned) => spawned,
-                Err(e) => return (Err(e), started.elapsed().as_secs_f64()),
-            },
+        let order = processes::order(cases_run, k);
+        cases_run += 1;
+        let ran = processes::run_parts(&order, settings, |slot| {
+            run_part(options, job, lane, &mut workers[slot], case, halt)
+        });
+        let mut outcome = match ran {
+            Ok(outcome) => outcome,
+            Err(e) => return (Err(e), started.elapsed().as_secs_f64()),
         };
-        let timeout_s = job.settings.timeout_s;
-        let mut outcome = running.run_case(case, timeout_s, options.setup_limit_s, halt);
-        // A kernel fault leaves the CUDA context unusable for good, and CUDA offers no way
-        // back within the process; a worker killed or dead is gone: the lane's next case
-        // gets a new worker.
-        match &outcome {
-            WorkerOutcome::Finished(report) if !report.gpu_broken => worker = Some(running),
-            WorkerOutcome::Interrupted => worker = Some(running),
-            _ => {}
-        }
         if let (Some(sanitizer), WorkerOutcome::Finished(report)) =
             (&options.sanitizer, &mut outcome)
         {
@@ -293,6 +291,35 @@ fn lane_runner<'a>(
         }
         (Ok(outcome), started.elapsed().as_secs_f64())
     }
+}
+
+/// Runs `case` (or, with several processes, its part) in `worker`, starting one where there is
+/// none; the worker is kept for the lane's next case unless the case broke or ended it.
+fn run_part(
+    options: &RunOptions,
+    job: &StudyJob,
+    lane: &LaneDevice,
+    worker: &mut Option<Worker>,
+    case: &Case,
+    halt: &AtomicBool,
+) -> Result<WorkerOutcome> {
+    // Taken out while the case runs: should anything panic meanwhile, the worker is dropped
+    // (ended) with the stack, and the lane's next case gets a new one.
+    let mut running = match worker.take() {
+        Some(running) => running,
+        None => Worker::spawn(&options.worker_exe, job, lane.visible.as_deref())?,
+    };
+    let timeout_s = job.settings.timeout_s;
+    let outcome = running.run_case(case, timeout_s, options.setup_limit_s, halt);
+    // A kernel fault leaves the CUDA context unusable for good, and CUDA offers no way back
+    // within the process; a worker killed or dead is gone: the lane's next case gets a new
+    // worker.
+    match &outcome {
+        WorkerOutcome::Finished(report) if !report.gpu_broken => *worker = Some(running),
+        WorkerOutcome::Interrupted => *worker = Some(running),
+        _ => {}
+    }
+    Ok(outcome)
 }
 
 /// How the lanes share a case: CUDA cases run beside each other, one per GPU; a CPU case times

@@ -875,7 +875,7 @@ fn clock_record(clocks: &[ClockReading]) -> Option<ClockRecord> {
 
 /// The median of clock readings (the upper of the middle two of an even count: a reading, not
 /// an average of two); None for none.
-fn median_mhz(readings: &[u32]) -> Option<u32> {
+pub(crate) fn median_mhz(readings: &[u32]) -> Option<u32> {
     let mut sorted = readings.to_vec();
     sorted.sort_unstable();
     sorted.get(sorted.len() / 2).copied()
@@ -884,7 +884,7 @@ fn median_mhz(readings: &[u32]) -> Option<u32> {
 /// Adds CUPTI's samples and the verdict of the other timers on the events to the record. The
 /// profiler times a run of one kernel as the events do (launch processing included), so it
 /// judges those; CUPTI's activity span (which starts at the first block) judges the rest.
-fn finish_timer_record(
+pub(crate) fn finish_timer_record(
     timer: &mut GpuTimer,
     samples_s: &[f64],
     cupti_s: Vec<f64>,

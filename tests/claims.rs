@@ -195,6 +195,7 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
         cupti_profiler_unavailable: None,
         nvml_unavailable: None,
         energy_unavailable: None,
+        peaks_unmeasured: None,
         mock: None,
     });
     (manifest, doc)

@@ -450,6 +450,7 @@ fn gpu(bus: &str, peak: f64) -> Value {
         cupti_profiler_unavailable: None,
         nvml_unavailable: None,
         energy_unavailable: None,
+        peaks_unmeasured: None,
         mock: None,
     })
     .unwrap()

@@ -1,8 +1,9 @@
 //! One case measured in several worker processes (`[measure] processes = K`, `--processes K`).
 //!
-//! Why: a GPU timing carries a level fixed per process (where its buffers landed, the clocks it
-//! met), which no number of samples inside that process averages out; measured on an H100, one
-//! process in four read a reduction 4% faster for every case. So each lane keeps K workers, and
+//! Why: a GPU timing carries a level fixed per process (its cause is not known: the buffers'
+//! placement was measured and ruled out), which no number of samples inside that process
+//! averages out; measured on an H100, one process in four read a reduction 4% faster for every
+//! case. So each lane keeps K workers, and
 //! each case runs in every one of them in turn: each does the case's own set-up, warm-up and
 //! check, and takes its share of the samples (`part_settings`). The order of the workers
 //! alternates from case to case (`order`), so a slow drift does not always land on the same

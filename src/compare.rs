@@ -253,8 +253,8 @@ fn not_compared_reason(base_runs: &[&CaseResult], new: &CaseResult) -> String {
     }
 }
 
-/// Refuses files that cannot be compared meaningfully: different studies, or different machines
-/// unless `allow_different_device`.
+/// Refuses files that cannot be compared meaningfully: different studies, cases measured in
+/// different numbers of processes, or different machines unless `allow_different_device`.
 pub fn check_comparable(
     base: &ResultsDoc,
     new: &ResultsDoc,
@@ -265,6 +265,17 @@ pub fn check_comparable(
             "the files hold different studies: `{}` and `{}`",
             base.study.name,
             new.study.name
+        );
+    }
+    // The gate judges a run against the baselines' run-to-run spread, which K processes a case
+    // narrow: runs of different K do not share one spread.
+    let (base_k, new_k) = (
+        base.manifest.measure.processes,
+        new.manifest.measure.processes,
+    );
+    if base_k != new_k {
+        bail!(
+            "the runs measured each case in different numbers of worker processes ({base_k} in the baseline, {new_k} in the new run: `[measure] processes`, `--processes`), so their run-to-run spreads differ; run both with the same --processes"
         );
     }
     if allow_different_device {

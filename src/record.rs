@@ -579,7 +579,8 @@ pub struct DeviceFingerprint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy_unavailable: Option<String>,
     /// Why the copy, read and write peaks and the host link were not measured (their figures
-    /// are then 0): `KBENCH_SKIP_PEAKS` was set, as the timer sweep does under Nsight Compute.
+    /// are then 0): `KBENCH_SKIP_PEAKS` was set (the timer sweep sets it), or Nsight Compute ran the
+    /// process, replaying every launch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peaks_unmeasured: Option<String>,
     /// Set on the mock device alone (`KBENCH_MOCK_GPU`): its timings are synthetic, not

@@ -208,6 +208,21 @@ fn runs_from_different_machines_are_refused_unless_asked() {
         .arg("--allow-different-device")
         .assert()
         .code(0);
+    // Even with --allow-different-device: the processes a case ran in set the spread the gate
+    // judges by.
+    let three = edited(&base, &dir.path().join("three.json"), |doc| {
+        doc["manifest"]["measure"]["processes"] = Value::from(3);
+    });
+    kbench()
+        .arg("compare")
+        .arg(&base)
+        .arg(&three)
+        .arg("--allow-different-device")
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "different numbers of worker processes (1 in the baseline, 3 in the new run",
+        ));
     let renamed = edited(&base, &dir.path().join("renamed.json"), |doc| {
         doc["study"]["name"] = Value::from("x")
     });

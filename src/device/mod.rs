@@ -1276,15 +1276,61 @@ fn find<'a, B>(buffers: &'a [(&'static str, B)], name: &str) -> Option<&'a B> {
 }
 
 /// Why the peaks (and the cases' energy windows) are not measured in this process, if they are
-/// not: `KBENCH_SKIP_PEAKS` is set. The timer sweep sets it for its runs under Nsight Compute,
-/// which serializes and replays every launch: there the peaks' 220 launches over 1 GiB took
-/// 28 of a case's 33 seconds, and an energy window's hundreds of runs would be replayed too,
-/// measuring the tool, not the memory.
+/// not (see `skip_peaks_reason`).
 fn under_profiler() -> Option<String> {
-    std::env::var_os(SKIP_PEAKS_ENV)
-        .filter(|v| !v.is_empty())
-        .map(|_| format!("{SKIP_PEAKS_ENV} is set (a run under a profiler): the peaks, the host link and the energy were not measured"))
+    skip_peaks_reason(|name| std::env::var_os(name))
 }
 
-/// The variable that turns the peaks and the energy windows off (see `under_profiler`).
+/// The variable that turns the peaks and the energy windows off (see `skip_peaks_reason`).
 pub const SKIP_PEAKS_ENV: &str = "KBENCH_SKIP_PEAKS";
+
+/// Set by Nsight Compute (2025.3) in every process it launches and profiles.
+const NSIGHT_COMPUTE_ENV: &str = "NV_COMPUTE_PROFILER_PERFWORKS_DIR";
+
+/// Why the peaks and energy windows are skipped, given the environment (`var`): where
+/// `KBENCH_SKIP_PEAKS` is set (the timer sweep sets it), or where Nsight Compute runs the
+/// process. Nsight Compute serializes and replays every launch: the peaks' 220 launches over
+/// 1 GiB took 28 of a small case's 33 seconds under it, and an energy window's hundreds of runs
+/// would be replayed too, measuring the tool, not the memory.
+fn skip_peaks_reason(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<String> {
+    let set = |name: &str| var(name).is_some_and(|v| !v.is_empty());
+    let why = if set(SKIP_PEAKS_ENV) {
+        format!("{SKIP_PEAKS_ENV} is set")
+    } else if set(NSIGHT_COMPUTE_ENV) {
+        format!("running under Nsight Compute ({NSIGHT_COMPUTE_ENV} is set)")
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{why}: the peaks, the host link and the energy were not measured"
+    ))
+}
+
+#[cfg(test)]
+mod skip_peaks_tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<OsString> + 'a {
+        move |name| {
+            (pairs.iter())
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn the_peaks_are_skipped_when_asked_or_under_nsight_compute_and_not_otherwise() {
+        assert_eq!(skip_peaks_reason(env(&[])), None);
+        assert_eq!(skip_peaks_reason(env(&[(SKIP_PEAKS_ENV, "")])), None);
+        let asked = skip_peaks_reason(env(&[(SKIP_PEAKS_ENV, "1")])).unwrap();
+        assert!(asked.starts_with("KBENCH_SKIP_PEAKS is set:"), "{asked}");
+        let ncu = skip_peaks_reason(env(&[(NSIGHT_COMPUTE_ENV, "/opt/nvidia/nsight-compute")]));
+        assert!(ncu.unwrap().contains("running under Nsight Compute"));
+        // Nothing else in the environment turns them off.
+        assert_eq!(
+            skip_peaks_reason(env(&[("CUDA_INJECTION64_PATH", "/x.so")])),
+            None
+        );
+    }
+}

@@ -45,12 +45,22 @@ fn mock(worker_jitter: f64, events: &str) -> String {
 
 /// `kbench run` of this manifest on this mock, with `args`; its output and results document.
 fn run(manifest: &str, mock: &str, args: &[&str]) -> (Output, Value) {
+    run_in_env(manifest, mock, args, &[])
+}
+
+/// As `run`, with the worker fault `fault` injected (KBENCH_WORKER_FAULT).
+fn run_with_fault(manifest: &str, mock: &str, fault: &str) -> (Output, Value) {
+    run_in_env(manifest, mock, &[], &[("KBENCH_WORKER_FAULT", fault)])
+}
+
+fn run_in_env(manifest: &str, mock: &str, args: &[&str], env: &[(&str, &str)]) -> (Output, Value) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("study.toml"), manifest).unwrap();
     std::fs::write(dir.path().join("mock.toml"), mock).unwrap();
     let out = Command::new(common::kbench_exe())
         .current_dir(dir.path())
         .env("KBENCH_MOCK_GPU", "mock.toml")
+        .envs(env.iter().copied())
         .args([
             "run",
             "study.toml",
@@ -229,28 +239,6 @@ fn a_part_that_fails_fails_the_case_and_says_which_process() {
             assert_eq!(case["status"], "passed", "{case}");
         }
     }
-}
-
-/// As `run`, with a fault injected into every worker (KBENCH_WORKER_FAULT).
-fn run_with_fault(manifest: &str, mock: &str, fault: &str) -> (Output, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("study.toml"), manifest).unwrap();
-    std::fs::write(dir.path().join("mock.toml"), mock).unwrap();
-    let out = Command::new(common::kbench_exe())
-        .current_dir(dir.path())
-        .env("KBENCH_MOCK_GPU", "mock.toml")
-        .env("KBENCH_WORKER_FAULT", fault)
-        .args([
-            "run",
-            "study.toml",
-            "--out-dir",
-            "out",
-            "--results",
-            "r.json",
-        ])
-        .output()
-        .unwrap();
-    (out, common::read(&dir.path().join("r.json")))
 }
 
 /// Each CUDA case's median relative to its time without any process level, over 128 sizes.

@@ -297,8 +297,6 @@ fn rate_columns(doc: &ResultsDoc, cases: &[CaseResult]) -> Vec<Column> {
     columns
 }
 
-/// Energy per run and power over the case's energy window, the SM clock's median over its
-/// samples, and the throttle reasons seen: each column where some case has a figure for it.
 /// With several processes per case (`[measure] processes`): how far apart the processes'
 /// medians were, (highest - lowest) / the case's median, and how many there were: `3.1% of 4`.
 fn process_columns(cases: &[CaseResult]) -> Vec<Column> {
@@ -330,6 +328,8 @@ fn process_columns(cases: &[CaseResult]) -> Vec<Column> {
     .numeric()]
 }
 
+/// Energy per run and power over the case's energy window, the SM clock's median over its
+/// samples, and the throttle reasons seen: each column where some case has a figure for it.
 fn energy_columns(cases: &[CaseResult]) -> Vec<Column> {
     let mut columns = Vec::new();
     if cases.iter().any(|c| c.energy().is_some()) {

@@ -478,8 +478,8 @@ struct RawMeasure {
     #[schemars(with = "Option<bool>")]
     fresh_inputs: Option<Spanned<bool>>,
     /// Measure each case in this many worker processes (default 1), each with its own set-up,
-    /// warm-up and share of the samples: a process's own level (buffer placement, clocks) then
-    /// averages out over the processes, as no number of samples inside one process can.
+    /// warm-up and share of the samples: a process's own level (an offset of unknown cause)
+    /// then averages out over the processes, as no number of samples inside one process can.
     #[schemars(with = "Option<u32>", range(min = 1))]
     processes: Option<Spanned<u32>>,
 }

@@ -244,8 +244,8 @@ pub struct MeasureSettings {
     pub energy: bool,
     /// How many worker processes measure each case (`[measure] processes`, `--processes`):
     /// each does the case's set-up, warm-up and check and takes its share of the samples (see
-    /// `run::processes`), so one process's level (buffer placement, clocks) does not decide
-    /// the case. Written to the results only when above 1.
+    /// `run::processes`), so one process's level (a per-process offset of unknown cause) does
+    /// not decide the case. Written to the results only when above 1.
     #[serde(default = "one_process", skip_serializing_if = "is_one_process")]
     pub processes: u32,
 }

@@ -3,7 +3,7 @@
 //! The unit of evidence is a round: in each round every contender (the fastest few correct
 //! configurations) runs once, interleaved, each in a fresh worker process, and gives one median.
 //! A median within one process is very precise (thousands of samples), but medians move by
-//! several % between processes on a GPU (buffer placement, clocks), so samples pooled across
+//! several % between processes on a GPU (of unknown cause), so samples pooled across
 //! rounds would make differences look certain that no fresh process reproduces. Here each
 //! contender is summarised by its per-round medians alone:
 //!

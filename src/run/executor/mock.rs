@@ -989,7 +989,7 @@ fn copy_range(dst: &mut HostData, src: &HostData, (first, count): Chunk) -> Resu
 
 /// This process's offset of a case's time: 1 + worker_jitter x a uniform draw in [-1, 1) from
 /// the case and a number drawn once per process (its id and the clock), so every fresh worker
-/// draws anew, as a GPU's buffer placement and clocks do.
+/// draws anew, as a GPU process's level does.
 fn worker_factor(model: &TimeModel, key: &str) -> f64 {
     static PROCESS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     if model.worker_jitter == 0.0 {

@@ -5,9 +5,10 @@
 # clocks left alone), with a markdown table of the verdicts at the end. Run on a GPU machine,
 # from the repository root:
 #   bash scripts/timer-sweep.sh [--kbench PATH] [--out DIR] [--samples N] [--resume JSON] [MANIFEST...]
-# (manifests default to experiments/timer_sweep/*.toml; the table goes to DIR/summary.md). A case
-# costs 15-30 s under ncu (every launch, the L2 flush's too, is profiled with its caches flushed);
-# --resume goes on from a stopped sweep's timer-check.json.
+# (manifests default to experiments/timer_sweep/*.toml; the table goes to DIR/summary.md). A small
+# case costs about 9 s under ncu (every launch, the L2 flush's too, is profiled with its caches
+# flushed; the runs set KBENCH_SKIP_PEAKS); --resume goes on from a stopped sweep's
+# timer-check.json.
 set -euo pipefail
 kbench=.gpu-bundle/kbench
 out=out/timer-sweep

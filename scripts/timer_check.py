@@ -141,6 +141,8 @@ def main():
         with open(a.resume) as f:
             report = json.load(f)
     done = {(r["study"], r["case"]) for r in report}
+    with open(os.path.join(a.out, "timer-check.json"), "w") as f:
+        json.dump(report, f, indent=1)
     failed = []
     for path in a.manifests:
         with open(path, "rb") as f:

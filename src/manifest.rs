@@ -29,7 +29,7 @@ pub use json_schema::manifest_schema;
 
 use crate::algos::{self, AlgorithmRef, AxisDef, AxisKind, Spec};
 use crate::grid::{AxisValues, WhereExpr};
-use crate::record::{CompareDefaults, MeasureSettings, Study, Variant};
+use crate::record::{CompareDefaults, MeasureSettings, Study, Variant, MAX_PROCESSES};
 use crate::vocab::{
     Backend, CacheMode, DType, HostMemory, ParamValue, Scope, TimingMode, ToleranceOverrides,
 };
@@ -480,7 +480,7 @@ struct RawMeasure {
     /// Measure each case in this many worker processes (default 1), each with its own set-up,
     /// warm-up and share of the samples: a process's own level (an offset of unknown cause)
     /// then averages out over the processes, as no number of samples inside one process can.
-    #[schemars(with = "Option<u32>", range(min = 1))]
+    #[schemars(with = "Option<u32>", range(min = 1, max = 64))]
     processes: Option<Spanned<u32>>,
 }
 
@@ -1219,11 +1219,11 @@ impl<'a> Validator<'a> {
             s => s.as_ref().map_or(d.target_rel_ci, |s| *s.get_ref()),
         };
         let processes = match &raw.processes {
-            Some(k) if *k.get_ref() == 0 => {
+            Some(k) if !(1..=MAX_PROCESSES).contains(k.get_ref()) => {
                 return Err(self.error(
                     k.span(),
                     "measure.processes",
-                    "processes must be at least 1 (1: every case in one worker process)".into(),
+                    format!("processes must be from 1 to {MAX_PROCESSES} (1: every case in one worker process; each process holds a CUDA context on the GPU)"),
                 ))
             }
             k => k.as_ref().map_or(d.processes, |k| *k.get_ref()),

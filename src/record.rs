@@ -254,6 +254,10 @@ fn energy_on() -> bool {
     true
 }
 
+/// The most worker processes a case may be measured in: each holds a CUDA context (and its
+/// share of device memory) on the lane's GPU while the others run.
+pub const MAX_PROCESSES: u32 = 64;
+
 fn one_process() -> u32 {
     1
 }
@@ -317,7 +321,7 @@ pub struct MeasureOverrides {
     pub timeout_s: Option<f64>,
     /// Measure each case in this many worker processes (default: the manifests', else 1), each
     /// taking its share of the samples, so no one process's level decides the case.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_PROCESSES as i64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u32>,
 }

@@ -191,14 +191,19 @@ fn report_html(doc: &Value) -> String {
 }
 
 #[test]
-fn a_count_of_no_processes_is_refused_on_the_command_line() {
-    let out = common::kbench()
-        .args(["run", "experiments/reduction.toml", "--processes", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--processes"), "{stderr}");
+fn a_count_of_processes_outside_1_to_64_is_refused_on_the_command_line() {
+    for count in ["0", "65"] {
+        let out = common::kbench()
+            .args(["run", "experiments/reduction.toml", "--processes", count])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--processes") && stderr.contains("1..=64"),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]

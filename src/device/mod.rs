@@ -1288,12 +1288,12 @@ pub const SKIP_PEAKS_ENV: &str = "KBENCH_SKIP_PEAKS";
 const NSIGHT_COMPUTE_ENV: &str = "NV_COMPUTE_PROFILER_PERFWORKS_DIR";
 
 /// Why the peaks and energy windows are skipped, given the environment (`var`): where
-/// `KBENCH_SKIP_PEAKS` is set (the timer sweep sets it), or where Nsight Compute runs the
+/// `KBENCH_SKIP_PEAKS` is set and not 0 (the timer sweep sets it), or where Nsight Compute runs the
 /// process. Nsight Compute serializes and replays every launch: the peaks' 220 launches over
 /// 1 GiB took 28 of a small case's 33 seconds under it, and an energy window's hundreds of runs
 /// would be replayed too, measuring the tool, not the memory.
 fn skip_peaks_reason(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<String> {
-    let set = |name: &str| var(name).is_some_and(|v| !v.is_empty());
+    let set = |name: &str| var(name).is_some_and(|v| !v.is_empty() && v != "0");
     let why = if set(SKIP_PEAKS_ENV) {
         format!("{SKIP_PEAKS_ENV} is set")
     } else if set(NSIGHT_COMPUTE_ENV) {
@@ -1323,6 +1323,7 @@ mod skip_peaks_tests {
     fn the_peaks_are_skipped_when_asked_or_under_nsight_compute_and_not_otherwise() {
         assert_eq!(skip_peaks_reason(env(&[])), None);
         assert_eq!(skip_peaks_reason(env(&[(SKIP_PEAKS_ENV, "")])), None);
+        assert_eq!(skip_peaks_reason(env(&[(SKIP_PEAKS_ENV, "0")])), None);
         let asked = skip_peaks_reason(env(&[(SKIP_PEAKS_ENV, "1")])).unwrap();
         assert!(asked.starts_with("KBENCH_SKIP_PEAKS is set:"), "{asked}");
         let ncu = skip_peaks_reason(env(&[(NSIGHT_COMPUTE_ENV, "/opt/nvidia/nsight-compute")]));

@@ -493,8 +493,11 @@ fn device_lines(doc: &ResultsDoc) -> String {
         // Older files: the copy peak alone, on the device's line; else the peaks on one of their
         // own, so each fits 80 columns.
         Some(device) if device.peaks_unmeasured.is_some() => format!(
-            "device: {} (sm {}, {} SMs), peaks not measured: running under a profiler\n",
-            device.name, device.compute_capability, device.sm_count
+            "device: {} (sm {}, {} SMs)\n  {}\n",
+            device.name,
+            device.compute_capability,
+            device.sm_count,
+            device.peaks_unmeasured.as_deref().unwrap_or_default()
         ),
         Some(device) if device.measured_read_gbytes_per_s <= 0.0 => format!(
             "device: {} (sm {}, {} SMs), measured copy peak {:.0} GB/s\n",

@@ -70,6 +70,10 @@ pub fn run_parts(
     for (part, &slot) in order.iter().enumerate() {
         match run_in(slot)? {
             WorkerOutcome::Finished(report) if part_passed(&report) => parts.push(*report),
+            WorkerOutcome::Finished(report) if part > 0 => {
+                let failed = failed_part(skip_after_pass(*report), part, k);
+                return Ok(WorkerOutcome::Finished(Box::new(failed)));
+            }
             WorkerOutcome::Finished(report) => {
                 let failed = failed_part(*report, part, k);
                 return Ok(WorkerOutcome::Finished(Box::new(failed)));
@@ -91,9 +95,24 @@ fn part_passed(report: &WorkerReport) -> bool {
     report.result.status == CaseStatus::Passed
 }
 
+/// A part skipped after an earlier part measured the case (where the memory the other
+/// processes' idle CUDA contexts hold left too little for it): an error, not a skip, for the case
+/// can run and did.
+fn skip_after_pass(mut report: WorkerReport) -> WorkerReport {
+    let result = &mut report.result;
+    if result.status == CaseStatus::Skipped {
+        result.status = CaseStatus::Error;
+        result.reason = Some(format!(
+            "skipped after an earlier process measured the case (the other processes' CUDA contexts hold device memory): {}",
+            result.reason.as_deref().unwrap_or("no reason given")
+        ));
+    }
+    report
+}
+
 /// The case's result when its `part`th process (of `k`) did not pass: that part's result, its
-/// reason saying which process it was. A skip is kept as it is (every process would skip it
-/// alike, and the tables group cases by their skip reason).
+/// reason saying which process it was. A skip in the first part is kept as it is (every process
+/// would skip it alike, and the tables group cases by their skip reason).
 fn failed_part(mut report: WorkerReport, part: usize, k: usize) -> WorkerReport {
     if k > 1 && report.result.status != CaseStatus::Skipped {
         let result = &mut report.result;
@@ -186,13 +205,20 @@ fn summarize(
 }
 
 /// The parts' measurements as one:
-/// - `samples_s`: every part's, one part after another, in the order they ran;
-/// - `process_medians_s`: each part's own median;
+/// - `samples_s`: every part's, one part after another, in the order they ran, each part cut
+///   to the fewest samples any part took (its first ones, and its CUPTI samples with them): a
+///   process that sampled longer (a noisy one does, until its interval converges) would
+///   otherwise pull the median to its own level, which is what the processes are there to
+///   average out;
+/// - `process_medians_s`: each part's own median, over the samples kept;
 /// - `warmup_runs`, `throttled_discarded`: summed over the parts;
 /// - `stop_reason`: the one that stopped least well (time limit, then budget, then the
 ///   sample cap, then converged);
 /// - `gpu_timer`: merged by `merge_timers` where every part has one.
 pub fn merge_measurements(parts: &[&Measurement], settings: &MeasureSettings) -> Measurement {
+    let kept = (parts.iter()).map(|m| m.samples_s.len()).min().unwrap_or(0);
+    let equal: Vec<Measurement> = parts.iter().map(|m| first_samples(m, kept)).collect();
+    let parts: Vec<&Measurement> = equal.iter().collect();
     let samples_s: Vec<f64> = (parts.iter())
         .flat_map(|m| m.samples_s.iter().copied())
         .collect();
@@ -212,6 +238,19 @@ pub fn merge_measurements(parts: &[&Measurement], settings: &MeasureSettings) ->
         samples_s,
         process_medians_s,
     }
+}
+
+/// `m` with its first `kept` samples alone, and as many of its CUPTI samples where they pair
+/// one to one with the samples.
+fn first_samples(m: &Measurement, kept: usize) -> Measurement {
+    let mut m = m.clone();
+    if let Some(timer) = m.gpu_timer.as_mut() {
+        if timer.cupti_samples_s.len() == m.samples_s.len() {
+            timer.cupti_samples_s.truncate(kept);
+        }
+    }
+    m.samples_s.truncate(kept);
+    m
 }
 
 /// A part's median: NaN where it has no sample (a passed part always has some).
@@ -249,12 +288,24 @@ fn merge_timers(parts: &[&GpuTimer], samples_s: &[f64], settings: &MeasureSettin
         .iter()
         .filter_map(|t| t.profiler_kernels_per_run)
         .max();
-    timer.profiler_skipped = parts.iter().find_map(|t| t.profiler_skipped.clone());
-    timer.clocks = merge_clocks(parts.iter().filter_map(|t| t.clocks.as_ref()).collect());
-    timer.energy = merge_energy(parts.iter().filter_map(|t| t.energy.as_ref()).collect());
-    if timer.energy.is_none() {
-        timer.energy_skipped = parts.iter().find_map(|t| t.energy_skipped.clone());
+    // Skipped only where no part profiled: a part's skip beside another's samples is not the
+    // case's.
+    if timer.profiler_samples_s.is_empty() {
+        timer.profiler_skipped = parts.iter().find_map(|t| t.profiler_skipped.clone());
     }
+    timer.clocks = merge_clocks(parts.iter().filter_map(|t| t.clocks.as_ref()).collect());
+    let windows: Vec<&EnergyRecord> = parts.iter().filter_map(|t| t.energy.as_ref()).collect();
+    let skipped = parts.iter().find_map(|t| t.energy_skipped.clone());
+    timer.energy_skipped = match (windows.len(), skipped) {
+        (0, skipped) => skipped,
+        // Some processes had a window, others did not: the record covers those alone.
+        (n, Some(why)) if n < parts.len() => Some(format!(
+            "the energy record covers {n} of the {} processes; another's window was skipped: {why}",
+            parts.len()
+        )),
+        _ => None,
+    };
+    timer.energy = merge_energy(windows);
     let resets: Vec<bool> = parts.iter().filter_map(|t| t.persisting_l2_reset).collect();
     timer.persisting_l2_reset = (!resets.is_empty()).then(|| resets.iter().all(|&r| r));
     timer.persisting_l2_reset_error =
@@ -435,14 +486,15 @@ mod tests {
     fn the_parts_merge_into_one_result_with_each_process_median() {
         let mut parts = vec![
             report(&[1.0e-6, 1.2e-6], 1e-7),
-            report(&[2.0e-6, 2.2e-6, 2.1e-6], 3e-7),
+            report(&[2.1e-6, 2.1e-6, 9.0e-6], 3e-7),
             report(&[3.0e-6, 3.4e-6], 2e-7),
         ];
         parts[1].result.measurement.as_mut().unwrap().stop_reason = StopReason::Budget;
         parts[2].result.saved_files.push("case-0000-b.npy".into());
         let merged = merge(parts, &settings(3));
         let m = measurement(&merged);
-        let all_s = [1.0e-6, 1.2e-6, 2.0e-6, 2.2e-6, 2.1e-6, 3.0e-6, 3.4e-6];
+        // The second process's third sample goes: each counts with the two all of them took.
+        let all_s = [1.0e-6, 1.2e-6, 2.1e-6, 2.1e-6, 3.0e-6, 3.4e-6];
         assert_eq!(m.samples_s, all_s, "in the order taken");
         assert_eq!(m.process_medians_s, [1.1e-6, 2.1e-6, 3.2e-6]);
         let summary = merged.result.summary.as_ref().unwrap();
@@ -598,6 +650,43 @@ mod tests {
         assert_eq!(result.status, CaseStatus::Skipped);
         assert_eq!(result.reason.as_deref(), Some("needs 90 GiB"), "as it was");
         assert_eq!(ran, [0]);
+
+        // Skipped in a later process, after the first measured it: an error, not a skip.
+        let skipped_second = |slot: usize| match slot {
+            0 => finished(report(&[1e-6, 1e-6], 0.0)),
+            _ => skipped(slot),
+        };
+        let (outcome, ran) = run_scripted(&[0, 1], skipped_second);
+        let result = result_of(outcome);
+        assert_eq!(result.status, CaseStatus::Error);
+        let reason = result.reason.unwrap();
+        assert!(
+            reason.starts_with("in process 2 of 2: skipped after an earlier process measured")
+                && reason.ends_with("needs 90 GiB"),
+            "{reason}"
+        );
+        assert_eq!(ran, [0, 1]);
+    }
+
+    #[test]
+    fn every_process_counts_with_as_many_samples_as_the_fewest_took() {
+        // A noisy process that sampled until its interval converged does not outweigh the
+        // quiet ones: without the cut, the median would be its level (5e-6).
+        let parts = vec![
+            report(&[1.0e-6, 1.1e-6, 1.2e-6], 0.0),
+            report(
+                &[
+                    5.0e-6, 5.1e-6, 5.2e-6, 5.3e-6, 5.4e-6, 5.5e-6, 5.6e-6, 5.7e-6,
+                ],
+                0.0,
+            ),
+            report(&[1.3e-6, 1.4e-6, 1.5e-6], 0.0),
+        ];
+        let merged = merge(parts, &settings(3));
+        let m = measurement(&merged);
+        assert_eq!(m.samples_s.len(), 9);
+        assert_eq!(m.process_medians_s, [1.1e-6, 5.1e-6, 1.4e-6]);
+        assert_eq!(merged.result.summary.unwrap().median_s, 1.4e-6);
     }
 
     #[test]

@@ -117,6 +117,11 @@ def run_sums(launches, period):
     return sums
 
 
+def save_report(out, report):
+    with open(os.path.join(out, "timer-check.json"), "w") as f:
+        json.dump(report, f, indent=1)
+
+
 def fmt_s(s):
     return f"{s * 1e6:10.2f} µs" if s < 1e-3 else f"{s * 1e3:10.3f} ms"
 
@@ -141,8 +146,7 @@ def main():
         with open(a.resume) as f:
             report = json.load(f)
     done = {(r["study"], r["case"]) for r in report}
-    with open(os.path.join(a.out, "timer-check.json"), "w") as f:
-        json.dump(report, f, indent=1)
+    save_report(a.out, report)
     failed = []
     for path in a.manifests:
         with open(path, "rb") as f:
@@ -211,8 +215,7 @@ def main():
                 row["profiler_within_target"] = pdiff <= max(0.02 * ncu_s, 0.5e-6)
             report.append(row)
             # Written after every case, so that a sweep stopped part-way keeps what it measured.
-            with open(os.path.join(a.out, "timer-check.json"), "w") as f:
-                json.dump(report, f, indent=1)
+            save_report(a.out, report)
     with open(os.path.join(a.out, "timer-check-failed.json"), "w") as f:
         json.dump(failed, f, indent=1)
     # CUPTI: its activity records' span (from the first block); profiler: CUPTI's range

@@ -188,7 +188,7 @@ impl Device {
         };
         let pci_bus_id = pci_bus_id(&ctx)?;
         let clocks = nvml::Clocks::open(&pci_bus_id);
-        let profiled = under_profiler();
+        let skip_peaks = skip_peaks_reason(|name| std::env::var_os(name));
         let datasheet = peaks::datasheet_gbytes_per_s(&pci_bus_id).ok();
         let profiler = match std::env::var("KBENCH_CUPTI_PROFILER").as_deref() {
             Ok("off") => Err("turned off by KBENCH_CUPTI_PROFILER=off".to_string()),
@@ -226,11 +226,11 @@ impl Device {
                 cupti_profiler_unavailable: profiler.as_ref().err().cloned(),
                 nvml_unavailable: clocks.as_ref().err().cloned(),
                 // Under a profiler the energy window's hundreds of runs would each be profiled.
-                energy_unavailable: match &profiled {
+                energy_unavailable: match &skip_peaks {
                     Some(why) => clocks.is_ok().then(|| why.clone()),
                     None => clocks.as_ref().ok().and_then(|c| c.energy_mj().err()),
                 },
-                peaks_unmeasured: profiled,
+                peaks_unmeasured: skip_peaks,
                 mock: None,
             },
             shared_optin_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
@@ -1275,14 +1275,8 @@ fn find<'a, B>(buffers: &'a [(&'static str, B)], name: &str) -> Option<&'a B> {
     buffers.iter().find(|(n, _)| *n == name).map(|(_, b)| b)
 }
 
-/// Why the peaks (and the cases' energy windows) are not measured in this process, if they are
-/// not (see `skip_peaks_reason`).
-fn under_profiler() -> Option<String> {
-    skip_peaks_reason(|name| std::env::var_os(name))
-}
-
 /// The variable that turns the peaks and the energy windows off (see `skip_peaks_reason`).
-pub const SKIP_PEAKS_ENV: &str = "KBENCH_SKIP_PEAKS";
+const SKIP_PEAKS_ENV: &str = "KBENCH_SKIP_PEAKS";
 
 /// Set by Nsight Compute (2025.3) in every process it launches and profiles.
 const NSIGHT_COMPUTE_ENV: &str = "NV_COMPUTE_PROFILER_PERFWORKS_DIR";

@@ -15,6 +15,8 @@
 # fit the device call). DEMO_BUDGET_S (default 520) stops starting runs that would not finish in
 # time: what ran is still judged. PROCESSES (default 1) is given to every run as `--processes`:
 # each case measured in that many worker processes (the retests take it from the results).
+# REUSE=1 goes on in an output folder an earlier, cut-short call left: the runs it finished
+# (listed in its done.txt) are kept and not run again.
 set -uo pipefail
 kbench="${1:-.gpu-bundle/kbench}"
 out="${2:-out/regression-demo}"
@@ -27,10 +29,11 @@ processes="${PROCESSES:-1}"
 base_runs=10
 slow_runs=4
 here="$(cd "$(dirname "$0")" && pwd)"
-if compgen -G "$out/*/2*.json" > /dev/null; then
-  echo "$out holds runs already: give an empty or new output folder"; exit 2
+if [ "${REUSE:-0}" != 1 ] && compgen -G "$out/*/2*.json" > /dev/null; then
+  echo "$out holds runs already: give an empty or new output folder (or REUSE=1 to go on)"; exit 2
 fi
 mkdir -p "$out"
+touch "$out/done.txt"
 
 # The slowed kernel: reduce_fast also reads the first 5% of the input once more and adds 0 * that
 # sum (floats keep 0 * x, so the loads cannot be optimized away; the result is unchanged).
@@ -56,6 +59,7 @@ last_s=0
 # Runs one study run (name, then extra options) unless the budget would run out first.
 run() {
   local name="$1"; shift
+  if grep -qx "$name" "$out/done.txt"; then echo "run $name: kept from an earlier call"; return 0; fi
   local elapsed=$((SECONDS - start_s))
   if [ $((elapsed + last_s + last_s / 4)) -gt "$budget_s" ]; then
     echo "budget: ${elapsed}s used, a run takes ${last_s}s: $name and later runs not started"
@@ -67,7 +71,7 @@ run() {
   last_s=$((SECONDS - t0))
   echo "run $name: ${last_s}s (exit $code)"
   # Exit 1 (a case failed) still leaves a results file; 2 and above do not.
-  [ "$code" -le 1 ]
+  [ "$code" -le 1 ] && echo "$name" >> "$out/done.txt"
 }
 
 ran=0

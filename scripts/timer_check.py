@@ -56,11 +56,12 @@ def one_case_manifest(manifest, case, samples, folder):
     return "\n".join(lines) + "\n"
 
 
-def ncu_durations_s(kbench, manifest_path, out_dir, cache_control):
+def ncu_durations_s(kbench, manifest_path, out_dir, cache_control, graph_profiling):
     """Every kernel launch's gpu__time_duration under ncu, in launch order, as (kernel, seconds),
     the kernel named with its grid size (`name<<<grid>>>`): one kernel launched on different
     work in one run (a colour at a time) is then told apart."""
     cmd = ["ncu", "--target-processes", "all", "--cache-control", cache_control, "--clock-control", "none",
+           "--graph-profiling", graph_profiling,
            "--metrics", "gpu__time_duration.sum,launch__grid_size", "--csv",
            kbench, "run", manifest_path, "--out-dir", out_dir]
     # Without the device's peaks and energy windows, whose launches ncu would each replay (28 of
@@ -73,7 +74,8 @@ def ncu_durations_s(kbench, manifest_path, out_dir, cache_control):
         raise RuntimeError(f"ncu printed no metrics (exit {done.returncode}):\n{text[-2000:]}\n{done.stderr[-2000:]}")
     launches = {}
     for r in csv.DictReader(io.StringIO(text[start:])):
-        name = r["Kernel Name"].split("(")[0]
+        # A whole CUDA graph profiled as one (--graph-profiling graph) may carry no kernel name.
+        name = (r.get("Kernel Name") or "graph").split("(")[0]
         if name in TIMER_KERNELS:
             continue
         launch = launches.setdefault(int(r["ID"]), {"name": name})
@@ -138,6 +140,10 @@ def main():
     # A sweep stopped part-way (a device call's time limit) goes on from its timer-check.json:
     # the cases in it are kept and not measured again.
     ap.add_argument("--resume", metavar="TIMER_CHECK_JSON")
+    # "graph" times a CUDA graph launch as one workload (its caches flushed once, before it, as
+    # kbench's cold mode does), the reference for a case that runs as one graph (SYMGS colours);
+    # "node", ncu's default, times each of its kernels apart.
+    ap.add_argument("--graph-profiling", choices=["node", "graph"], default="node")
     ap.add_argument("manifests", nargs="+")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -168,7 +174,7 @@ def main():
                                           os.path.dirname(os.path.abspath(path))))
             try:
                 launches = ncu_durations_s(a.kbench, one, os.path.join(a.out, "ncu-runs"),
-                                           a.cache_control)
+                                           a.cache_control, a.graph_profiling)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 # One case that ncu could not time leaves the others to be checked.
                 print(f"{study} case {case['index']}: {e}", file=sys.stderr)
@@ -190,6 +196,9 @@ def main():
                 ncu_s = statistics.median(run_sums(launches, period))
             timer = case["measurement"].get("gpu_timer") or {}
             cupti = timer.get("cupti_samples_s") or []
+            # kbench traces runs of its own after the (untraced) samples: CUPTI's span is to be
+            # compared with their events.
+            traced = timer.get("traced_events_s") or []
             profiler = timer.get("profiler_samples_s") or []
             row = {
                 "study": study,
@@ -200,6 +209,7 @@ def main():
                 "kbench_median_s": case["summary"]["median_s"],
                 "ncu_median_s": ncu_s,
                 "cupti_median_s": statistics.median(cupti) if cupti else None,
+                "traced_events_median_s": statistics.median(traced) if traced else None,
                 "profiler_median_s": statistics.median(profiler) if profiler else None,
                 "timer_method": timer.get("method"),
                 "event_overhead_s": timer.get("event_overhead_s"),

@@ -5,7 +5,8 @@ with kbench's events, kbench's CUPTI profiler and Nsight Compute, and the verdic
 The target, max(2%, 0.5 µs) of ncu, is stated for runs of one kernel. A run of several kernels
 is timed by ncu one kernel at a time, each with the caches flushed and nothing before it, so
 ncu's sum is an upper bound of a run's kernels that leaves out the gaps between them: those rows
-are marked `multi` and compared with kbench's CUPTI activity span of the same run instead."""
+are marked `multi` and compared with kbench's CUPTI activity span of the same runs instead (the
+events of the runs CUPTI traced, where kbench records them apart from its untraced samples)."""
 import json
 import sys
 
@@ -35,7 +36,10 @@ def main(paths):
             verdict = "within" if ok else f"OFF by {100 * (ratio - 1):+.1f}%"
         else:
             span = r.get("cupti_median_s")
+            traced = r.get("traced_events_median_s")
             verdict = f"multi: ncu's sum is an upper bound; CUPTI span {us(span)}"
+            if traced is not None:
+                verdict += f" of traced runs timed {us(traced)}"
         print(f"| {case} | {launches} | {us(r['kbench_median_s'])} | {us(r.get('profiler_median_s'))} | "
               f"{us(r['ncu_median_s'])} | {ratio:.3f} | {verdict} |")
     print(f"\n{agree} of {single} single-kernel cases within max(2%, 0.5 µs) of Nsight Compute; "

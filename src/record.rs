@@ -993,15 +993,34 @@ pub struct GpuTimer {
     pub runs_per_sample: u32,
     /// Whether the L2 was flushed before each sample (never in batch mode).
     pub cold_l2: bool,
-    /// CUPTI's own GPU duration of each sample's kernels, per run, paired with `samples_s`.
+    /// CUPTI's own GPU duration of each sample's kernels, per run: in kernel scope, of the
+    /// traced runs after the samples (`traced_events_s`); in the other scopes, paired with
+    /// `samples_s`.
     #[serde(with = "figure::list")]
     #[schemars(with = "Vec<Figure>")]
     pub cupti_samples_s: Vec<f64>,
-    /// CUPTI's median over the event median, minus 1; flagged past the tolerance.
+    /// Kernel scope: the events of the runs CUPTI traced, a few taken as the samples are, after
+    /// them. The samples themselves run untraced: CUPTI's kernel records slow a kernel of many
+    /// blocks (on an H100, SAXPY of one element a thread at 2^28 ran 1186.8 us traced against
+    /// 1160.6 us untraced, and 1159.3 us under Nsight Compute).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "figure::list")]
+    #[schemars(with = "Vec<Figure>")]
+    pub traced_events_s: Vec<f64>,
+    /// The traced runs' median event time over the samples' median, minus 1: what tracing
+    /// cost the case's runs.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "figure::option"
+    )]
+    #[schemars(with = "Option<Figure>")]
+    pub tracing_slowdown: Option<f64>,
+    /// CUPTI's median over the median of the events of the same runs, minus 1; flagged past
+    /// the tolerance.
     #[serde(with = "figure::option")]
     #[schemars(with = "Option<Figure>")]
     pub cupti_vs_events: Option<f64>,
-    /// CUPTI's median less the events' median, in seconds.
+    /// CUPTI's median less the median of the events of the same runs, in seconds.
     #[serde(default, with = "figure::option")]
     #[schemars(with = "Option<Figure>")]
     pub cupti_minus_events_s: Option<f64>,
@@ -1058,6 +1077,8 @@ impl GpuTimer {
             runs_per_sample,
             cold_l2,
             cupti_samples_s: Vec::new(),
+            traced_events_s: Vec::new(),
+            tracing_slowdown: None,
             cupti_vs_events: None,
             cupti_minus_events_s: None,
             profiler_samples_s: Vec::new(),

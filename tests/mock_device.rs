@@ -788,3 +788,55 @@ fn the_mock_runs_batch_mode_through_the_cuda_executor() {
     }
     insta::assert_snapshot!("batch", scope_records(&cases));
 }
+
+/// The mock with its stand-in tracer: a traced run takes 2% longer (`TRACING_COST`).
+const MOCK_TRACED: &str = r#"[device]
+name = "H100 (test)"
+host_link_gbytes_per_s = 25.0
+profiler = true
+tracer = true
+
+[timing]
+seed = 11
+launch_s = 4e-6
+gbytes_per_s = 1500.0
+jitter = 0.0
+"#;
+
+#[test]
+fn kernel_samples_run_untraced_and_cupti_times_traced_runs_of_its_own() {
+    let (traced, _) = cases_of(SCOPES, MOCK_TRACED, &[], 0);
+    let (untraced, _) = cases_of(
+        SCOPES,
+        MOCK_PROFILED
+            .replace("jitter = 0.02", "jitter = 0.0")
+            .as_str(),
+        &[],
+        0,
+    );
+    for n in [1_000, 100_000] {
+        // The samples are the untraced device's, to the bit: tracing did not touch them.
+        assert_eq!(
+            median_us(&traced, "kernel", n),
+            median_us(&untraced, "kernel", n)
+        );
+        let case = (traced.iter())
+            .find(|c| c["variant"] == "kernel" && c["params"]["n"] == n)
+            .unwrap();
+        let timer = &case["measurement"]["gpu_timer"];
+        let count = |key: &str| timer[key].as_array().map_or(0, Vec::len);
+        // 8 samples, so 8 traced runs (no more than the samples), each with its span.
+        assert_eq!(count("traced_events_s"), 8, "{timer}");
+        assert_eq!(count("cupti_samples_s"), 8, "{timer}");
+        let slowdown = timer["tracing_slowdown"].as_f64().unwrap();
+        assert!((slowdown - 0.02).abs() < 1e-9, "{slowdown}");
+        // CUPTI against the events of its own runs (its span is 1% under them), not against
+        // the untraced samples (from which it would be 1% over).
+        let cupti_vs_events = timer["cupti_vs_events"].as_f64().unwrap();
+        assert!((cupti_vs_events + 0.01).abs() < 1e-9, "{cupti_vs_events}");
+        assert_eq!(timer["timers_disagree"], false);
+    }
+    // Without a tracer, nothing is traced.
+    let timer = &untraced[0]["measurement"]["gpu_timer"];
+    assert!(timer.get("traced_events_s").is_none() && timer.get("tracing_slowdown").is_none());
+}

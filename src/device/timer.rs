@@ -281,6 +281,21 @@ impl Device {
         self.after_sample(seconds, 1.0)
     }
 
+    /// Whether CUPTI's activity records are there (else the fingerprint says why not).
+    pub fn can_trace(&self) -> bool {
+        self.tracer.is_some()
+    }
+
+    /// Turns CUPTI's kernel records on or off (dropping those not yet taken when off).
+    pub fn set_tracing(&self, on: bool) -> Result<()> {
+        match &self.tracer {
+            Some(tracer) if on => tracer.resume(),
+            Some(tracer) => tracer.pause(),
+            None => Ok(()),
+        }
+        .map_err(anyhow::Error::msg)
+    }
+
     /// Whether CUPTI's range profiler is there (else the fingerprint says why not).
     pub fn has_profiler(&self) -> bool {
         self.profiler.is_some()

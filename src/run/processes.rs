@@ -245,7 +245,7 @@ pub fn merge_measurements(parts: &[&Measurement], settings: &MeasureSettings) ->
 fn first_samples(m: &Measurement, kept: usize) -> Measurement {
     let mut m = m.clone();
     if let Some(timer) = m.gpu_timer.as_mut() {
-        if timer.cupti_samples_s.len() == m.samples_s.len() {
+        if timer.traced_events_s.is_empty() && timer.cupti_samples_s.len() == m.samples_s.len() {
             timer.cupti_samples_s.truncate(kept);
         }
     }
@@ -313,6 +313,9 @@ fn merge_timers(parts: &[&GpuTimer], samples_s: &[f64], settings: &MeasureSettin
     timer.fresh_input_copies = parts.iter().map(|t| t.fresh_input_copies).sum();
     let cupti_s: Vec<f64> = (parts.iter())
         .flat_map(|t| t.cupti_samples_s.iter().copied())
+        .collect();
+    timer.traced_events_s = (parts.iter())
+        .flat_map(|t| t.traced_events_s.iter().copied())
         .collect();
     finish_timer_record(&mut timer, samples_s, cupti_s, settings);
     timer

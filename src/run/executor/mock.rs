@@ -31,6 +31,8 @@
 //! write_gbytes_per_s = 3000.0   # the "measured" write-only peak (default: the copy's)
 //! host_link_gbytes_per_s = 25.0 # transfers and program scopes copy over this
 //! profiler = false              # true: kernel-scope runs are profiled (a stand-in for CUPTI's)
+//! tracer = false                # true: kernel-scope runs can be traced (a stand-in for CUPTI's
+//!                               # activity records): a traced run takes TRACING_COST longer
 //! power_w = 350.0               # given: the mock has "NVML": clocks after each sample, and an
 //!                               # energy window whose energy is power_w x the model's time
 //! energy_counter = true         # false: NVML without the energy counter (clocks only)
@@ -105,6 +107,9 @@ pub struct DeviceSpec {
     /// Whether kernel-scope runs are profiled after their samples, as with CUPTI's profiler.
     #[serde(default)]
     pub profiler: bool,
+    /// Whether kernel-scope runs can be traced, as with CUPTI's activity records.
+    #[serde(default)]
+    pub tracer: bool,
     /// The board's power while it runs a case: given, the mock has a stand-in for NVML
     /// (synthetic clocks after each sample, an energy window of this power over the model's
     /// time); absent, it has none, as a machine without NVML.
@@ -185,6 +190,7 @@ struct RawDevice {
     write_gbytes_per_s: Option<Spanned<f64>>,
     host_link_gbytes_per_s: Option<Spanned<f64>>,
     profiler: Option<bool>,
+    tracer: Option<bool>,
     power_w: Option<Spanned<f64>>,
     energy_counter: Option<bool>,
 }
@@ -288,6 +294,7 @@ impl MockSpec {
                 25.0,
             )?,
             profiler: d.profiler.unwrap_or(false),
+            tracer: d.tracer.unwrap_or(false),
             power_w: match &d.power_w {
                 Some(_) => Some(positive(&d.power_w, "power_w", false, 0.0)?),
                 None => None,
@@ -449,7 +456,7 @@ impl MockDevice {
             host_to_device_gbytes_per_s: d.host_link_gbytes_per_s,
             device_to_host_gbytes_per_s: d.host_link_gbytes_per_s,
             event_overhead_s: 0.0,
-            cupti_unavailable: no_cupti(),
+            cupti_unavailable: if d.tracer { None } else { no_cupti() },
             cupti_profiler_unavailable: if d.profiler { None } else { no_cupti() },
             peaks_unmeasured: None,
             nvml_unavailable: match d.power_w {
@@ -553,6 +560,7 @@ impl Executor for MockExecutor<'_> {
             key,
             windows: Cell::new(0),
             charged: Cell::new(Charges::default()),
+            tracing: Cell::new(true),
         };
         Ok(Scoped::new(&run, job, data, deadline).run()?)
     }
@@ -610,7 +618,13 @@ struct MockRun<'a> {
     /// Windows timed so far: the jitter's sample number.
     windows: Cell<u64>,
     charged: Cell<Charges>,
+    /// Whether the stand-in tracer records (`tracer = true`): on, as CUPTI's starts.
+    tracing: Cell<bool>,
 }
+
+/// How much longer a traced kernel-scope run takes on the mock (`tracer = true`), as CUPTI's
+/// activity records slowed a SAXPY of many blocks on an H100.
+pub const TRACING_COST: f64 = 0.02;
 
 impl MockRun<'_> {
     fn charge(&self, add: impl FnOnce(&mut Charges)) {
@@ -803,7 +817,17 @@ impl Primitives for MockRun<'_> {
             launcher,
             elapsed_s: 0.0,
         };
-        Ok(self.untraced(take_sample(&mut sampler, plan)?))
+        let seconds = take_sample(&mut sampler, plan)?;
+        if !self.traces() {
+            return Ok(self.untraced(seconds));
+        }
+        // Traced: the runs take longer, and the span (from the first block) leaves out a part
+        // of the launch's processing, as CUPTI's does.
+        let traced_s = seconds * (1.0 + TRACING_COST);
+        Ok(Sample {
+            cupti_seconds_per_run: Some(traced_s * 0.99),
+            ..self.untraced(traced_s)
+        })
     }
     fn sample_region(
         &self,
@@ -814,6 +838,13 @@ impl Primitives for MockRun<'_> {
         region()?;
         let seconds = self.end_window();
         Ok(self.untraced(seconds))
+    }
+    fn can_trace(&self) -> bool {
+        self.device.spec.device.tracer
+    }
+    fn set_tracing(&self, on: bool) -> Result<()> {
+        self.tracing.set(on);
+        Ok(())
     }
     fn has_profiler(&self) -> bool {
         self.device.spec.device.profiler
@@ -889,6 +920,10 @@ impl MockRun<'_> {
 }
 
 impl MockRun<'_> {
+    fn traces(&self) -> bool {
+        self.device.spec.device.tracer && self.tracing.get()
+    }
+
     /// A sample as the mock takes it: no second timer; where the mock has NVML, clocks near the
     /// maximum (the jitter's draw takes up to 2% off the SM clock), never throttled.
     fn untraced(&self, seconds_per_run: f64) -> Sample {

@@ -20,7 +20,7 @@ extern "C" __global__ void kbench_hold_stream(volatile unsigned int* flag,
     }
 }
 
-// The cold-L2 flush before a sample: a read, through L2, of a zeroed buffer four times the L2's size.
+// The cold-L2 flush before a sample: a read, through L2, of a zeroed buffer twice the L2's size.
 // Reading evicts what the last sample left in L2 and leaves it holding clean lines only, as a
 // profiler's cache control does; a write (cudaMemset) would instead leave L2 full of dirty lines,
 // whose write-back then lands inside the next timed kernel (measured on an H100: reduce_fast over

@@ -301,14 +301,3 @@ fn more_processes_narrow_the_spread_of_a_case_median() {
     // And one process's spread is there to narrow: not a mock without levels.
     assert!(one > 0.004, "{one}");
 }
-
-/// `tune` takes `--processes` as `run` does (`compare --retest` gives a run's again: see
-/// `override_args`' test).
-#[test]
-fn tune_takes_the_flag() {
-    for command in ["tune", "run"] {
-        let out = common::kbench().args([command, "--help"]).output().unwrap();
-        let help = String::from_utf8_lossy(&out.stdout);
-        assert!(help.contains("--processes"), "{command}: {help}");
-    }
-}

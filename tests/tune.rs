@@ -701,3 +701,40 @@ fn evaluations_are_spread_over_the_lanes() {
     );
     assert_eq!(per_gpu(0) + per_gpu(1), 48);
 }
+
+/// `tune --processes 2`: every configuration evaluated, and every round of the top ones, was
+/// measured in two worker processes (two process medians a passed case; a wrong answer names
+/// its process), as `run --processes 2` does.
+#[test]
+fn tune_measures_every_evaluation_and_round_in_the_processes_asked() {
+    let dir = setup(None);
+    let out = tune(dir.path(), &["--processes", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let tune_dir = &tune_dirs(dir.path())[0];
+    let mut files = Vec::new();
+    for sub in ["evaluations/tune_mock", "rounds/tune_mock"] {
+        for entry in std::fs::read_dir(tune_dir.join(sub)).unwrap() {
+            files.push(entry.unwrap().path());
+        }
+    }
+    assert!(files.len() >= 2, "{files:?}");
+    let mut cases = 0;
+    for file in &files {
+        let doc = common::read(file);
+        for case in doc["cases"].as_array().unwrap() {
+            if case["status"] == "passed" {
+                let medians = case["measurement"]["process_medians_s"].as_array();
+                assert_eq!(medians.map(Vec::len), Some(2), "{}: {case}", file.display());
+                cases += 1;
+            } else {
+                // The mock's wrong configuration fails in the first of its two processes.
+                let reason = case["reason"].as_str().unwrap_or_default();
+                assert!(
+                    reason.starts_with("in process 1 of 2: wrong answer"),
+                    "{reason}"
+                );
+            }
+        }
+    }
+    assert!(cases > 0);
+}

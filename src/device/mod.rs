@@ -110,8 +110,8 @@ pub struct Device {
     kernels: KernelSource,
     /// Compiled modules by kernel file; a failed compile is kept so every case using it fails fast.
     modules: HashMap<&'static str, Result<Module, String>>,
-    /// Read before each cold sample: four times the L2 size, so nothing a case left there
-    /// survives (L2 replacement is not strictly least-recently-used).
+    /// Read before each cold sample: twice the L2 size (L2 / 2 four-byte words), so nothing a
+    /// case left there survives (L2 replacement is not strictly least-recently-used).
     l2_flush: DeviceBuf,
     flush_kernel: Kernel,
     hold: StreamHold,

@@ -1015,6 +1015,10 @@ pub struct GpuTimer {
     )]
     #[schemars(with = "Option<Figure>")]
     pub tracing_slowdown: Option<f64>,
+    /// Why a kernel-scope case has no traced runs where kernels can be traced (no time left,
+    /// or the runs failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_skipped: Option<String>,
     /// CUPTI's median over the median of the events of the same runs, minus 1; flagged past
     /// the tolerance.
     #[serde(with = "figure::option")]
@@ -1039,8 +1043,9 @@ pub struct GpuTimer {
     /// Why the case has no profiler samples, where the device has the profiler.
     #[serde(default)]
     pub profiler_skipped: Option<String>,
-    /// The events' median differs from the profiler's (runs of one kernel) or else CUPTI's
-    /// activity span by more than `max(timer_tolerance x median, timer_tolerance_s)`.
+    /// The events' median differs from the profiler's (runs of one kernel), or else CUPTI's
+    /// activity span from the events of the runs it timed (in kernel scope, the traced runs),
+    /// by more than `max(timer_tolerance x median, timer_tolerance_s)`.
     pub timers_disagree: bool,
     pub clocks: Option<ClockRecord>,
     /// The board's energy over the case's energy window (NVML's counter): absent where the
@@ -1079,6 +1084,7 @@ impl GpuTimer {
             cupti_samples_s: Vec::new(),
             traced_events_s: Vec::new(),
             tracing_slowdown: None,
+            traced_skipped: None,
             cupti_vs_events: None,
             cupti_minus_events_s: None,
             profiler_samples_s: Vec::new(),

@@ -143,12 +143,13 @@ fn the_timer_holds_the_stream_batches_short_kernels_and_cross_checks_with_cupti(
         assert_eq!(timer.method, TimerMethod::BlockedEvents);
         assert!(timer.cold_l2);
         assert_eq!(timer.runs_per_sample, 1);
-        // CUPTI, where the machine has it, timed the same kernels.
+        // CUPTI, where the machine has it, timed traced runs of the same kernels after the
+        // (untraced) samples: one span each, at most ten, no more than the samples.
         if let Some(d) = timer.cupti_vs_events {
-            assert_eq!(
-                timer.cupti_samples_s.len(),
-                case.summary.as_ref().unwrap().samples
-            );
+            let traced = timer.traced_events_s.len();
+            assert_eq!(timer.cupti_samples_s.len(), traced, "{timer:?}");
+            assert!(traced >= 1 && traced <= 10.min(case.summary.as_ref().unwrap().samples));
+            assert!(timer.tracing_slowdown.is_some(), "{timer:?}");
             if case.params["n"] == ParamValue::Int(16_777_216) {
                 assert!(d.abs() < 0.05, "{}: CUPTI vs events {d}", case.variant);
             }
@@ -292,10 +293,12 @@ fn cuptis_profiler_times_runs_of_one_kernel_as_the_events_do_and_leaves_the_acti
             case.params["n"]
         );
         assert!(!timer.timers_disagree, "{timer:?}");
+        // Ten traced runs after the 20 or more samples, an activity span for each.
+        assert_eq!(timer.traced_events_s.len(), 10, "{timer:?}");
         assert_eq!(
             timer.cupti_samples_s.len(),
-            case.summary.as_ref().unwrap().samples,
-            "activity records for every sample of {:?}",
+            10,
+            "activity records for every traced run of {:?}: {timer:?}",
             case.params["n"]
         );
     }

@@ -206,7 +206,8 @@ fn summarize(
 
 /// The parts' measurements as one:
 /// - `samples_s`: every part's, one part after another, in the order they ran, each part cut
-///   to the fewest samples any part took (its first ones, and its CUPTI samples with them): a
+///   to the fewest samples any part took (its first ones, and its CUPTI samples with them where
+///   they pair with the samples; traced runs, in kernel scope, are cut apart: `merge_timers`): a
 ///   process that sampled longer (a noisy one does, until its interval converges) would
 ///   otherwise pull the median to its own level, which is what the processes are there to
 ///   average out;
@@ -273,8 +274,9 @@ fn stop_rank(reason: StopReason) -> u8 {
 }
 
 /// The parts' timer records as one: how the samples were taken (method, runs per sample, cold
-/// L2) is the first part's; CUPTI's and the profiler's samples are concatenated in the parts'
-/// order and judged against the events' samples again over all of them (`finish_timer_record`,
+/// L2) is the first part's; CUPTI's and the profiler's samples (and the traced runs:
+/// `merge_traced`) are concatenated in the parts' order and judged against the events'
+/// samples again over all of them (`finish_timer_record`,
 /// the code that judges one process's); the clocks, energy windows and persisting-L2 resets
 /// are merged by `merge_clocks`, `merge_energy`, and "reset in every part".
 fn merge_timers(parts: &[&GpuTimer], samples_s: &[f64], settings: &MeasureSettings) -> GpuTimer {
@@ -311,14 +313,37 @@ fn merge_timers(parts: &[&GpuTimer], samples_s: &[f64], settings: &MeasureSettin
     timer.persisting_l2_reset_error =
         (parts.iter()).find_map(|t| t.persisting_l2_reset_error.clone());
     timer.fresh_input_copies = parts.iter().map(|t| t.fresh_input_copies).sum();
-    let cupti_s: Vec<f64> = (parts.iter())
-        .flat_map(|t| t.cupti_samples_s.iter().copied())
-        .collect();
-    timer.traced_events_s = (parts.iter())
-        .flat_map(|t| t.traced_events_s.iter().copied())
-        .collect();
+    let (traced_events_s, cupti_s) = merge_traced(parts);
+    timer.traced_events_s = traced_events_s;
+    if timer.traced_events_s.is_empty() {
+        timer.traced_skipped = parts.iter().find_map(|t| t.traced_skipped.clone());
+    }
     finish_timer_record(&mut timer, samples_s, cupti_s, settings);
     timer
+}
+
+/// The parts' traced runs (kernel scope) and CUPTI samples, concatenated in the parts' order:
+/// where every part has traced runs, each cut to the fewest any part took (with its CUPTI spans,
+/// where they pair with its runs one to one), so that each process counts equally, as with the
+/// samples.
+fn merge_traced(parts: &[&GpuTimer]) -> (Vec<f64>, Vec<f64>) {
+    let kept = (parts.iter())
+        .map(|t| t.traced_events_s.len())
+        .min()
+        .unwrap_or(0);
+    let mut traced_events_s = Vec::new();
+    let mut cupti_s = Vec::new();
+    for t in parts {
+        let paired = t.cupti_samples_s.len() == t.traced_events_s.len();
+        if kept > 0 && paired {
+            traced_events_s.extend(&t.traced_events_s[..kept]);
+            cupti_s.extend(&t.cupti_samples_s[..kept]);
+        } else {
+            traced_events_s.extend(&t.traced_events_s);
+            cupti_s.extend(&t.cupti_samples_s);
+        }
+    }
+    (traced_events_s, cupti_s)
 }
 
 /// The parts' clock records as one: the lowest and highest SM clock, every throttle reason,
@@ -513,6 +538,26 @@ mod tests {
             ["case-0000.npy", "case-0000-b.npy"]
         );
         assert_eq!(merged.result.status, CaseStatus::Passed);
+    }
+
+    #[test]
+    fn traced_runs_are_cut_to_the_fewest_any_process_took_with_their_spans() {
+        let traced = |runs: &[f64], spans: &[f64]| {
+            let mut t = GpuTimer::new(TimerMethod::BlockedEvents, 1, true);
+            t.traced_events_s = runs.to_vec();
+            t.cupti_samples_s = spans.to_vec();
+            t
+        };
+        let a = traced(&[1.0, 1.1, 1.2, 1.3], &[0.9, 1.0, 1.1, 1.2]);
+        let b = traced(&[2.0, 2.1], &[1.9, 2.0]);
+        let (events, spans) = merge_traced(&[&a, &b]);
+        assert_eq!(events, [1.0, 1.1, 2.0, 2.1]);
+        assert_eq!(spans, [0.9, 1.0, 1.9, 2.0]);
+        // Samples' own CUPTI spans (transfers, program scope): no traced runs, all kept.
+        let c = traced(&[], &[3.0, 3.1, 3.2]);
+        let (events, spans) = merge_traced(&[&c, &c]);
+        assert!(events.is_empty());
+        assert_eq!(spans.len(), 6);
     }
 
     fn timer(cupti_s: &[f64], energy: (u32, u64, f64), sm_mhz: (u32, u32, u32)) -> GpuTimer {

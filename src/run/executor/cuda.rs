@@ -410,20 +410,26 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             }
         }
         let mut launcher = device.launcher(&io)?;
-        let mut plan = self.plan(&io, &mut *launcher, record.timer)?;
-        plan.fresh_inputs = self.settings.fresh_inputs;
         let clocks = &mut *record.clocks;
-        // The samples untraced: CUPTI's kernel records slow a kernel of many blocks (SAXPY of
-        // one element a thread at 2^28 on an H100: 1186.8 us traced, 1160.6 us untraced,
-        // 1159.3 us under Nsight Compute). CUPTI times runs of its own after them.
+        // The plan's sizing runs and the samples untraced: CUPTI's kernel records slow a kernel
+        // of many blocks (SAXPY of one element a thread at 2^28 on an H100: 1186.8 us traced,
+        // 1160.6 us untraced, 1159.3 us under Nsight Compute). CUPTI times runs of its own
+        // after them.
         device.set_tracing(false)?;
-        let measured = measure::measure(self.settings, self.deadline, || {
-            let sample = device.sample_kernel(&io, &mut *launcher, &plan)?;
-            clocks.extend(sample.clocks);
-            Ok(taken(&sample))
+        let planned = self.plan(&io, &mut *launcher, record.timer);
+        let measured = planned.and_then(|mut plan| {
+            plan.fresh_inputs = self.settings.fresh_inputs;
+            let measured = measure::measure(self.settings, self.deadline, || {
+                let sample = device.sample_kernel(&io, &mut *launcher, &plan)?;
+                clocks.extend(sample.clocks);
+                Ok(taken(&sample))
+            })?;
+            Ok((plan, measured))
         });
-        device.set_tracing(true)?;
-        let mut measured = measured?;
+        // The samples' own error first, where both failed.
+        let resumed = device.set_tracing(true);
+        let (plan, mut measured) = measured?;
+        resumed?;
         self.download(&io, record.outputs)?;
         self.traced_runs(&io, &mut *launcher, &plan, &mut measured, record.timer)?;
         launcher.check_guards()?;
@@ -673,10 +679,12 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         Ok(true)
     }
 
-    /// Kernel scope, where kernels can be traced: `TRACED_RUNS` more samples (no more than
-    /// the case took), taken as the samples were but with CUPTI's records on. Their CUPTI spans
-    /// are the case's second timer, judged against their own events (`traced_events_s`), not
-    /// against the untraced samples'.
+    /// Kernel scope, where kernels can be traced: more samples (`traced_run_count`: at most
+    /// `TRACED_RUNS`, no more than the case took, within half the time left), taken as the
+    /// samples were but with CUPTI's records on. Their CUPTI spans are the case's second timer,
+    /// judged against their own events (`traced_events_s`), not against the untraced samples'.
+    /// Traced runs that fail cost only their own record (`traced_skipped` says why), unless the
+    /// GPU faulted: then the case fails, as it would have on its next run.
     fn traced_runs(
         &self,
         io: &DeviceIo<P::Buf>,
@@ -688,13 +696,31 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         if !self.device.can_trace() {
             return Ok(());
         }
-        let runs = TRACED_RUNS.min(measured.measurement.samples_s.len());
+        let samples_s = &measured.measurement.samples_s;
+        let left_s = self.deadline.remaining().as_secs_f64();
+        let runs = match traced_run_count(samples_s, plan.runs, left_s) {
+            Ok(runs) => runs,
+            Err(why) => {
+                timer.traced_skipped = Some(why);
+                return Ok(());
+            }
+        };
+        let mut events_s = Vec::with_capacity(runs);
         let mut spans_s = Vec::with_capacity(runs);
         for _ in 0..runs {
-            let sample = self.device.sample_kernel(io, launcher, plan)?;
-            timer.traced_events_s.push(sample.seconds_per_run);
-            spans_s.extend(sample.cupti_seconds_per_run);
+            match self.device.sample_kernel(io, launcher, plan) {
+                Ok(sample) => {
+                    events_s.push(sample.seconds_per_run);
+                    spans_s.extend(sample.cupti_seconds_per_run);
+                }
+                Err(e) if self.device.is_broken() => return Err(e),
+                Err(e) => {
+                    timer.traced_skipped = Some(format!("the traced runs failed: {e:#}"));
+                    return Ok(());
+                }
+            }
         }
+        timer.traced_events_s = events_s;
         measured.second_timer_s = spans_s;
         Ok(())
     }
@@ -864,8 +890,33 @@ fn profiler_skip_reason(
     }
 }
 
-/// Traced runs a kernel-scope case takes after its samples (`Scoped::traced_runs`).
+/// The most traced runs a kernel-scope case takes after its samples (`Scoped::traced_runs`).
 pub const TRACED_RUNS: usize = 10;
+
+/// What a traced sample costs besides its runs: the hold, the flush and CUPTI's flush of its
+/// records.
+const TRACED_SAMPLE_OVERHEAD_S: f64 = 0.005;
+
+/// How many traced samples a kernel-scope case takes: `TRACED_RUNS`, no more than it took
+/// samples (`samples_s`, seconds a run, `runs_per_sample` runs each), and as many as fit in
+/// half the `left_s` seconds left of its time limit (the samples must not be lost to the second
+/// timer); Err: why none.
+fn traced_run_count(samples_s: &[f64], runs_per_sample: u32, left_s: f64) -> Result<usize, String> {
+    if samples_s.is_empty() {
+        return Err("no sample was taken".to_string());
+    }
+    // A traced run is slower than an untraced one by a few percent: 10% spare.
+    let sample_s = 1.1 * stats::summarize(samples_s).median_s * f64::from(runs_per_sample.max(1))
+        + TRACED_SAMPLE_OVERHEAD_S;
+    let fit = (0.5 * left_s / sample_s).floor();
+    let runs = TRACED_RUNS.min(samples_s.len()).min(fit.max(0.0) as usize);
+    if runs == 0 {
+        return Err(format!(
+            "a traced run of about {sample_s:.3} s would not fit in half the {left_s:.1} s left of the case's time limit"
+        ));
+    }
+    Ok(runs)
+}
 
 /// The GPU time an energy window aims at: NVML's energy counter moves every few milliseconds on
 /// an H100, so a window of a hundred of them reads the energy to about a percent, at the cost of
@@ -939,18 +990,18 @@ pub(crate) fn finish_timer_record(
     timer.timers_disagree = false;
     if !samples_s.is_empty() {
         let events = stats::summarize(samples_s).median_s;
+        // Kernel scope: CUPTI timed traced runs of its own, judged against their own events.
+        let traced = match timer.traced_events_s.as_slice() {
+            [] => events,
+            traced_s => stats::summarize(traced_s).median_s,
+        };
+        if !timer.traced_events_s.is_empty() {
+            timer.tracing_slowdown = Some(traced / events - 1.0);
+        }
         // (the other timer's median, the events' median of the same runs)
         let mut judge = None;
         if !cupti_s.is_empty() {
             let cupti = stats::summarize(&cupti_s).median_s;
-            // Kernel scope: CUPTI timed traced runs of its own, against their own events.
-            let traced = match timer.traced_events_s.as_slice() {
-                [] => events,
-                traced_s => stats::summarize(traced_s).median_s,
-            };
-            if !timer.traced_events_s.is_empty() {
-                timer.tracing_slowdown = Some(traced / events - 1.0);
-            }
             timer.cupti_vs_events = Some(cupti / traced - 1.0);
             timer.cupti_minus_events_s = Some(cupti - traced);
             judge = Some((cupti, traced));
@@ -973,6 +1024,20 @@ pub(crate) fn finish_timer_record(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traced_runs_are_at_most_ten_no_more_than_the_samples_and_fit_half_the_time_left() {
+        // 1 ms runs, plenty of time: ten, or as many as the samples.
+        assert_eq!(traced_run_count(&[1e-3; 40], 1, 100.0), Ok(10));
+        assert_eq!(traced_run_count(&[1e-3; 4], 1, 100.0), Ok(4));
+        // 10 s runs with 60 s left: 30 s hold two (11 s a traced run, and its overhead).
+        assert_eq!(traced_run_count(&[10.0; 12], 1, 60.0), Ok(2));
+        // Batch samples of 100 runs of 0.1 s: 11 s a traced sample.
+        assert_eq!(traced_run_count(&[0.1; 12], 100, 60.0), Ok(2));
+        let none = traced_run_count(&[10.0; 12], 1, 15.0).unwrap_err();
+        assert!(none.contains("would not fit"), "{none}");
+        assert!(traced_run_count(&[], 1, 100.0).is_err());
+    }
 
     #[test]
     fn chunks_cover_the_array_once_in_order_from_aligned_starts() {

@@ -3,11 +3,13 @@ saxpy_vector does not (issue 30). Times one-element-per-thread SAXPY kernels (pl
 stores, as saxpy_naive; streaming __ldcs/__stcs, as saxpy_vector) with CUDA events, one launch a
 sample, after each of the sequences kbench could put before a timed launch:
   memset-flush:  a 200 MB memset (L2 left full of dirty lines);
-  read-flush:    a 200 MB read through L2 (kbench's kbench_flush_l2: clean lines);
+  read-flush:    a 200 MB read through L2 (kbench's kbench_flush_l2, from kernels/timer.cu:
+                 clean lines);
   reset+read:    y copied back from a pristine copy (kbench's in-place output reset), then the
                  read flush, queued back to back as kbench queues them;
   reset,wait:    the same with the host waiting for the copy before the flush is queued;
 and back to back (20 launches, no flush; the time a launch). Prints each median."""
+import os
 import statistics
 import sys
 
@@ -22,21 +24,16 @@ extern "C" __global__ void probe_streaming(const float* __restrict__ x, float* _
     unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) __stcs(y + i, a * __ldcs(x + i) + __ldcs(y + i));
 }
-extern "C" __global__ void read_flush(const int4* __restrict__ b, unsigned long long n16, int* sink) {
-    int acc = 0;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n16;
-         i += (unsigned long long)gridDim.x * blockDim.x) {
-        const int4 v = __ldcg(b + i);
-        acc |= v.x | v.y | v.z | v.w;
-    }
-    if (acc != 0) *sink = acc;
-}
 """
 mod = cp.RawModule(code=SRC)
+# kbench's own flush kernel, from its source.
+TIMER_CU = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../kernels/timer.cu")
+with open(TIMER_CU) as f:
+    timer_module = cp.RawModule(code=f.read())
 samples = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 flush = cp.zeros(200 * 2**20 // 4, dtype=cp.float32)
 sink = cp.zeros(1, dtype=cp.int32)
-read_flush = mod.get_function("read_flush")
+read_flush = timer_module.get_function("kbench_flush_l2")
 n16 = cp.uint64(flush.nbytes // 16)
 
 

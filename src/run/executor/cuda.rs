@@ -991,13 +991,10 @@ pub(crate) fn finish_timer_record(
     if !samples_s.is_empty() {
         let events = stats::summarize(samples_s).median_s;
         // Kernel scope: CUPTI timed traced runs of its own, judged against their own events.
-        let traced = match timer.traced_events_s.as_slice() {
-            [] => events,
-            traced_s => stats::summarize(traced_s).median_s,
-        };
-        if !timer.traced_events_s.is_empty() {
-            timer.tracing_slowdown = Some(traced / events - 1.0);
-        }
+        let traced = (!timer.traced_events_s.is_empty())
+            .then(|| stats::summarize(&timer.traced_events_s).median_s);
+        timer.tracing_slowdown = traced.map(|traced| traced / events - 1.0);
+        let traced = traced.unwrap_or(events);
         // (the other timer's median, the events' median of the same runs)
         let mut judge = None;
         if !cupti_s.is_empty() {

@@ -624,7 +624,7 @@ struct MockRun<'a> {
 
 /// How much longer a traced kernel-scope run takes on the mock (`tracer = true`), as CUPTI's
 /// activity records slowed a SAXPY of many blocks on an H100.
-pub const TRACING_COST: f64 = 0.02;
+const TRACING_COST: f64 = 0.02;
 
 impl MockRun<'_> {
     fn charge(&self, add: impl FnOnce(&mut Charges)) {

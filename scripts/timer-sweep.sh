@@ -5,7 +5,9 @@
 # clocks left alone), with a markdown table of the verdicts at the end. Run on a GPU machine,
 # from the repository root:
 #   bash scripts/timer-sweep.sh [--kbench PATH] [--out DIR] [--samples N] [--resume JSON] [MANIFEST...]
-# (manifests default to experiments/timer_sweep/*.toml; the table goes to DIR/summary.md). A small
+# (manifests default to experiments/timer_sweep/*.toml, and then host_loop/*.toml, whose host
+# relaunches until done, are judged against CUPTI's span instead of ncu, into DIR/host-loop;
+# the table goes to DIR/summary.md). A small
 # case costs about 9 s under ncu (every launch, the L2 flush's too, is profiled with its caches
 # flushed; the runs set KBENCH_SKIP_PEAKS); --resume goes on from a stopped sweep's
 # timer-check.json.
@@ -24,12 +26,22 @@ while [ $# -gt 0 ]; do
     *) manifests+=("$1"); shift ;;
   esac
 done
-[ ${#manifests[@]} -gt 0 ] || manifests=(experiments/timer_sweep/*.toml)
+host_loop=()
+if [ ${#manifests[@]} -eq 0 ]; then
+  manifests=(experiments/timer_sweep/*.toml)
+  host_loop=(experiments/timer_sweep/host_loop/*.toml)
+fi
 [ -x "$kbench" ] || { echo "no kbench binary at $kbench (build it, or pass --kbench)" >&2; exit 2; }
 command -v ncu >/dev/null || { echo "ncu (Nsight Compute) is not on PATH" >&2; exit 2; }
 mkdir -p "$out"
 status=0
 python3 "$(dirname "$0")/timer_check.py" --kbench "$kbench" --out "$out" --samples "$samples" \
   "${resume[@]}" "${manifests[@]}" || status=$?
-python3 "$(dirname "$0")/timer_sweep_summary.py" "$out/timer-check.json" | tee "$out/summary.md"
+checked=("$out/timer-check.json")
+if [ ${#host_loop[@]} -gt 0 ]; then
+  python3 "$(dirname "$0")/timer_check.py" --kbench "$kbench" --out "$out/host-loop" \
+    --reference cupti-span "${host_loop[@]}" || status=$?
+  checked+=("$out/host-loop/timer-check.json")
+fi
+python3 "$(dirname "$0")/timer_sweep_summary.py" "${checked[@]}" | tee "$out/summary.md"
 exit "$status"

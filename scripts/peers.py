@@ -6,18 +6,32 @@ ratios compare like with like.
     python3 scripts/peers.py [--only reduce,durbin] [--json FILE] [--quick]
 
 How each figure is taken, as kbench takes its own: CUDA events around one call, the L2 cache
-flushed (a write over twice its size) before each call and outside the events, 3 warm-up calls,
-the median of 20 timed calls (5 for long ones). Host peers: the median of 5 wall-clock calls after
-one warm-up. Bandwidth counts the fewest bytes an operation must move (each input read once, each
-output written once), as kbench's studies count them.
+flushed (a read over four times its size, as kbench's) before each call and outside the events,
+3 warm-up calls, the median of 20 timed calls (5 for long ones). Host peers: the median of 5
+wall-clock calls after one warm-up. Bandwidth counts the fewest bytes an operation must move (each
+input read once, each output written once), as kbench's studies count them.
+
+CUB called directly (the strongest peer of the reduce, scan and find_repeats studies): the harness
+scripts/cub_peers.cu, built here with nvcc once per source version and timed the same way, at
+the sizes (and dtypes, repeats shares) of each study's bench manifest, experiments/*_bench.toml,
+so that `kbench run experiments/scan_bench.toml && python3 scripts/peers.py --only scan` compare
+the same sizes. Without nvcc, or if the build fails, the CUB rows are skipped with the reason.
+The process exits 1 if the harness found a wrong answer.
 
 A study adds its peers with one function decorated by @peer("study").
 """
 import argparse
+import hashlib
 import json
+import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+import tomllib
+from pathlib import Path
 
 PEERS = {}
 # Studies whose peers need no GPU.
@@ -41,8 +55,16 @@ class Gpu:
         import torch
         self.torch = torch
         l2 = torch.cuda.get_device_properties(0).L2_cache_size
-        self.flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+        # Four times the L2 (l2 int32s), zeroed, as kbench's flush buffer.
+        self.flush = torch.zeros(l2, dtype=torch.int32, device="cuda")
         self.name = torch.cuda.get_device_name(0)
+
+    def flush_l2(self):
+        """Evicts what the last call left in L2 by READING the flush buffer (a reduction that
+        writes one number), as kbench's kbench_flush_l2 does (kernels/timer.cu). A write flush
+        (zero_()) would leave L2 full of dirty lines whose write-back then lands inside the next
+        timed call: kbench measured reduce_fast over 64 MB 6 us slower after one."""
+        self.flush.amax()
 
     def median_ms(self, fn, reps=20, warmup=3):
         torch = self.torch
@@ -51,7 +73,7 @@ class Gpu:
         torch.cuda.synchronize()
         times = []
         for _ in range(reps):
-            self.flush.zero_()
+            self.flush_l2()  # queued before the start event: outside the timing
             start = torch.cuda.Event(enable_timing=True)
             stop = torch.cuda.Event(enable_timing=True)
             start.record()
@@ -76,9 +98,13 @@ def host_median_ms(fn, reps=5, warmup=1):
 class Table:
     def __init__(self):
         self.rows = []
+        # Wrong answers a peer reported (the CUB harness checks its own): main exits 1 if any.
+        self.failures = []
 
-    def add(self, study, what, n, ms, nbytes=None, flops=None, note=None):
+    def add(self, study, what, n, ms, nbytes=None, flops=None, note=None, min_ms=None):
         r = {"study": study, "peer": what, "n": n, "median_ms": ms}
+        if min_ms is not None:
+            r["min_ms"] = min_ms
         line = f"{study:8s} {what:48s} n={n:<11} {ms:11.5f} ms"
         if nbytes:
             r["gbytes_per_s"] = nbytes / ms / 1e6
@@ -91,6 +117,206 @@ class Table:
             line += f"  {note}"
         self.rows.append(r)
         print(line, flush=True)
+
+
+# ---- CUB called directly: scripts/cub_peers.cu built with nvcc ----
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENTS = ROOT / "experiments"
+# --quick runs the manifests' sizes up to this, or this size alone if there are none.
+QUICK_N = 1 << 24
+DTYPE_BYTES = {"i32": 4, "f32": 4, "f64": 8}
+
+
+def axis_values(value, where):
+    """A manifest's grid axis expanded as kbench expands it (src/grid.rs): a value, a list,
+    { pow2 = [lo, hi] } (2^lo .. 2^hi) or { start, stop, step } (stop included, step 1 if left
+    out). `where` names the axis in errors. A grid's `where` and `zip` are not applied."""
+    if isinstance(value, list):
+        return list(value)
+    if not isinstance(value, dict):
+        return [value]
+    keys = sorted(value)
+    if keys == ["pow2"]:
+        bounds = value["pow2"]
+        if (not isinstance(bounds, list) or len(bounds) != 2
+                or not all(isinstance(b, int) for b in bounds) or not 0 <= bounds[0] <= bounds[1] <= 62):
+            raise ValueError(f"{where}: pow2 takes two exponents 0 <= lo <= hi <= 62, found {bounds!r}")
+        return [1 << e for e in range(bounds[0], bounds[1] + 1)]
+    if keys in (["start", "stop"], ["start", "step", "stop"]):
+        start, stop, step = value["start"], value["stop"], value.get("step", 1)
+        if not all(isinstance(v, int) for v in (start, stop, step)) or step <= 0 or stop < start:
+            raise ValueError(f"{where}: a range needs integers start <= stop and step > 0, found {value!r}")
+        return list(range(start, stop + 1, step))
+    raise ValueError(f"{where}: an axis table is {{ pow2 = [lo, hi] }} or {{ start, stop, step }}; "
+                     f"found keys {keys}")
+
+
+def bench_axis(manifest, axis, default=None, experiments=None):
+    """The values of grid axis `axis` in the bench manifest `manifest` (a file name under
+    experiments/), so that the CUB rows stay in step with the study kbench runs; `default` if
+    the grid leaves the axis out (kbench's default), an error if there is none."""
+    path = Path(experiments or EXPERIMENTS) / manifest
+    with open(path, "rb") as f:
+        grid = tomllib.load(f).get("grid", {})
+    if axis not in grid:
+        if default is None:
+            raise ValueError(f"{path}: [grid] has no `{axis}`")
+        return [default]
+    return axis_values(grid[axis], f"{path}: grid.{axis}")
+
+
+def bench_sizes(manifest, quick, experiments=None):
+    """The manifest's sizes n (positive integers), or with --quick those up to QUICK_N."""
+    sizes = bench_axis(manifest, "n", experiments=experiments)
+    for n in sizes:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+            raise ValueError(f"{manifest}: grid.n holds {n!r}; the CUB harness takes integers >= 2")
+    if quick:
+        sizes = [n for n in sizes if n <= QUICK_N] or [QUICK_N]
+    return sizes
+
+
+# What the harness prints per line, and the types they must have.
+CUB_FIELDS = {"op": str, "dtype": str, "n": int, "median_ms": (int, float), "min_ms": (int, float),
+              "reps": int, "check": str}
+
+
+def parse_cub_lines(text):
+    """The harness's rows: one JSON object a non-empty line, with CUB_FIELDS (and "found" for
+    repeats). A malformed line is a ValueError naming it."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"CUB harness output line {number} is not JSON ({e}): {line[:200]!r}") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"CUB harness output line {number} is not an object: {line[:200]!r}")
+        for key, kind in CUB_FIELDS.items():
+            if not isinstance(row.get(key), kind) or isinstance(row.get(key), bool):
+                raise ValueError(f"CUB harness output line {number}: `{key}` is missing or not "
+                                 f"{getattr(kind, '__name__', 'a number')}: {line[:200]!r}")
+        if row["op"] == "repeats" and not isinstance(row.get("found"), int):
+            raise ValueError(f"CUB harness output line {number}: a repeats row needs `found`: {line[:200]!r}")
+        rows.append(row)
+    return rows
+
+
+def text_tail(text, lines=20):
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def find_nvcc():
+    """nvcc on PATH, else the toolkit's usual place; None if neither."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    fallback = Path("/usr/local/cuda/bin/nvcc")
+    return str(fallback) if os.access(fallback, os.X_OK) else None
+
+
+class HarnessUnavailable(Exception):
+    """No CUB rows: why (no nvcc, the build's errors)."""
+
+
+class CubHarness:
+    """scripts/cub_peers.cu (CUB's DeviceReduce::Sum, DeviceScan::ExclusiveSum and
+    DeviceSelect::If called directly), built with nvcc on first use, once per source version: the
+    binary is cached under $TMPDIR (or /tmp) by a hash of the source and nvcc's path. Runs one
+    child process per (op, dtype) over all sizes. If nvcc is missing or the build fails, every
+    `run` returns no rows and the reason is printed once."""
+
+    SOURCE = Path(__file__).resolve().with_name("cub_peers.cu")
+    ARCHS = ("native", "sm_90")  # native is refused by an old nvcc, or without a visible GPU
+    BUILD_TIMEOUT_S = 900
+
+    def __init__(self, binary=None, nvcc=None, cache_dir=None, reps=20):
+        self.binary = binary  # a harness already built (the self-test passes a fake one)
+        self.nvcc = nvcc
+        self.cache_dir = Path(cache_dir or os.environ.get("TMPDIR") or "/tmp") / "kbench-cub-peers"
+        self.reps = reps
+        self.reason = None  # why there are no CUB rows, once known
+
+    def ready(self):
+        """Builds the harness the first time; False (the reason printed once) if it cannot be."""
+        if self.binary is None and self.reason is None:
+            try:
+                self.binary = self.build()
+            except HarnessUnavailable as e:
+                self.reason = str(e)
+                print(f"no CUB rows: {self.reason}", flush=True)
+        return self.binary is not None
+
+    def build(self):
+        nvcc = self.nvcc or find_nvcc()
+        if nvcc is None:
+            raise HarnessUnavailable("nvcc is neither on PATH nor in /usr/local/cuda/bin")
+        key = hashlib.sha256(self.SOURCE.read_bytes() + nvcc.encode()).hexdigest()[:16]
+        binary = self.cache_dir / f"cub_peers-{key}"
+        if binary.exists():
+            return binary
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        partial = self.cache_dir / f".cub_peers-{key}-{os.getpid()}"
+        errors = []
+        for arch in self.ARCHS:
+            command = [nvcc, "-O3", "-std=c++17", f"-arch={arch}", "-o", str(partial), str(self.SOURCE)]
+            print("building the CUB harness:", " ".join(command), flush=True)
+            try:
+                done = subprocess.run(command, capture_output=True, text=True,
+                                      timeout=self.BUILD_TIMEOUT_S)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                raise HarnessUnavailable(f"{' '.join(command)}: {e}") from None
+            if done.returncode == 0:
+                os.replace(partial, binary)  # whole or not at all, for the next run's cache
+                return binary
+            errors.append(f"-arch={arch} (exit {done.returncode}):\n{text_tail(done.stderr + done.stdout)}")
+            if "native" not in done.stderr + done.stdout:
+                break  # an error in the source, not the architecture: the fallback would repeat it
+        raise HarnessUnavailable("nvcc failed to build scripts/cub_peers.cu: " + "\n".join(errors))
+
+    def run(self, op, dtype, sizes, extra=()):
+        """The harness's rows for (op, dtype) at `sizes` (see parse_cub_lines), [] without a
+        harness. A harness that stops early (a CUDA error) gives the rows before it, and the
+        reason is printed."""
+        if not self.ready():
+            return []
+        command = [str(self.binary), op, dtype, *map(str, sizes), "--reps", str(self.reps), *extra]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True)
+            rows = parse_cub_lines(done.stdout)
+        except (OSError, ValueError) as e:
+            print(f"no CUB rows for {op} {dtype}: {e}", flush=True)
+            return []
+        # Exit 1 is a wrong answer, which the rows' checks say; anything else is a failure.
+        if done.returncode not in (0, 1) or len(rows) < len(sizes):
+            print(f"CUB harness {' '.join(command[1:])} stopped (exit {done.returncode}) after "
+                  f"{len(rows)} of {len(sizes)} sizes: {text_tail(done.stderr)}", flush=True)
+        return rows
+
+
+CUB = CubHarness()
+
+
+def free_gpu_caches(torch):
+    """Hands torch's and CuPy's cached blocks back to the device, so that the CUB harness (its
+    own process) has room for its inputs."""
+    import cupy as cp
+    torch.cuda.empty_cache()
+    cp.get_default_memory_pool().free_all_blocks()
+
+
+def add_cub_rows(table, study, what, rows, nbytes):
+    """One table row per harness row; `nbytes(row)` the bytes the operation must move. A wrong
+    answer is in the row's note and in table.failures."""
+    for row in rows:
+        note = f"min {row['min_ms']:.5f} ms of {row['reps']}"
+        if row["check"] != "ok":
+            note += f"; {row['check']}"
+            table.failures.append(f"{study} {what} n={row['n']}: {row['check']}")
+        table.add(study, what, row["n"], row["median_ms"], nbytes(row), note=note, min_ms=row["min_ms"])
 
 
 @peer("device")
@@ -114,6 +340,14 @@ def reduce_peers(gpu, table, quick):
     table.add("reduce", "torch.sum f32", n, gpu.median_ms(lambda: x.sum()), 4 * n)
     xd = torch.rand(n // 2, device="cuda", dtype=torch.float64)
     table.add("reduce", "torch.sum f64", n // 2, gpu.median_ms(lambda: xd.sum()), 8 * (n // 2))
+    del x, cx, xd
+    free_gpu_caches(torch)
+    sizes = bench_sizes("reduction_bench.toml", quick)
+    for dtype in bench_axis("reduction_bench.toml", "dtype", default="f32"):
+        size = DTYPE_BYTES[dtype]
+        # x read once, the sum written once.
+        add_cub_rows(table, "reduce", f"CUB DeviceReduce::Sum {dtype} (nvcc harness)",
+                     CUB.run("reduce", dtype, sizes), lambda row: size * (row["n"] + 1))
 
 
 @peer("saxpy")
@@ -153,6 +387,11 @@ def scan_peers(gpu, table, quick):
     cx = cp.asarray(x)
     table.add("scan", "cupy.cumsum i32 (CUB inclusive scan)", n,
               gpu.median_ms(lambda: cp.cumsum(cx, dtype=cp.int32)), 8 * n)
+    del x, cx
+    free_gpu_caches(torch)
+    rows = CUB.run("scan", "i32", bench_sizes("scan_bench.toml", quick))
+    add_cub_rows(table, "scan", "CUB DeviceScan::ExclusiveSum i32 (nvcc harness)", rows,
+                 lambda row: 8 * row["n"])
 
 
 @peer("find_repeats")
@@ -178,6 +417,16 @@ def find_repeats_peers(gpu, table, quick):
               gpu.median_ms(lambda: torch.nonzero(ta[:-1] == ta[1:]).flatten()), nbytes)
     table.add("find_repeats", "cupy.flatnonzero(a[:-1] == a[1:]) (CUB select)", n,
               gpu.median_ms(lambda: cp.flatnonzero(ca[:-1] == ca[1:])), nbytes)
+    del ta, ca
+    free_gpu_caches(torch)
+    # The study's input and output, at the manifest's sizes and repeats shares: a read once, the
+    # count and the repeats' indices written (as src/algos/find_repeats.rs counts them).
+    sizes = bench_sizes("find_repeats_bench.toml", quick)
+    for share in bench_axis("find_repeats_bench.toml", "repeats", default=0.1):
+        rows = CUB.run("repeats", "i32", sizes, extra=("--repeats", repr(float(share))))
+        add_cub_rows(table, "find_repeats",
+                     f"CUB DeviceSelect::If, {share:.0%} repeats (nvcc harness)", rows,
+                     lambda row: 4 * (row["n"] + row["found"] + 1))
 
 
 @peer("durbin")
@@ -309,7 +558,12 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated studies (default: all)")
     ap.add_argument("--json", help="also write the rows to this file")
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
+    ap.add_argument("--cub-reps", type=int, default=CUB.reps, metavar="R",
+                    help=f"timed calls per size of the CUB harness (default {CUB.reps})")
     a = ap.parse_args()
+    if a.cub_reps < 1:
+        ap.error(f"--cub-reps must be at least 1, got {a.cub_reps}")
+    CUB.reps = a.cub_reps
     only = {s for s in a.only.split(",") if s}
     unknown = only - set(PEERS)
     if unknown:
@@ -331,6 +585,9 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": gpu.name if gpu else None, "peers": table.rows}, f, indent=1)
+    if table.failures:
+        print(f"{len(table.failures)} wrong answer(s):", *table.failures, sep="\n  ", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -447,7 +447,8 @@ static std::string json_escape(const std::string& text) {
 }
 
 static void print_case(const Case& c) {
-    std::printf("{\"op\":\"%s\",\"dtype\":\"%s\",\"n\":%lld,\"median_ms\":%.6f,\"min_ms\":%.6f,\"reps\":%d,\"check\":\"%s\"",
+    std::printf("{\"op\":\"%s\",\"dtype\":\"%s\",\"n\":%lld,\"median_ms\":%.6f,\"min_ms\":%.6f,"
+                "\"reps\":%d,\"check\":\"%s\"",
                 c.op.c_str(), c.dtype.c_str(), c.n, c.timing.median_ms, c.timing.min_ms, c.reps,
                 json_escape(c.check).c_str());
     if (c.found >= 0) std::printf(",\"found\":%lld", c.found);

@@ -553,6 +553,136 @@ def symgs_peers(gpu, table, quick):
                   gpu.median_ms(cupy_symgs, reps=5), nbytes, flops)
 
 
+FAKE_HARNESS = """#!/usr/bin/env python3
+# A stand-in for the CUB harness: one row per size, the size 3 answered wrong, the size 5 a crash.
+import json, sys
+op, dtype, *rest = sys.argv[1:]
+sizes = [int(a) for a in rest[:rest.index("--reps")]]
+reps = int(rest[rest.index("--reps") + 1])
+wrong = False
+for n in sizes:
+    if n == 5:
+        sys.exit("cub_peers.cu:1: cudaMalloc failed: out of memory")
+    row = {"op": op, "dtype": dtype, "n": n, "median_ms": n / 1e3, "min_ms": n / 2e3, "reps": reps,
+           "check": "WRONG: sum 1, expected 2" if n == 3 else "ok"}
+    if op == "repeats":
+        row["found"] = n // 10
+    print(json.dumps(row))
+    wrong = wrong or n == 3
+sys.exit(1 if wrong else 0)
+"""
+
+FAKE_NVCC = """#!/bin/sh
+# A stand-in for nvcc: logs its arguments, refuses -arch=native, and "builds" the harness by
+# copying the fake one to -o's path.
+echo "$@" >> "$(dirname "$0")/calls"
+case "$*" in *-arch=native*) echo "nvcc fatal : Value 'native' is not defined" >&2; exit 1;; esac
+while [ "$1" != "-o" ]; do shift; done
+cp "$(dirname "$0")/harness" "$2"
+"""
+
+
+def self_test():
+    """Checks the CUB plumbing without a GPU or nvcc: the manifest axes, the harness's output
+    parsing, a fake harness run into a table, and the build with a fake nvcc (the fallback from
+    -arch=native, the cache). Run: python3 -c "import sys; sys.path.insert(0, 'scripts');
+    import peers; peers.self_test()". Raises AssertionError at the first failure."""
+    checks = 0
+
+    def check(condition, what):
+        nonlocal checks
+        if not condition:
+            raise AssertionError(what)
+        checks += 1
+
+    def raises(fn, words):
+        try:
+            fn()
+        except ValueError as e:
+            return all(w in str(e) for w in words)
+        return False
+
+    # Axes as kbench expands them.
+    check(axis_values(7, "a") == [7], "a scalar axis")
+    check(axis_values([1, 2], "a") == [1, 2], "a list axis")
+    check(axis_values({"pow2": [10, 12]}, "a") == [1024, 2048, 4096], "a pow2 axis")
+    check(axis_values({"start": 1, "stop": 7, "step": 3}, "a") == [1, 4, 7], "a range")
+    check(axis_values({"start": 5, "stop": 7}, "a") == [5, 6, 7], "a range without step")
+    check(raises(lambda: axis_values({"pow2": [12, 10]}, "x.toml: grid.n"), ["x.toml: grid.n", "pow2"]),
+          "pow2 with lo > hi is refused")
+    check(raises(lambda: axis_values({"from": 1}, "grid.n"), ["grid.n", "from"]), "an unknown table")
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "m.toml").write_text('[grid]\nn = { pow2 = [12, 14] }\nrepeats = [0.1, 0.5]\n')
+        Path(tmp, "bad.toml").write_text('[grid]\nn = [1000, "big"]\n')
+        check(bench_sizes("m.toml", False, tmp) == [4096, 8192, 16384], "manifest sizes")
+        check(bench_sizes("m.toml", True, tmp) == [4096, 8192, 16384], "--quick keeps small sizes")
+        check(bench_axis("m.toml", "repeats", 0.1, tmp) == [0.1, 0.5], "manifest repeats")
+        check(bench_axis("m.toml", "dtype", "f32", tmp) == ["f32"], "an axis left out: the default")
+        check(raises(lambda: bench_axis("m.toml", "dtype", None, tmp), ["m.toml", "dtype"]),
+              "an axis left out without a default")
+        check(raises(lambda: bench_sizes("bad.toml", False, tmp), ["bad.toml", "big"]), "a size not an integer")
+    # The real bench manifests (whatever sizes they hold now).
+    for manifest in ("reduction_bench.toml", "scan_bench.toml", "find_repeats_bench.toml"):
+        sizes = bench_sizes(manifest, False)
+        check(sizes and all(isinstance(n, int) and n >= 2 for n in sizes), f"{manifest}'s sizes: {sizes}")
+        check(all(n <= QUICK_N for n in bench_sizes(manifest, True)), f"{manifest}'s --quick sizes")
+    check(set(bench_axis("reduction_bench.toml", "dtype", "f32")) <= set(DTYPE_BYTES), "reduce dtypes")
+
+    # The harness's lines.
+    good = ('{"op":"reduce","dtype":"f32","n":4096,"median_ms":0.012,"min_ms":0.011,"reps":20,"check":"ok"}\n\n'
+            '{"op":"repeats","dtype":"i32","n":100,"median_ms":1,"min_ms":1,"reps":3,"check":"WRONG: x","found":9}\n')
+    rows = parse_cub_lines(good)
+    check([r["n"] for r in rows] == [4096, 100] and rows[1]["found"] == 9, "two good lines")
+    check(raises(lambda: parse_cub_lines("{not json\n"), ["line 1", "not JSON"]), "a line not JSON")
+    check(raises(lambda: parse_cub_lines(good.replace('"reps":20', '"reps":"20"')), ["line 1", "reps"]),
+          "a field of the wrong type")
+    check(raises(lambda: parse_cub_lines(good.replace(',"found":9', "")), ["line 3", "found"]),
+          "a repeats row without found")
+    check(raises(lambda: parse_cub_lines("[1, 2]\n"), ["line 1", "not an object"]), "a line not an object")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = Path(tmp, "harness")
+        fake.write_text(FAKE_HARNESS)
+        fake.chmod(0o755)
+        # A run into the table: bytes from the row, a wrong answer noted and counted.
+        harness = CubHarness(binary=fake, reps=7)
+        table = Table()
+        rows = harness.run("repeats", "i32", [100, 3], extra=("--repeats", "0.1"))
+        add_cub_rows(table, "find_repeats", "CUB fake", rows, lambda row: 4 * (row["n"] + row["found"] + 1))
+        check([r["n"] for r in table.rows] == [100, 3], "one table row per size")
+        check(table.rows[0]["gbytes_per_s"] == 4 * (100 + 10 + 1) / 0.1 / 1e6, "bytes from the row's count")
+        check(table.rows[0]["min_ms"] == 0.05 and all(r["peer"] == "CUB fake" for r in table.rows), "min_ms kept")
+        check(len(table.failures) == 1 and "n=3" in table.failures[0] and "WRONG" in table.rows[1]["note"],
+              "a wrong answer is a failure")
+        # A harness that stops early gives the rows before it.
+        check([r["n"] for r in harness.run("reduce", "f32", [10, 5, 20])] == [10], "rows before a crash")
+
+        # The build: no nvcc at all, then a fake nvcc refusing -arch=native.
+        Path(tmp, "no-nvcc").mkdir()
+        missing = CubHarness(nvcc=str(Path(tmp, "no-nvcc", "nvcc")), cache_dir=tmp)
+        check(not missing.ready() and missing.run("scan", "i32", [10]) == [], "a missing nvcc: no rows")
+        nvcc_dir = Path(tmp, "nvcc")
+        nvcc_dir.mkdir()
+        shutil.copy(fake, nvcc_dir / "harness")
+        nvcc = nvcc_dir / "nvcc"
+        nvcc.write_text(FAKE_NVCC)
+        nvcc.chmod(0o755)
+        built = CubHarness(nvcc=str(nvcc), cache_dir=tmp, reps=2)
+        rows = built.run("scan", "i32", [10, 20])
+        check([(r["n"], r["reps"]) for r in rows] == [(10, 2), (20, 2)], "a built harness runs")
+        calls = (nvcc_dir / "calls").read_text().splitlines()
+        check(len(calls) == 2 and "-arch=native" in calls[0] and "-arch=sm_90" in calls[1]
+              and "-O3 -std=c++17" in calls[1], f"native, then sm_90: {calls}")
+        again = CubHarness(nvcc=str(nvcc), cache_dir=tmp)
+        check(again.ready() and again.binary == built.binary, "the second harness reuses the build")
+        check(len((nvcc_dir / "calls").read_text().splitlines()) == 2, "no second build")
+        nvcc.write_text("#!/bin/sh\necho 'cub_peers.cu(1): error: identifier \"x\" is undefined' >&2\nexit 1\n")
+        broken = CubHarness(nvcc=str(nvcc), cache_dir=Path(tmp, "elsewhere"))
+        check(not broken.ready() and "is undefined" in broken.reason and "sm_90" not in broken.reason,
+              f"a source error is reported once, without the fallback: {broken.reason}")
+    print(f"self-test: {checks} passed, 0 failed")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="", help="comma-separated studies (default: all)")

@@ -6,7 +6,7 @@ ratios compare like with like.
     python3 scripts/peers.py [--only reduce,durbin] [--json FILE] [--quick]
 
 How each figure is taken, as kbench takes its own: CUDA events around one call, the L2 cache
-flushed (a read over four times its size, as kbench's) before each call and outside the events,
+flushed (a read over four times its size; kbench reads twice it) before each call and outside the events,
 3 warm-up calls, the median of 20 timed calls (5 for long ones). Host peers: the median of 5
 wall-clock calls after one warm-up. Bandwidth counts the fewest bytes an operation must move (each
 input read once, each output written once), as kbench's studies count them.
@@ -55,7 +55,7 @@ class Gpu:
         import torch
         self.torch = torch
         l2 = torch.cuda.get_device_properties(0).L2_cache_size
-        # Four times the L2 (l2 int32s), zeroed, as kbench's flush buffer.
+        # Four times the L2 (l2 int32s), zeroed: a read over it evicts what the last call left.
         self.flush = torch.zeros(l2, dtype=torch.int32, device="cuda")
         self.name = torch.cuda.get_device_name(0)
 

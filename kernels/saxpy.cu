@@ -7,13 +7,16 @@
 //       grid = max(1, ceil(n / B)): the seed's kernel, one element per thread.
 //   saxpy_vector(const float* x, float* y, float a, n)
 //       grid = max(1, ceil(n / (VECTORS * 4 * B))): each thread loads VECTORS float4 of x and of y
-//       before it computes, so 2 * VECTORS * 16 bytes per thread are in flight (enough for the
-//       memory system's latency at full occupancy), and writes them back with 16-byte stores. The
-//       n % 4 elements past the last whole vector go to the last block.
+//       before it computes and writes them back with 16-byte stores, plain loads and stores. The
+//       n % 4 elements past the last whole vector go to the last block. Measured on an H100
+//       (scripts/lab/saxpy_variants.py, cold L2, block 256, 2^28): one float4 a thread with plain
+//       accesses 1045.6 us, two 1049.7 us, four 1048.8 us; with streaming hints (__ldcs/__stcs)
+//       1066.8, 1072.6 and 1071.5 us, torch's add_ 1050.9 us in the same process. One a thread
+//       was also the fastest at 2^24 and 2^20 + 3.
 
 #include "common.cuh"
 
-#define VECTORS 2
+#define VECTORS 1
 
 extern "C" __global__ void __launch_bounds__(1024)
 saxpy_naive(const float* __restrict__ x, float* __restrict__ y, float a, unsigned long long n) {
@@ -34,8 +37,8 @@ saxpy_vector(const float* __restrict__ x, float* __restrict__ y, float a, unsign
     for (int k = 0; k < VECTORS; ++k) {
         const unsigned long long v = base + (unsigned long long)k * blockDim.x;
         if (v < vectors) {
-            xv[k] = __ldcs(x4 + v);
-            yv[k] = __ldcs(y4 + v);
+            xv[k] = x4[v];
+            yv[k] = y4[v];
         }
     }
 #pragma unroll
@@ -47,7 +50,7 @@ saxpy_vector(const float* __restrict__ x, float* __restrict__ y, float a, unsign
             r.y = a * xv[k].y + yv[k].y;
             r.z = a * xv[k].z + yv[k].z;
             r.w = a * xv[k].w + yv[k].w;
-            __stcs(y4 + v, r);
+            y4[v] = r;
         }
     }
     // The tail: fewer than 4 elements, in the last block.

@@ -355,17 +355,17 @@ def saxpy_peers(gpu, table, quick):
     import cupy as cp
     import cupy.cublas
     torch = gpu.torch
-    n = 1 << (24 if quick else 28)
-    x = torch.rand(n, device="cuda", dtype=torch.float32)
-    y = torch.rand(n, device="cuda", dtype=torch.float32)
-    table.add("saxpy", "torch y.add_(x, alpha=a) f32 (in place)", n,
-              gpu.median_ms(lambda: y.add_(x, alpha=2.0)), 12 * n)
-    cx, cy = cp.asarray(x), cp.asarray(y)
     a = cp.asarray(2.0, dtype=cp.float32)
-    table.add("saxpy", "cupy.cublas.axpy f32 (cuBLAS saxpy)", n,
-              gpu.median_ms(lambda: cupy.cublas.axpy(a, cx, cy)), 12 * n)
-    # The host copies alone, from and to page-locked memory: what an overlapped SAXPY with
-    # transfers can at best hide its kernel behind.
+    for n in bench_sizes("saxpy_bench.toml", quick):
+        x = torch.rand(n, device="cuda", dtype=torch.float32)
+        y = torch.rand(n, device="cuda", dtype=torch.float32)
+        table.add("saxpy", "torch y.add_(x, alpha=a) f32 (in place)", n,
+                  gpu.median_ms(lambda: y.add_(x, alpha=2.0)), 12 * n)
+        cx, cy = cp.asarray(x), cp.asarray(y)
+        table.add("saxpy", "cupy.cublas.axpy f32 (cuBLAS saxpy)", n,
+                  gpu.median_ms(lambda: cupy.cublas.axpy(a, cx, cy)), 12 * n)
+    # The host copies alone, from and to page-locked memory, at the largest size: what an
+    # overlapped SAXPY with transfers can at best hide its kernel behind.
     xh = torch.empty(n, dtype=torch.float32).pin_memory()
     yh = torch.empty(n, dtype=torch.float32).pin_memory()
     def copies():

@@ -54,7 +54,7 @@ pub struct Params {
 /// Elements per rayon task.
 const THREAD_CHUNK: usize = 1 << 16;
 /// saxpy_vector's float4 vectors of x (and of y) per thread (its VECTORS).
-const VECTORS_PER_THREAD: u64 = 2;
+const VECTORS_PER_THREAD: u64 = 1;
 
 impl Algorithm for Saxpy {
     type Params = Params;

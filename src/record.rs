@@ -553,6 +553,11 @@ pub struct DeviceFingerprint {
     /// 0 in files written before kbench measured it (the copy peak stands in).
     #[serde(default)]
     pub measured_write_gbytes_per_s: f64,
+    /// A kernel reading two large buffers and writing one of them back (b = a + b, 16-byte
+    /// vectors): the ceiling of kernels of two reads to one write, such as SAXPY, above the
+    /// copy's on an H100. 0 in files written before kbench measured it (the copy peak stands in).
+    #[serde(default)]
+    pub measured_triad_gbytes_per_s: f64,
     /// The datasheet's bandwidth through NVML: the maximum memory clock x the bus width x 2
     /// transfers per clock. None where NVML is not there (and in older files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -749,9 +754,11 @@ pub enum PeakKind {
     Read,
     /// Writes alone (16-byte stores).
     Write,
-    /// Reads and writes mixed: the device-to-device copy, which pays the bus turnarounds a
-    /// mixed kernel pays.
+    /// Reads and writes mixed, as many of each: the device-to-device copy, which pays the bus
+    /// turnarounds a mixed kernel pays.
     Copy,
+    /// Two reads to one write (STREAM's triad, SAXPY): kbench's triad kernel.
+    Triad,
 }
 
 /// The share of a case's bytes the other direction may have and still count as negligible: a
@@ -765,18 +772,22 @@ pub const IMPLAUSIBLE_MARGIN: f64 = 0.02;
 
 impl PeakKind {
     /// The peak matching a case's traffic: read (or write) where the other direction is at most
-    /// `NEGLIGIBLE_TRAFFIC_SHARE` of its bytes, else copy. Mixed traffic is held to the copy
-    /// rather than a read/write blend: a blend of the one-way peaks would ignore the cost of
-    /// turning the bus around, which the copy (half reads, half writes) measures. Nothing
-    /// known (both 0, as in older files): copy, as kbench always used.
+    /// `NEGLIGIBLE_TRAFFIC_SHARE` of its bytes; else the measured mixed peak whose share of reads
+    /// is nearer the case's: copy (half its bytes read) or triad (two thirds read). Mixed traffic
+    /// is held to a mixed kernel rather than a blend of the one-way peaks, which would ignore the
+    /// cost of turning the bus around. Nothing known (both 0, as in older files): copy, as
+    /// kbench always used.
     pub fn for_traffic(bytes_read: u64, bytes_written: u64) -> PeakKind {
         let total = (bytes_read as f64) + (bytes_written as f64);
         if total == 0.0 {
-            PeakKind::Copy
-        } else if bytes_written as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * total {
+            return PeakKind::Copy;
+        }
+        if bytes_written as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * total {
             PeakKind::Read
         } else if bytes_read as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * total {
             PeakKind::Write
+        } else if bytes_read as f64 / total > (1.0 / 2.0 + 2.0 / 3.0) / 2.0 {
+            PeakKind::Triad
         } else {
             PeakKind::Copy
         }
@@ -787,6 +798,7 @@ impl PeakKind {
             PeakKind::Read => "read",
             PeakKind::Write => "write",
             PeakKind::Copy => "copy",
+            PeakKind::Triad => "triad",
         }
     }
 }
@@ -799,6 +811,7 @@ impl DeviceFingerprint {
             PeakKind::Read => self.measured_read_gbytes_per_s,
             PeakKind::Write => self.measured_write_gbytes_per_s,
             PeakKind::Copy => self.measured_copy_gbytes_per_s,
+            PeakKind::Triad => self.measured_triad_gbytes_per_s,
         };
         if measured > 0.0 {
             (kind, measured)
@@ -1381,10 +1394,16 @@ mod tests {
     fn the_peak_matches_the_traffic_and_negligible_writes_count_as_reads() {
         assert_eq!(PeakKind::for_traffic(4 << 20, 4), PeakKind::Read);
         assert_eq!(PeakKind::for_traffic(0, 4 << 20), PeakKind::Write);
-        assert_eq!(PeakKind::for_traffic(8 << 20, 4 << 20), PeakKind::Copy);
+        // A copy's half reads, half writes; SAXPY's two reads to one write: the triad.
+        assert_eq!(PeakKind::for_traffic(4 << 20, 4 << 20), PeakKind::Copy);
+        assert_eq!(PeakKind::for_traffic(8 << 20, 4 << 20), PeakKind::Triad);
+        // A mix goes to the mixed peak whose share of reads is nearer (the midpoint: 7/12).
+        assert_eq!(PeakKind::for_traffic(58, 42), PeakKind::Copy);
+        assert_eq!(PeakKind::for_traffic(59, 41), PeakKind::Triad);
+        assert_eq!(PeakKind::for_traffic(30, 70), PeakKind::Copy);
         // 2% of the bytes written is still a read; 3% is a mix.
         assert_eq!(PeakKind::for_traffic(98, 2), PeakKind::Read);
-        assert_eq!(PeakKind::for_traffic(97, 3), PeakKind::Copy);
+        assert_eq!(PeakKind::for_traffic(97, 3), PeakKind::Triad);
         // Nothing known (an older file): the copy, as before.
         assert_eq!(PeakKind::for_traffic(0, 0), PeakKind::Copy);
     }
@@ -1437,6 +1456,22 @@ mod tests {
         // The larger of the datasheet's and CUDA's figures is the ceiling.
         assert_eq!(h100(3200.0, Some(3400.0)).ceiling_gbytes_per_s(), 3400.0);
         assert_eq!(h100(3200.0, None).ceiling_gbytes_per_s(), 3352.0);
+        // SAXPY (two reads to one write) is held to the triad peak where there is one, else
+        // (an older file) to the copy.
+        let with_triad: DeviceFingerprint = serde_json::from_value({
+            let mut v = serde_json::to_value(h100(3200.0, Some(3352.0))).unwrap();
+            v["measured_triad_gbytes_per_s"] = 3120.0.into();
+            v
+        })
+        .unwrap();
+        let mut saxpy = cuda_case(2 << 30, 1 << 30, 3079.0);
+        saxpy.judge_peak(&with_triad);
+        assert_eq!(saxpy.peak_kind, Some(PeakKind::Triad));
+        assert_eq!(saxpy.peak_gbytes_per_s, Some(3120.0));
+        let mut saxpy_old = cuda_case(2 << 30, 1 << 30, 3079.0);
+        saxpy_old.judge_peak(&device);
+        assert_eq!(saxpy_old.peak_kind, Some(PeakKind::Copy));
+        assert_eq!(saxpy_old.peak_gbytes_per_s, Some(2986.0));
         // A device without a read peak (an older file) holds a read-only case to the copy.
         let mut old = cuda_case(1 << 30, 4, 2900.0);
         old.judge_peak(&h100(0.0, None));

@@ -187,6 +187,7 @@ fn synthetic(time: impl Fn(&str, u64, &str) -> Option<f64>) -> (Manifest, Result
         measured_copy_gbytes_per_s: 1000.0,
         measured_read_gbytes_per_s: 0.0,
         measured_write_gbytes_per_s: 0.0,
+        measured_triad_gbytes_per_s: 0.0,
         datasheet_memory_gbytes_per_s: None,
         host_to_device_gbytes_per_s: 50.0,
         device_to_host_gbytes_per_s: 50.0,

@@ -442,6 +442,7 @@ fn gpu(bus: &str, peak: f64) -> Value {
         measured_copy_gbytes_per_s: peak,
         measured_read_gbytes_per_s: 0.0,
         measured_write_gbytes_per_s: 0.0,
+        measured_triad_gbytes_per_s: 0.0,
         datasheet_memory_gbytes_per_s: None,
         host_to_device_gbytes_per_s: 50.0,
         device_to_host_gbytes_per_s: 50.0,

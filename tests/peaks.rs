@@ -1,6 +1,6 @@
 //! Plausible peaks on the mock device (`KBENCH_MOCK_GPU`), end to end through `kbench run` and
-//! `kbench report`: "% peak" divides by the measured peak matching a case's traffic (read, write
-//! or copy), a case faster than the memory's physical ceiling is flagged implausible and fails
+//! `kbench report`: "% peak" divides by the measured peak matching a case's traffic (read, write,
+//! copy or triad), a case faster than the memory's physical ceiling is flagged implausible and fails
 //! every claim on its time, a results file written before any of this still reports (against the
 //! copy peak), `[measure] fresh_inputs` copies the inputs over before every run and says so, and
 //! each GPU case records the persisting-L2 reset.
@@ -18,13 +18,14 @@ fn kbench(dir: &Path) -> Command {
     cmd
 }
 
-/// Read peak 3500, copy 3000, write 2500 GB/s; ceiling 4000 GB/s.
+/// Read peak 3500, triad 3100, copy 3000, write 2500 GB/s; ceiling 4000 GB/s.
 const MOCK: &str = r#"[device]
 name = "peaks"
 peak_gbytes_per_s = 4000.0
 copy_gbytes_per_s = 3000.0
 read_gbytes_per_s = 3500.0
 write_gbytes_per_s = 2500.0
+triad_gbytes_per_s = 3100.0
 
 [timing]
 launch_s = 0.0
@@ -140,7 +141,7 @@ fn percent_cell(table: &str, variant: &str) -> String {
 }
 
 #[test]
-fn a_read_only_kernel_is_held_to_the_read_peak_and_a_mixed_one_to_the_copy_peak() {
+fn a_read_only_kernel_is_held_to_the_read_peak_and_mixed_ones_to_the_nearest_mixed_peak() {
     let (_dir, _, reduce, printed) = run(&study("reduce", "reduce_fast", ""), 0);
     let honest = case(&reduce, "honest");
     assert_eq!(honest["peak_kind"], "read", "{honest}");
@@ -150,10 +151,18 @@ fn a_read_only_kernel_is_held_to_the_read_peak_and_a_mixed_one_to_the_copy_peak(
     assert_eq!(honest["bytes_moved"], 4 * 1_048_576 + 4);
     // 2800 GB/s of a 3500 GB/s read peak: 80%, where the copy peak would say 93%.
     assert_eq!(percent_cell(&printed, "honest"), "80%", "{printed}");
-    assert!(printed.contains("peaks, GB/s: copy 3000, read 3500, write 2500; ceiling 4000"));
+    assert!(printed
+        .contains("peaks, GB/s: copy 3000, read 3500, write 2500, triad 3100; ceiling 4000\n"));
 
+    // SAXPY reads two bytes for each it writes: the triad's traffic.
     let (_dir, _, saxpy, printed) = run(&study("saxpy", "saxpy_vector", ""), 0);
     let honest = case(&saxpy, "honest");
+    assert_eq!(honest["peak_kind"], "triad", "{honest}");
+    assert_eq!(honest["peak_gbytes_per_s"], 3100.0);
+    assert_eq!(percent_cell(&printed, "honest"), "90%", "{printed}");
+    // A scan reads and writes as many bytes: the copy's traffic.
+    let (_dir, _, scan, printed) = run(&study("scan", "scan_lookback", ""), 0);
+    let honest = case(&scan, "honest");
     assert_eq!(honest["peak_kind"], "copy", "{honest}");
     assert_eq!(honest["peak_gbytes_per_s"], 3000.0);
     assert_eq!(percent_cell(&printed, "honest"), "93%", "{printed}");
@@ -161,6 +170,7 @@ fn a_read_only_kernel_is_held_to_the_read_peak_and_a_mixed_one_to_the_copy_peak(
     let device = &saxpy["environment"]["device"];
     assert_eq!(device["measured_read_gbytes_per_s"], 3500.0);
     assert_eq!(device["measured_write_gbytes_per_s"], 2500.0);
+    assert_eq!(device["measured_triad_gbytes_per_s"], 3100.0);
     assert_eq!(device["measured_copy_gbytes_per_s"], 3000.0);
 }
 
@@ -268,6 +278,7 @@ fn strip_new_fields(doc: &mut Value) {
     for key in [
         "measured_read_gbytes_per_s",
         "measured_write_gbytes_per_s",
+        "measured_triad_gbytes_per_s",
         "datasheet_memory_gbytes_per_s",
     ] {
         device.remove(key);

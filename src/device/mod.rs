@@ -218,6 +218,7 @@ impl Device {
                 measured_copy_gbytes_per_s: 0.0,
                 measured_read_gbytes_per_s: 0.0,
                 measured_write_gbytes_per_s: 0.0,
+                measured_triad_gbytes_per_s: 0.0,
                 datasheet_memory_gbytes_per_s: datasheet,
                 host_to_device_gbytes_per_s: 0.0,
                 device_to_host_gbytes_per_s: 0.0,
@@ -263,10 +264,10 @@ impl Device {
         device.fingerprint.measured_copy_gbytes_per_s = device.measure_copy_bandwidth()?;
         // After the copy's warm-up, so the clocks have settled.
         let peak_kernels = peaks::PeakKernels::load(&timer_module, &device)?;
-        (
-            device.fingerprint.measured_read_gbytes_per_s,
-            device.fingerprint.measured_write_gbytes_per_s,
-        ) = device.measure_read_write_peaks(&peak_kernels)?;
+        let peaks = device.measure_kernel_peaks(&peak_kernels)?;
+        device.fingerprint.measured_read_gbytes_per_s = peaks.read_gbytes_per_s;
+        device.fingerprint.measured_write_gbytes_per_s = peaks.write_gbytes_per_s;
+        device.fingerprint.measured_triad_gbytes_per_s = peaks.triad_gbytes_per_s;
         let (to_device, to_host) = device.measure_host_link()?;
         device.fingerprint.host_to_device_gbytes_per_s = to_device;
         device.fingerprint.device_to_host_gbytes_per_s = to_host;

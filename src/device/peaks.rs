@@ -1,7 +1,8 @@
-//! The memory's ceilings, found when a device opens: the read-only and write-only peaks measured
-//! by kbench's own kernels (`kbench_peak_read`, `kbench_peak_write` in kernels/timer.cu, each the
-//! best over a few launch shapes), and the datasheet's peak read through NVML. The copy peak
-//! (`Device::measure_copy_bandwidth`) is the third measured one.
+//! The memory's ceilings, found when a device opens: the read-only, write-only and triad (two
+//! reads, one write) peaks measured by kbench's own kernels (`kbench_peak_read`,
+//! `kbench_peak_write`, `kbench_peak_triad` in kernels/timer.cu, each the best over a few launch
+//! shapes), and the datasheet's peak read through NVML. The copy peak
+//! (`Device::measure_copy_bandwidth`) is the fourth measured one.
 //!
 //! A case's "% peak" divides by the measured peak matching its traffic (`record::PeakKind`); the
 //! physical ceiling a case may not pass (`DeviceFingerprint::ceiling_gbytes_per_s`) is the larger
@@ -12,15 +13,26 @@ use anyhow::Result;
 use super::{driver_error, timer, Arg, Device, DeviceBuf, Dims, Kernel, Module};
 use crate::vocab::DType;
 
-/// The two kernels, loaded from the timer's module.
+/// The three kernels, loaded from the timer's module.
 pub(super) struct PeakKernels {
     read: Kernel,
     write: Kernel,
+    triad: Kernel,
 }
 
-/// Launch shapes tried for each peak, as (threads per block, blocks per SM): the grid-stride
+/// The peaks `Device::measure_kernel_peaks` finds, in GB/s.
+pub(super) struct KernelPeaks {
+    pub read_gbytes_per_s: f64,
+    pub write_gbytes_per_s: f64,
+    pub triad_gbytes_per_s: f64,
+}
+
+/// Launch shapes tried for the read and write peaks, as (threads per block, blocks per SM): the grid-stride
 /// loops run best at full occupancy (2048 threads an SM on an H100) and at a few waves more.
 const SHAPES: [(u32, u32); 5] = [(256, 8), (512, 4), (1024, 2), (128, 16), (256, 32)];
+/// Block sizes tried for the triad peak, each over a grid of one 16-byte vector of each buffer
+/// a thread.
+const TRIAD_BLOCKS: [u32; 3] = [256, 512, 1024];
 /// Untimed launches per shape before its timed ones.
 const WARMUP_LAUNCHES: usize = 2;
 /// Timed launches per shape: the shape's figure is their median.
@@ -38,16 +50,18 @@ impl PeakKernels {
         Ok(PeakKernels {
             read: kernel(timer::PEAK_READ_KERNEL)?,
             write: kernel(timer::PEAK_WRITE_KERNEL)?,
+            triad: kernel(timer::PEAK_TRIAD_KERNEL)?,
         })
     }
 }
 
 impl Device {
-    /// The read-only and the write-only peaks in GB/s: each the best, over `SHAPES`, of the
-    /// median of `TIMED_LAUNCHES` launches over 1 GiB (or an eighth of the memory, if smaller),
-    /// about 60 GiB of traffic each (a few tens of milliseconds on an H100).
-    pub(super) fn measure_read_write_peaks(&self, kernels: &PeakKernels) -> Result<(f64, f64)> {
-        let bytes = (1usize << 30).min(self.fingerprint.total_memory_bytes as usize / 8) & !255;
+    /// The read-only, write-only and triad peaks in GB/s: each the best, over `SHAPES`, of the
+    /// median of `TIMED_LAUNCHES` launches over 1 GiB (or an eighth of the memory, if smaller;
+    /// the triad reads one half and reads and writes the other), about 60 GiB of traffic each (a
+    /// few tens of milliseconds on an H100).
+    pub(super) fn measure_kernel_peaks(&self, kernels: &PeakKernels) -> Result<KernelPeaks> {
+        let bytes = (1usize << 30).min(self.fingerprint.total_memory_bytes as usize / 8) & !511;
         let buffer = DeviceBuf::zeroed(&self.stream, DType::I32, bytes / 4)?;
         let ptr = buffer.arg();
         let vectors = bytes as u64 / 16;
@@ -55,25 +69,52 @@ impl Device {
         // (the buffer's first word) is never written and the buffer stays as it was.
         // SAFETY: (const int4* buffer, unsigned long long n16, int* sink) over `vectors`
         // 16-byte vectors of a live, 256-byte aligned allocation.
-        let read = self.best_rate(bytes, &mut |dims| unsafe {
+        let shapes = SHAPES.map(|(threads, blocks_per_sm)| {
+            Dims::linear(self.fingerprint.sm_count * blocks_per_sm, threads, 0)
+        });
+        let read_gbytes_per_s = self.best_rate(bytes, &shapes, &mut |dims| unsafe {
             kernels.read.launch(dims, &[ptr, Arg::U64(vectors), ptr])
         })?;
         // SAFETY: (int4* buffer, unsigned long long n16, int value), as above.
-        let write = self.best_rate(bytes, &mut |dims| unsafe {
+        let write_gbytes_per_s = self.best_rate(bytes, &shapes, &mut |dims| unsafe {
             kernels
                 .write
                 .launch(dims, &[ptr, Arg::U64(vectors), Arg::I32(0)])
         })?;
+        // The halves: a (read) and b (read and written), each `vectors / 2` vectors, b starting
+        // 256-byte aligned (int32 element bytes / 8, bytes a multiple of 512). Each launch moves
+        // 1.5 x `bytes`.
+        let half = buffer.arg_at(bytes / 8)?;
+        // SAFETY: (const int4* a, int4* b, unsigned long long n16) over two disjoint halves of a
+        // live allocation, `vectors / 2` 16-byte vectors each.
+        let triad_shapes = TRIAD_BLOCKS.map(|threads| {
+            let blocks = (vectors / 2).div_ceil(threads as u64);
+            Dims::linear(u32::try_from(blocks).unwrap_or(u32::MAX), threads, 0)
+        });
+        let triad_gbytes_per_s =
+            self.best_rate(bytes / 2 * 3, &triad_shapes, &mut |dims| unsafe {
+                kernels
+                    .triad
+                    .launch(dims, &[ptr, half, Arg::U64(vectors / 2)])
+            })?;
         self.synchronize()?;
         drop(buffer);
-        Ok((read, write))
+        Ok(KernelPeaks {
+            read_gbytes_per_s,
+            write_gbytes_per_s,
+            triad_gbytes_per_s,
+        })
     }
 
-    /// The best GB/s over `SHAPES` of `launch`, which moves `bytes` a launch.
-    fn best_rate(&self, bytes: usize, launch: &mut dyn FnMut(Dims) -> Result<()>) -> Result<f64> {
+    /// The best GB/s over `shapes` of `launch`, which moves `bytes` a launch.
+    fn best_rate(
+        &self,
+        bytes: usize,
+        shapes: &[Dims],
+        launch: &mut dyn FnMut(Dims) -> Result<()>,
+    ) -> Result<f64> {
         let mut best_gbytes_per_s = 0.0f64;
-        for (threads, blocks_per_sm) in SHAPES {
-            let dims = Dims::linear(self.fingerprint.sm_count * blocks_per_sm, threads, 0);
+        for &dims in shapes {
             for _ in 0..WARMUP_LAUNCHES {
                 launch(dims)?;
             }

@@ -31,9 +31,11 @@ pub const HOLD_KERNEL_FILE: KernelFile = KernelFile {
 pub const HOLD_KERNEL: &str = "kbench_hold_stream";
 /// The cold-L2 flush (a read of twice the L2's size), also in `kernels/timer.cu`.
 pub const FLUSH_KERNEL: &str = "kbench_flush_l2";
-/// The read-only and write-only peak kernels (src/device/peaks.rs), also in `kernels/timer.cu`.
+/// The read-only, write-only and triad peak kernels (src/device/peaks.rs), also in
+/// `kernels/timer.cu`.
 pub const PEAK_READ_KERNEL: &str = "kbench_peak_read";
 pub const PEAK_WRITE_KERNEL: &str = "kbench_peak_write";
+pub const PEAK_TRIAD_KERNEL: &str = "kbench_peak_triad";
 /// How long the hold waits for the host before it gives up (and the sample is refused).
 pub const HOLD_LIMIT_NS: u64 = 2_000_000_000;
 /// The most launches queued behind a held stream: well below the driver's launch queue, which

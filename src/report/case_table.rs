@@ -518,8 +518,8 @@ fn device_lines(doc: &ResultsDoc) -> String {
 }
 
 /// The device's measured peaks and its physical ceiling (see `DeviceFingerprint::peak` and
-/// `ceiling_gbytes_per_s`); the copy peak alone for a file written before kbench measured the
-/// others.
+/// `ceiling_gbytes_per_s`, which says where the ceiling comes from); the copy peak alone for a
+/// file written before kbench measured the others. One line within 80 columns.
 pub fn peaks_text(device: &DeviceFingerprint) -> String {
     if device.measured_read_gbytes_per_s <= 0.0 && device.measured_write_gbytes_per_s <= 0.0 {
         return format!(
@@ -527,16 +527,17 @@ pub fn peaks_text(device: &DeviceFingerprint) -> String {
             device.measured_copy_gbytes_per_s
         );
     }
+    // A triad peak of 0: a file written before kbench measured it.
+    let triad = match device.measured_triad_gbytes_per_s {
+        t if t > 0.0 => format!(", triad {t:.0}"),
+        _ => String::new(),
+    };
     format!(
-        "peaks, GB/s: copy {:.0}, read {:.0}, write {:.0}; ceiling {:.0} ({})",
+        "peaks, GB/s: copy {:.0}, read {:.0}, write {:.0}{triad}; ceiling {:.0}",
         device.measured_copy_gbytes_per_s,
         device.measured_read_gbytes_per_s,
         device.measured_write_gbytes_per_s,
         device.ceiling_gbytes_per_s(),
-        match device.datasheet_memory_gbytes_per_s {
-            Some(_) => "datasheet",
-            None => "clock x bus",
-        }
     )
 }
 

@@ -29,6 +29,7 @@
 //! copy_gbytes_per_s = 3000.0    # the "measured" copy
 //! read_gbytes_per_s = 3000.0    # the "measured" read-only peak (default: the copy's)
 //! write_gbytes_per_s = 3000.0   # the "measured" write-only peak (default: the copy's)
+//! triad_gbytes_per_s = 3000.0   # the "measured" two-reads-one-write peak (default: the copy's)
 //! host_link_gbytes_per_s = 25.0 # transfers and program scopes copy over this
 //! profiler = false              # true: kernel-scope runs are profiled (a stand-in for CUPTI's)
 //! tracer = false                # true: kernel-scope runs can be traced (a stand-in for CUPTI's
@@ -103,6 +104,7 @@ pub struct DeviceSpec {
     pub copy_gbytes_per_s: f64,
     pub read_gbytes_per_s: f64,
     pub write_gbytes_per_s: f64,
+    pub triad_gbytes_per_s: f64,
     pub host_link_gbytes_per_s: f64,
     /// Whether kernel-scope runs are profiled after their samples, as with CUPTI's profiler.
     #[serde(default)]
@@ -188,6 +190,7 @@ struct RawDevice {
     copy_gbytes_per_s: Option<Spanned<f64>>,
     read_gbytes_per_s: Option<Spanned<f64>>,
     write_gbytes_per_s: Option<Spanned<f64>>,
+    triad_gbytes_per_s: Option<Spanned<f64>>,
     host_link_gbytes_per_s: Option<Spanned<f64>>,
     profiler: Option<bool>,
     tracer: Option<bool>,
@@ -287,6 +290,7 @@ impl MockSpec {
             copy_gbytes_per_s,
             read_gbytes_per_s: peak(&d.read_gbytes_per_s, "read_gbytes_per_s")?,
             write_gbytes_per_s: peak(&d.write_gbytes_per_s, "write_gbytes_per_s")?,
+            triad_gbytes_per_s: peak(&d.triad_gbytes_per_s, "triad_gbytes_per_s")?,
             host_link_gbytes_per_s: positive(
                 &d.host_link_gbytes_per_s,
                 "host_link_gbytes_per_s",
@@ -452,6 +456,7 @@ impl MockDevice {
             measured_copy_gbytes_per_s: d.copy_gbytes_per_s,
             measured_read_gbytes_per_s: d.read_gbytes_per_s,
             measured_write_gbytes_per_s: d.write_gbytes_per_s,
+            measured_triad_gbytes_per_s: d.triad_gbytes_per_s,
             datasheet_memory_gbytes_per_s: None,
             host_to_device_gbytes_per_s: d.host_link_gbytes_per_s,
             device_to_host_gbytes_per_s: d.host_link_gbytes_per_s,

@@ -6,7 +6,9 @@
 # from the repository root:
 #   bash scripts/timer-sweep.sh [--kbench PATH] [--out DIR] [--samples N] [--resume JSON] [MANIFEST...]
 # (manifests default to experiments/timer_sweep/*.toml, and then host_loop/*.toml, whose host
-# relaunches until done, are judged against CUPTI's span instead of ncu, into DIR/host-loop;
+# relaunches until done, are judged against CUPTI's span instead of ncu, into DIR/host-loop, in
+# full each time: --resume is for the ncu part; pass no host_loop manifest by name, as ncu would
+# run it;
 # the table goes to DIR/summary.md). A small
 # case costs about 9 s under ncu (every launch, the L2 flush's too, is profiled with its caches
 # flushed; the runs set KBENCH_SKIP_PEAKS); --resume goes on from a stopped sweep's

@@ -279,6 +279,9 @@ def main():
               f"{verdict[r.get('profiler_within_target')]}")
     for r in failed:
         print(f"{r['study']} #{r['case']}: ncu gave no time: {r['error'][:200]}")
+    # Exit 0 when every case held to a target meets it: single-kernel cases against ncu, and
+    # the cases timed against CUPTI's span. Runs of several launches against ncu have no target
+    # (ncu's sum is an upper bound); timer_sweep_summary.py judges them against the span.
     judged = [r for r in report if r["launches_per_run"] == 1 or r.get("reference") == "cupti_span"]
     return 0 if all(r["within_target"] for r in judged) and not failed else 1
 

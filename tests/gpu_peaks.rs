@@ -52,13 +52,9 @@ fn the_read_peak_is_at_least_the_copy_and_below_the_datasheet() {
     assert!(d.measured_read_gbytes_per_s <= datasheet * (1.0 + IMPLAUSIBLE_MARGIN));
     assert!(d.measured_write_gbytes_per_s > 0.0);
     assert!(d.measured_write_gbytes_per_s <= datasheet * (1.0 + IMPLAUSIBLE_MARGIN));
-    // Two reads to one write turn the bus around less often than a copy does.
-    assert!(
-        d.measured_triad_gbytes_per_s >= d.measured_copy_gbytes_per_s,
-        "triad {} below copy {}",
-        d.measured_triad_gbytes_per_s,
-        d.measured_copy_gbytes_per_s
-    );
+    // Measured, and physical (on an H100 it read 2% above the copy: fewer bus turnarounds,
+    // which other memories need not show, so that is not asserted).
+    assert!(d.measured_triad_gbytes_per_s > 0.0);
     assert!(d.measured_triad_gbytes_per_s <= datasheet * (1.0 + IMPLAUSIBLE_MARGIN));
     // The reset a case gets before it runs works on this device.
     device

@@ -356,8 +356,8 @@ def saxpy_peers(gpu, table, quick):
     import cupy.cublas
     torch = gpu.torch
     a = cp.asarray(2.0, dtype=cp.float32)
-    sizes = bench_sizes("saxpy_bench.toml", quick)
-    for n in sizes:
+    # Ascending, so that the last size is the largest, for the host copies below.
+    for n in sorted(bench_sizes("saxpy_bench.toml", quick)):
         x = torch.rand(n, device="cuda", dtype=torch.float32)
         y = torch.rand(n, device="cuda", dtype=torch.float32)
         table.add("saxpy", "torch y.add_(x, alpha=a) f32 (in place)", n,
@@ -367,9 +367,6 @@ def saxpy_peers(gpu, table, quick):
                   gpu.median_ms(lambda: cupy.cublas.axpy(a, cx, cy)), 12 * n)
     # The host copies alone, from and to page-locked memory, at the largest size: what an
     # overlapped SAXPY with transfers can at best hide its kernel behind.
-    n = max(sizes)
-    x = torch.rand(n, device="cuda", dtype=torch.float32)
-    y = torch.rand(n, device="cuda", dtype=torch.float32)
     xh = torch.empty(n, dtype=torch.float32).pin_memory()
     yh = torch.empty(n, dtype=torch.float32).pin_memory()
     def copies():

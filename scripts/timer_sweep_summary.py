@@ -11,13 +11,15 @@ are the cases timed with `--reference cupti-span`, which ncu did not run."""
 import json
 import sys
 
+from timer_check import within_target
+
 
 def us(s):
     return "-" if s is None else (f"{s * 1e6:.2f} µs" if s < 1e-3 else f"{s * 1e3:.3f} ms")
 
 
 def within(a, b):
-    return a is not None and b is not None and abs(a - b) <= max(0.02 * b, 0.5e-6)
+    return a is not None and b is not None and within_target(a, b)
 
 
 def main(paths):

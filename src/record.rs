@@ -780,16 +780,16 @@ impl PeakKind {
     /// Nothing known (both 0, as in older files): copy, as kbench always used.
     pub fn for_traffic(bytes_read: u64, bytes_written: u64) -> PeakKind {
         let total = (bytes_read as f64) + (bytes_written as f64);
+        // In whole bytes, so that the bounds below are exact.
+        let read = bytes_read as u128;
+        let all = read + bytes_written as u128;
         if total == 0.0 {
-            return PeakKind::Copy;
-        }
-        if bytes_written as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * total {
+            PeakKind::Copy
+        } else if bytes_written as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * total {
             PeakKind::Read
         } else if bytes_read as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * total {
             PeakKind::Write
-        } else if 12 * bytes_read as u128 > 7 * (bytes_read as u128 + bytes_written as u128)
-            && 6 * bytes_read as u128 <= 5 * (bytes_read as u128 + bytes_written as u128)
-        {
+        } else if 12 * read > 7 * all && 6 * read <= 5 * all {
             // Between 7/12 (halfway from the copy's half to the triad's two thirds) and 5/6
             // (halfway from the triad to reads alone) of the bytes read.
             PeakKind::Triad

@@ -27,8 +27,9 @@ pub(super) struct KernelPeaks {
     pub triad_gbytes_per_s: f64,
 }
 
-/// Launch shapes tried for the read and write peaks, as (threads per block, blocks per SM): the grid-stride
-/// loops run best at full occupancy (2048 threads an SM on an H100) and at a few waves more.
+/// Launch shapes tried for the read and write peaks, as (threads per block, blocks per SM): the
+/// grid-stride loops run best at full occupancy (2048 threads an SM on an H100) and at a few
+/// waves more.
 const SHAPES: [(u32, u32); 5] = [(256, 8), (512, 4), (1024, 2), (128, 16), (256, 32)];
 /// Block sizes tried for the triad peak, each over a grid of one 16-byte vector of each buffer
 /// a thread.
@@ -56,10 +57,10 @@ impl PeakKernels {
 }
 
 impl Device {
-    /// The read-only, write-only and triad peaks in GB/s: each the best, over `SHAPES`, of the
-    /// median of `TIMED_LAUNCHES` launches over 1 GiB (or an eighth of the memory, if smaller;
-    /// the triad reads one half and reads and writes the other), about 60 GiB of traffic each (a
-    /// few tens of milliseconds on an H100).
+    /// The read-only, write-only and triad peaks in GB/s: each the best, over its launch shapes
+    /// (`SHAPES`; the triad's `TRIAD_BLOCKS`), of the median of `TIMED_LAUNCHES` launches over
+    /// 1 GiB (or an eighth of the memory, if smaller; the triad reads one half and reads and
+    /// writes the other), tens of GiB of traffic each (a few tens of milliseconds on an H100).
     pub(super) fn measure_kernel_peaks(&self, kernels: &PeakKernels) -> Result<KernelPeaks> {
         let bytes = (1usize << 30).min(self.fingerprint.total_memory_bytes as usize / 8) & !511;
         let buffer = DeviceBuf::zeroed(&self.stream, DType::I32, bytes / 4)?;

@@ -262,12 +262,16 @@ fn reaches_peak(case: &CaseResult, share: f64, device: Option<&DeviceFingerprint
         ci95: Some(ci),
         margin: Some(ci.0 / share),
         evidence: format!(
-            "{:.1}% of the {} peak (95% CI {:.1}% .. {:.1}%; needs {:.1}%)",
+            "{:.1}% of the {} peak (95% CI {:.1}% .. {:.1}%; needs {:.1}%){}",
             estimate * 100.0,
             kind.name(),
             ci.0 * 100.0,
             ci.1 * 100.0,
-            share * 100.0
+            share * 100.0,
+            // A share above 100% is flagged with its cause: the claim's reader sees it too.
+            case.above_peak
+                .as_ref()
+                .map_or(String::new(), |a| format!("; above its peak: {}", a.reason))
         ),
     }
 }

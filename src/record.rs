@@ -670,6 +670,10 @@ pub struct CaseResult {
     /// Why it is implausible, with the numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub implausible_reason: Option<String>,
+    /// Its "% peak" is above 100% although its time is plausible: why. Every such case is
+    /// flagged, so a share above the peak is never shown as if it were one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub above_peak: Option<AbovePeak>,
     pub measurement: Option<Measurement>,
     /// Each output checked against its reference.
     pub outputs: Vec<OutputCheck>,
@@ -765,6 +769,30 @@ pub enum PeakKind {
 /// reduction reads n values and writes one (or one per block).
 pub const NEGLIGIBLE_TRAFFIC_SHARE: f64 = 0.02;
 
+/// Why a plausible case's GB/s is above the measured peak matching its traffic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AbovePeak {
+    pub cause: AbovePeakCause,
+    /// The cause, with the numbers.
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AbovePeakCause {
+    /// Some of its bytes need not cross the memory bus within the timing: writes still in the
+    /// L2 when the timer stops (written back after it), or, without the flush, inputs the L2
+    /// already held. Counting only the bytes that must cross it, the case is within the peak.
+    L2,
+    /// Above the peak by more than the L2 can explain, yet below the physical ceiling: the case
+    /// moves memory faster than kbench's peak kernel did in this run.
+    BeatsPeakKernel,
+}
+
+/// The share of its peak (1.0 = 100%) above which a case is flagged `above_peak`: the tables
+/// round to whole percents, so this is the first share they would show as 101%.
+pub const ABOVE_PEAK_SHARE: f64 = 1.005;
+
 /// How far above the device's physical ceiling a case's GB/s may be before it is implausible:
 /// the datasheet's clocks are rounded (the H100's memory clock reads 2619 MHz), and a median
 /// has its own noise.
@@ -849,23 +877,97 @@ impl CaseResult {
     }
 
     /// Fills in the peak the case is measured against and whether its GB/s is plausible on
-    /// `device`, from its bytes and `gbytes_per_s`.
+    /// `device`, from its bytes and `gbytes_per_s`. Only the bytes that must cross the memory
+    /// bus within the timing (`bytes_past_l2`) count against the physical ceiling.
     pub fn judge_peak(&mut self, device: &DeviceFingerprint) {
         let (kind, peak) = device.peak(PeakKind::for_traffic(self.bytes_read, self.bytes_written));
         self.peak_kind = Some(kind);
         self.peak_gbytes_per_s = (peak > 0.0).then_some(peak);
-        let ceiling = device.ceiling_gbytes_per_s();
         self.implausible = false;
         self.implausible_reason = None;
-        if let Some(rate) = self.gbytes_per_s {
-            if ceiling > 0.0 && rate > ceiling * (1.0 + IMPLAUSIBLE_MARGIN) {
-                self.implausible = true;
-                self.implausible_reason = Some(format!(
-                    "{rate:.0} GB/s is {:.0}% of the memory's physical ceiling of {ceiling:.0} GB/s (more than {:.0}% over it): the time cannot be right (data kept in L2 across the flush, work skipped, or a byte count too high)",
-                    rate / ceiling * 100.0,
-                    IMPLAUSIBLE_MARGIN * 100.0
-                ));
+        self.above_peak = None;
+        let Some(rate) = self.gbytes_per_s.filter(|r| *r > 0.0) else {
+            return;
+        };
+        let past_l2 = self.bytes_past_l2(device.l2_cache_bytes);
+        let rate_past_l2 = rate * past_l2 as f64 / self.bytes_moved.max(1) as f64;
+        let spared = self.bytes_moved.saturating_sub(past_l2);
+        let l2_spared = format!(
+            "{:.1} MB of its {:.1} MB need not cross the memory bus within the timing ({})",
+            spared as f64 / 1e6,
+            self.bytes_moved as f64 / 1e6,
+            self.l2_allowance(device.l2_cache_bytes),
+        );
+        let ceiling = device.ceiling_gbytes_per_s();
+        if ceiling > 0.0 && rate_past_l2 > ceiling * (1.0 + IMPLAUSIBLE_MARGIN) {
+            let even_if = if spared > 0 {
+                format!(", even if {l2_spared}")
+            } else {
+                String::new()
+            };
+            self.implausible = true;
+            self.implausible_reason = Some(format!(
+                "{rate:.0} GB/s is {:.0}% of the memory's physical ceiling of {ceiling:.0} GB/s (more than {:.0}% over it{even_if}): the time cannot be right (data kept in L2 across the flush, work skipped, or a byte count too high)",
+                rate / ceiling * 100.0,
+                IMPLAUSIBLE_MARGIN * 100.0
+            ));
+            return;
+        }
+        if peak <= 0.0 || rate <= peak * ABOVE_PEAK_SHARE {
+            return;
+        }
+        let above = format!(
+            "{rate:.0} GB/s is {:.1}% of the {} peak ({peak:.0} GB/s)",
+            rate / peak * 100.0,
+            kind.name()
+        );
+        self.above_peak = Some(if rate_past_l2 <= peak * ABOVE_PEAK_SHARE {
+            AbovePeak {
+                cause: AbovePeakCause::L2,
+                reason: format!(
+                    "{above}, but {l2_spared}: counting only the bytes that must cross it, {rate_past_l2:.0} GB/s, {:.1}% of the peak; its % peak overstates the memory's throughput",
+                    rate_past_l2 / peak * 100.0
+                ),
             }
+        } else {
+            AbovePeak {
+                cause: AbovePeakCause::BeatsPeakKernel,
+                reason: format!(
+                    "{above}, more than the L2 explains ({rate_past_l2:.0} GB/s counting only the bytes that must cross the memory bus) yet within the physical ceiling of {ceiling:.0} GB/s: it moved memory faster than kbench's peak kernel did in this run"
+                ),
+            }
+        });
+    }
+
+    /// Whether the L2 was flushed before the case's samples: true unless its timer says not.
+    fn cold_l2(&self) -> bool {
+        self.gpu_timer().is_none_or(|t| t.cold_l2)
+    }
+
+    /// The fewest of the case's bytes that must cross the memory bus within its timing. With a
+    /// cold L2 every read must; of the writes, all but what the L2 can still hold when the
+    /// timer stops (they are written back after it). Without the flush the L2 may also have
+    /// held up to its size of inputs at the start. Files without the read/write split count
+    /// `bytes_moved` as reads.
+    fn bytes_past_l2(&self, l2_bytes: u64) -> u64 {
+        let (read, written) = if self.bytes_read + self.bytes_written == 0 {
+            (self.bytes_moved, 0)
+        } else {
+            (self.bytes_read, self.bytes_written)
+        };
+        if self.cold_l2() {
+            read + written.saturating_sub(l2_bytes)
+        } else {
+            (read + written).saturating_sub(2 * l2_bytes)
+        }
+    }
+
+    fn l2_allowance(&self, l2_bytes: u64) -> String {
+        let l2_mb = l2_bytes as f64 / 1e6;
+        if self.cold_l2() {
+            format!("writes still in the {l2_mb:.1} MB L2 when the timer stops")
+        } else {
+            format!("no flush: inputs already in the {l2_mb:.1} MB L2, and writes still in it")
         }
     }
 }
@@ -1488,6 +1590,68 @@ mod tests {
         let unjudged = cuda_case(1 << 30, 4, 2986.0);
         assert_eq!(unjudged.share_of_peak(Some(&device)), Some(1.0));
         assert_eq!(unjudged.share_of_peak(None), None);
+    }
+
+    #[test]
+    fn a_share_above_the_peak_is_flagged_with_its_cause_and_l2_writes_are_not_implausible() {
+        let mut device = h100(3200.0, Some(3352.0));
+        device.measured_triad_gbytes_per_s = 3120.0;
+        let judged = |read: u64, written: u64, rate: f64| {
+            let mut case = cuda_case(read, written, rate);
+            case.judge_peak(&device);
+            case
+        };
+        let cause = |case: &CaseResult| case.above_peak.as_ref().map(|a| a.cause);
+        // SAXPY at 2^24 floats: 128 MiB read, 64 MiB written, at 104% of the triad. Up to 50 MiB
+        // of the writes can still be in the L2: counting 142 of 192 MiB, 2404 GB/s.
+        let saxpy = judged(128 << 20, 64 << 20, 3250.0);
+        assert_eq!(cause(&saxpy), Some(AbovePeakCause::L2), "{saxpy:?}");
+        let reason = &saxpy.above_peak.as_ref().unwrap().reason;
+        assert!(reason.contains("104.2% of the triad peak"), "{reason}");
+        assert!(reason.contains("52.4 MB of its 201.3 MB"), "{reason}");
+        assert!(reason.contains("2404 GB/s"), "{reason}");
+        assert!(!saxpy.implausible);
+        // At 2^28 the L2 holds too little of the writes to explain 102.6%.
+        let big = judged(2 << 30, 1 << 30, 3200.0);
+        assert_eq!(
+            cause(&big),
+            Some(AbovePeakCause::BeatsPeakKernel),
+            "{big:?}"
+        );
+        // Past the ceiling counting every byte, but not counting the writes the L2 can hold (16
+        // MiB at 2^22): not implausible, and flagged L2.
+        let small = judged(32 << 20, 16 << 20, 4500.0);
+        assert!(!small.implausible, "{small:?}");
+        assert_eq!(cause(&small), Some(AbovePeakCause::L2));
+        // Reads count in full after a flush: a reduction past its read peak beat the peak kernel,
+        // one past the ceiling is implausible and no more than that.
+        let reduce = judged(1 << 30, 4, 3230.0);
+        assert_eq!(cause(&reduce), Some(AbovePeakCause::BeatsPeakKernel));
+        let reduce = judged(1 << 30, 4, 3500.0);
+        assert!(
+            reduce.implausible && reduce.above_peak.is_none(),
+            "{reduce:?}"
+        );
+        // Up to 100.5% (shown as 100%) is not flagged.
+        assert_eq!(cause(&judged(1 << 30, 4, 3215.0)), None);
+        // Without the flush the L2 may also have held inputs: a warm reduction of 64 MiB at
+        // 5000 GB/s counts 14 MiB against the ceiling.
+        let mut warm = cuda_case(64 << 20, 4, 5000.0);
+        warm.measurement = Some(
+            serde_json::from_value(serde_json::json!({
+                "samples_s": [], "warmup_runs": 0, "stop_reason": "converged",
+                "gpu_timer": GpuTimer::new(TimerMethod::BatchEvents, 100, false),
+            }))
+            .unwrap(),
+        );
+        warm.judge_peak(&device);
+        assert!(!warm.implausible, "{warm:?}");
+        assert_eq!(cause(&warm), Some(AbovePeakCause::L2));
+        let reason = &warm.above_peak.unwrap().reason;
+        assert!(
+            reason.contains("no flush: inputs already in the 52.4 MB L2"),
+            "{reason}"
+        );
     }
 
     #[test]

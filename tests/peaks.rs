@@ -34,6 +34,12 @@ jitter = 0.0
 
 [timing.variant.impossible]
 gbytes_per_s = 5000.0
+
+[timing.variant.past_peak]
+gbytes_per_s = 3700.0
+
+[timing.variant.past_ceiling]
+gbytes_per_s = 4500.0
 "#;
 
 /// A reduction (reads alone) and SAXPY (reads and writes), a large size each.
@@ -270,6 +276,86 @@ fn a_case_faster_than_the_memory_is_implausible_and_fails_every_claim_on_it() {
         "{csv}"
     );
     assert!(flags.contains(&("honest".into(), "false".into())), "{csv}");
+}
+
+/// `variants` (named for the mock's timings) of `algorithm`'s `kernel` at n = 1,048,576.
+fn study_of(algorithm: &str, kernel: &str, variants: &[&str]) -> String {
+    let mut text = format!(
+        "[study]\nname = \"above_{algorithm}\"\nalgorithm = \"{algorithm}\"\nseed = 1\n\n\
+         [grid]\nn = [1_048_576]\nblock = 256\n\n\
+         [measure]\nwarmup = 1\nmin_samples = 5\nmax_samples = 5\n"
+    );
+    for variant in variants {
+        text.push_str(&format!(
+            "\n[[variant]]\nname = \"{variant}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
+        ));
+    }
+    text
+}
+
+#[test]
+fn a_share_above_the_peak_is_flagged_with_its_cause_in_the_table_csv_and_json() {
+    // SAXPY at 2^20 writes 4 MiB, which the L2 can hold when the timer stops: 3700 GB/s is
+    // 119% of the triad's 3100, but 2467 GB/s counting its reads alone. 4500 GB/s is past the
+    // 4000 GB/s ceiling counting every byte, not counting only the reads: flagged, not
+    // implausible.
+    let text = study_of(
+        "saxpy",
+        "saxpy_vector",
+        &["honest", "past_peak", "past_ceiling"],
+    );
+    let (dir, file, doc, printed) = run(&text, 0);
+    let past_peak = case(&doc, "past_peak");
+    assert_eq!(past_peak["above_peak"]["cause"], "l2", "{past_peak}");
+    let reason = past_peak["above_peak"]["reason"].as_str().unwrap();
+    assert!(reason.contains("119.4% of the triad peak"), "{reason}");
+    assert!(reason.contains("2467 GB/s"), "{reason}");
+    assert_eq!(percent_cell(&printed, "past_peak"), "119% L2", "{printed}");
+    let past_ceiling = case(&doc, "past_ceiling");
+    assert!(past_ceiling.get("implausible").is_none(), "{past_ceiling}");
+    assert_eq!(
+        percent_cell(&printed, "past_ceiling"),
+        "145% L2",
+        "{printed}"
+    );
+    assert!(case(&doc, "honest").get("above_peak").is_none());
+    assert_eq!(percent_cell(&printed, "honest"), "90%", "{printed}");
+    assert!(
+        printed.contains("% PEAK ABOVE 100% (L2): writes still in the L2"),
+        "{printed}"
+    );
+    let csv = kbench(dir.path())
+        .arg("report")
+        .arg(&file)
+        .args(["--format", "csv"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let csv = String::from_utf8(csv).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let column = header.iter().position(|h| *h == "above_peak").unwrap();
+    let flagged: Vec<&str> = (csv.lines().skip(1))
+        .map(|l| l.split(',').nth(column).unwrap())
+        .collect();
+    assert_eq!(flagged, ["", "L2", "L2"], "{csv}");
+
+    // A reduction reads everything it counts after the flush: past its read peak (3500) it
+    // beat the peak kernel; past the ceiling it is implausible.
+    let text = study_of("reduce", "reduce_fast", &["past_peak", "past_ceiling"]);
+    let (_dir, _, doc, printed) = run(&text, 0);
+    assert_eq!(
+        case(&doc, "past_peak")["above_peak"]["cause"],
+        "beats_peak_kernel"
+    );
+    assert_eq!(
+        percent_cell(&printed, "past_peak"),
+        "106% >peak",
+        "{printed}"
+    );
+    assert_eq!(case(&doc, "past_ceiling")["implausible"], true);
+    assert!(printed.contains("% PEAK ABOVE 100% (>peak)"), "{printed}");
 }
 
 /// Removes every field a results file written before the peaks were split lacks.

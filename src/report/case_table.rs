@@ -13,7 +13,9 @@ use tabled::builder::Builder;
 use tabled::settings::object::Columns;
 use tabled::settings::{Alignment, Style, Width};
 
-use crate::record::{CaseResult, CaseStatus, DeviceFingerprint, ResultsDoc, Summary};
+use crate::record::{
+    AbovePeakCause, CaseResult, CaseStatus, DeviceFingerprint, ResultsDoc, Summary,
+};
 use crate::stats;
 use crate::vocab::ParamValue;
 
@@ -415,15 +417,32 @@ pub fn format_joules(j: f64) -> String {
     format!("{value:.decimals$} {unit}")
 }
 
-/// A case's GB/s as a share of the measured peak matching its traffic (read, write or copy;
-/// the copy peak in older files), flagged where the case is implausible (faster than the
-/// memory can be: see `CaseResult::judge_peak`).
+/// A case's GB/s as a share of the measured peak matching its traffic (read, write, copy or
+/// triad; the copy peak in older files), flagged where the case is implausible (faster than
+/// the memory can be) or above its peak (see `CaseResult::judge_peak`).
 fn peak_cell(case: &CaseResult, device: Option<&DeviceFingerprint>) -> String {
-    match case.share_of_peak(device) {
-        Some(share) if case.implausible => format!("{:.0}% implausible", share * 100.0),
-        Some(share) => format!("{:.0}%", share * 100.0),
-        None if case.implausible => "implausible".into(),
-        None => "-".into(),
+    match (case.share_of_peak(device), peak_mark(case)) {
+        (Some(share), Some(mark)) => format!("{:.0}% {mark}", share * 100.0),
+        (Some(share), None) => format!("{:.0}%", share * 100.0),
+        (None, Some(mark)) => mark.into(),
+        (None, None) => "-".into(),
+    }
+}
+
+/// The mark after a case's "% peak", if it has one: `implausible`, or why it is above 100%.
+pub fn peak_mark(case: &CaseResult) -> Option<&'static str> {
+    if case.implausible {
+        return Some("implausible");
+    }
+    Some(above_peak_label(case.above_peak.as_ref()?.cause))
+}
+
+/// The mark after a "% peak" above 100%: `L2` where writes still in the L2 (or inputs already in
+/// it) explain it, `>peak` where the case beat the peak kernel.
+fn above_peak_label(cause: AbovePeakCause) -> &'static str {
+    match cause {
+        AbovePeakCause::L2 => "L2",
+        AbovePeakCause::BeatsPeakKernel => ">peak",
     }
 }
 
@@ -782,11 +801,12 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
         "max_rel_err",
         "reason",
     ]);
-    // Energy, clocks and the implausible flag go last, and only where some case has them, so a
+    // Energy, clocks, the implausible flag and the above-peak one go last, and only where some case has them, so a
     // file without them reads as before.
     let energy = doc.cases.iter().any(|c| c.energy().is_some());
     let clocks = doc.cases.iter().any(|c| c.clocks().is_some());
     let implausible = doc.cases.iter().any(|c| c.implausible);
+    let above_peak = doc.cases.iter().any(|c| c.above_peak.is_some());
     if energy {
         header.extend([
             "joules_per_run",
@@ -805,6 +825,9 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
     }
     if implausible {
         header.extend(["implausible", "implausible_reason"]);
+    }
+    if above_peak {
+        header.extend(["above_peak", "above_peak_reason"]);
     }
     writer.write_record(&header)?;
     let device = doc.environment.device.as_ref();
@@ -867,6 +890,11 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
         if implausible {
             row.push(c.implausible.to_string());
             row.push(c.implausible_reason.clone().unwrap_or_default());
+        }
+        if above_peak {
+            let above = c.above_peak.as_ref();
+            row.push(above.map_or(String::new(), |a| above_peak_label(a.cause).to_string()));
+            row.push(above.map_or(String::new(), |a| a.reason.clone()));
         }
         writer.write_record(&row)?;
     }
@@ -935,7 +963,17 @@ fn reasons(
         case.implausible
             .then(|| (case, format!("IMPLAUSIBLE: {why}")))
     });
-    for (case, key) in status_reasons.chain(implausible) {
+    // By cause, not by reason: each reason has its case's own numbers (the JSON keeps them).
+    let above_peak = cases.iter().filter_map(|case| {
+        let above = case.above_peak.as_ref()?;
+        let label = above_peak_label(above.cause);
+        let why = match above.cause {
+            AbovePeakCause::L2 => "writes still in the L2 when the timer stops (or, without the flush, inputs already in it) need not cross the memory bus within the timing; counting only the bytes that must, the case is within its peak",
+            AbovePeakCause::BeatsPeakKernel => "above its peak by more than the L2 explains, yet below the physical ceiling: it moved memory faster than kbench's peak kernel did",
+        };
+        Some((case, format!("% PEAK ABOVE 100% ({label}): {why}")))
+    });
+    for (case, key) in status_reasons.chain(implausible).chain(above_peak) {
         let who = format!("#{} {}", case.index, case.variant);
         match by_reason.iter_mut().find(|(k, _)| *k == key) {
             Some((_, list)) => list.push(who),

@@ -48,7 +48,10 @@ pub fn render(
             cells
                 .iter()
                 .map(|cell| match cell {
-                    Cell::Value(v) => format_value(table.value, *v),
+                    Cell::Value(v, None) => format_value(table.value, *v),
+                    Cell::Value(v, Some(mark)) => {
+                        format!("{} {mark}", format_value(table.value, *v))
+                    }
                     Cell::Missing => "-".into(),
                     Cell::NotPassed(status) => match status {
                         CaseStatus::Skipped => "skipped".into(),
@@ -198,7 +201,7 @@ pub fn render_csv(table: &TableSpec, doc: &ResultsDoc) -> anyhow::Result<String>
     for (label, cells) in grid.rows.iter().zip(&grid.cells) {
         for (column, cell) in grid.columns.iter().zip(cells) {
             let value = match cell {
-                Cell::Value(v) => format!("{v:e}"),
+                Cell::Value(v, _) => format!("{v:e}"),
                 Cell::Missing => String::new(),
                 Cell::NotPassed(status) => status.name().to_string(),
             };
@@ -251,7 +254,8 @@ pub fn render_claims(verdicts: &[ClaimVerdict], style: TableStyle, width: Option
 }
 
 enum Cell {
-    Value(f64),
+    /// With the case's `% peak` mark in a `percent_of_peak` table (see `case_table::peak_mark`).
+    Value(f64, Option<&'static str>),
     Missing,
     NotPassed(CaseStatus),
 }
@@ -316,8 +320,13 @@ impl Grid {
                             Some(c) if !shows_value(table.value, c.status) => {
                                 Cell::NotPassed(c.status)
                             }
-                            Some(c) => cell_value(table, c, &doc.cases, device)
-                                .map_or(Cell::Missing, Cell::Value),
+                            Some(c) => {
+                                let mark = (table.value == Quantity::PercentOfPeak)
+                                    .then(|| super::case_table::peak_mark(c))
+                                    .flatten();
+                                cell_value(table, c, &doc.cases, device)
+                                    .map_or(Cell::Missing, |v| Cell::Value(v, mark))
+                            }
                         }
                     })
                     .collect()
@@ -368,7 +377,7 @@ fn describe_value(table: &TableSpec) -> String {
         Quantity::GbytesPerS => "GB/s".to_string(),
         Quantity::GflopsPerS => "GFLOP/s".to_string(),
         Quantity::PercentOfPeak => {
-            "% of the measured peak matching each case's traffic (read, write or copy)".to_string()
+            "% of the measured peak matching each case's traffic (read, write, copy or triad; L2: writes still in the L2 explain a share above 100%, >peak: the case beat the peak kernel)".to_string()
         }
         Quantity::Speedup => format!(
             "speedup over {}",

@@ -157,6 +157,7 @@ fn result_of(variants: &[Variant], case: &Case) -> CaseResult {
         peak_gbytes_per_s: None,
         implausible: false,
         implausible_reason: None,
+        above_peak: None,
         measurement: None,
         outputs: Vec::new(),
         facts: Default::default(),

@@ -670,8 +670,8 @@ pub struct CaseResult {
     /// Why it is implausible, with the numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub implausible_reason: Option<String>,
-    /// Its "% peak" is above 100% although its time is plausible: why. Every such case is
-    /// flagged, so a share above the peak is never shown as if it were one.
+    /// Its "% peak" is above 100% although its time is plausible: why. Every such case run by
+    /// this version is flagged (files written before were judged without the flag).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub above_peak: Option<AbovePeak>,
     pub measurement: Option<Measurement>,
@@ -789,9 +789,15 @@ pub enum AbovePeakCause {
     BeatsPeakKernel,
 }
 
-/// The share of its peak (1.0 = 100%) above which a case is flagged `above_peak`: the tables
-/// round to whole percents, so this is the first share they would show as 101%.
-pub const ABOVE_PEAK_SHARE: f64 = 1.005;
+impl AbovePeakCause {
+    /// As the JSON writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AbovePeakCause::L2 => "l2",
+            AbovePeakCause::BeatsPeakKernel => "beats_peak_kernel",
+        }
+    }
+}
 
 /// How far above the device's physical ceiling a case's GB/s may be before it is implausible:
 /// the datasheet's clocks are rounded (the H100's memory clock reads 2619 MHz), and a median
@@ -893,27 +899,32 @@ impl CaseResult {
         let rate_past_l2 = rate * past_l2 as f64 / self.bytes_moved.max(1) as f64;
         let spared = self.bytes_moved.saturating_sub(past_l2);
         let l2_spared = format!(
-            "{:.1} MB of its {:.1} MB need not cross the memory bus within the timing ({})",
+            "{:.1} of its {:.1} MB need not cross the memory bus within the timing ({})",
             spared as f64 / 1e6,
             self.bytes_moved as f64 / 1e6,
             self.l2_allowance(device.l2_cache_bytes),
         );
         let ceiling = device.ceiling_gbytes_per_s();
         if ceiling > 0.0 && rate_past_l2 > ceiling * (1.0 + IMPLAUSIBLE_MARGIN) {
-            let even_if = if spared > 0 {
-                format!(", even if {l2_spared}")
+            let over = if spared > 0 {
+                format!("{rate_past_l2:.0} GB/s over the bytes that must cross the memory bus ({rate:.0} GB/s over all of them; {l2_spared})")
             } else {
-                String::new()
+                format!("{rate:.0} GB/s")
+            };
+            let kept = if self.cold_l2() {
+                "data kept in L2 across the flush"
+            } else {
+                "data kept in L2 beyond its size"
             };
             self.implausible = true;
             self.implausible_reason = Some(format!(
-                "{rate:.0} GB/s is {:.0}% of the memory's physical ceiling of {ceiling:.0} GB/s (more than {:.0}% over it{even_if}): the time cannot be right (data kept in L2 across the flush, work skipped, or a byte count too high)",
-                rate / ceiling * 100.0,
+                "{over} is {:.0}% of the memory's physical ceiling of {ceiling:.0} GB/s (more than {:.0}% over it): the time cannot be right ({kept}, work skipped, or a byte count too high)",
+                rate_past_l2 / ceiling * 100.0,
                 IMPLAUSIBLE_MARGIN * 100.0
             ));
             return;
         }
-        if peak <= 0.0 || rate <= peak * ABOVE_PEAK_SHARE {
+        if peak <= 0.0 || rate <= peak {
             return;
         }
         let above = format!(
@@ -921,7 +932,14 @@ impl CaseResult {
             rate / peak * 100.0,
             kind.name()
         );
-        self.above_peak = Some(if rate_past_l2 <= peak * ABOVE_PEAK_SHARE {
+        self.above_peak = Some(if past_l2 == 0 {
+            // Nothing must reach memory within the timing: no memory peak or ceiling applies,
+            // and kbench cannot tell work skipped from writes that fit in L2.
+            AbovePeak {
+                cause: AbovePeakCause::L2,
+                reason: format!("{above}, but all of its bytes can stay in the L2 within the timing ({l2_spared}): no memory peak applies to it"),
+            }
+        } else if rate_past_l2 <= peak {
             AbovePeak {
                 cause: AbovePeakCause::L2,
                 reason: format!(
@@ -933,7 +951,8 @@ impl CaseResult {
             AbovePeak {
                 cause: AbovePeakCause::BeatsPeakKernel,
                 reason: format!(
-                    "{above}, more than the L2 explains ({rate_past_l2:.0} GB/s counting only the bytes that must cross the memory bus) yet within the physical ceiling of {ceiling:.0} GB/s: it moved memory faster than kbench's peak kernel did in this run"
+                    "{above}, more than the L2 explains ({rate_past_l2:.0} GB/s counting only the bytes that must cross the memory bus), and not past the physical ceiling of {ceiling:.0} GB/s by more than {:.0}%: it moved memory faster than kbench's peak kernel did in this run",
+                    IMPLAUSIBLE_MARGIN * 100.0
                 ),
             }
         });
@@ -944,21 +963,16 @@ impl CaseResult {
         self.gpu_timer().is_none_or(|t| t.cold_l2)
     }
 
-    /// The fewest of the case's bytes that must cross the memory bus within its timing. With a
-    /// cold L2 every read must; of the writes, all but what the L2 can still hold when the
+    /// The fewest of the case's bytes that must cross the memory bus within its timing. Every
+    /// read must after the flush; of the writes, all but what the L2 can still hold when the
     /// timer stops (they are written back after it). Without the flush the L2 may also have
-    /// held up to its size of inputs at the start. Files without the read/write split count
-    /// `bytes_moved` as reads.
+    /// held up to its size of the inputs at the start.
     fn bytes_past_l2(&self, l2_bytes: u64) -> u64 {
-        let (read, written) = if self.bytes_read + self.bytes_written == 0 {
-            (self.bytes_moved, 0)
-        } else {
-            (self.bytes_read, self.bytes_written)
-        };
+        let written = self.bytes_written.saturating_sub(l2_bytes);
         if self.cold_l2() {
-            read + written.saturating_sub(l2_bytes)
+            self.bytes_read + written
         } else {
-            (read + written).saturating_sub(2 * l2_bytes)
+            self.bytes_read.saturating_sub(l2_bytes) + written
         }
     }
 
@@ -1608,7 +1622,7 @@ mod tests {
         assert_eq!(cause(&saxpy), Some(AbovePeakCause::L2), "{saxpy:?}");
         let reason = &saxpy.above_peak.as_ref().unwrap().reason;
         assert!(reason.contains("104.2% of the triad peak"), "{reason}");
-        assert!(reason.contains("52.4 MB of its 201.3 MB"), "{reason}");
+        assert!(reason.contains("52.4 of its 201.3 MB"), "{reason}");
         assert!(reason.contains("2404 GB/s"), "{reason}");
         assert!(!saxpy.implausible);
         // At 2^28 the L2 holds too little of the writes to explain 102.6%.
@@ -1632,10 +1646,21 @@ mod tests {
             reduce.implausible && reduce.above_peak.is_none(),
             "{reduce:?}"
         );
-        // Up to 100.5% (shown as 100%) is not flagged.
-        assert_eq!(cause(&judged(1 << 30, 4, 3215.0)), None);
-        // Without the flush the L2 may also have held inputs: a warm reduction of 64 MiB at
-        // 5000 GB/s counts 14 MiB against the ceiling.
+        // At the peak is not above it; anything over is flagged.
+        assert_eq!(cause(&judged(1 << 30, 4, 3200.0)), None);
+        assert_eq!(
+            cause(&judged(1 << 30, 4, 3201.0)),
+            Some(AbovePeakCause::BeatsPeakKernel)
+        );
+        // A write-only case whose writes fit in the L2 needs no memory at all: flagged `l2`,
+        // never implausible.
+        let fits = judged(0, 16 << 20, 20_000.0);
+        assert!(!fits.implausible);
+        let reason = &fits.above_peak.as_ref().unwrap().reason;
+        assert!(reason.contains("no memory peak applies"), "{reason}");
+        // Without the flush the L2 may also have held up to its size of inputs: a warm reduction
+        // of 64 MiB counts 14 MiB against the ceiling, so 5000 GB/s (1094 over those bytes) is
+        // plausible and 20,000 GB/s (4375) is not.
         let mut warm = cuda_case(64 << 20, 4, 5000.0);
         warm.measurement = Some(
             serde_json::from_value(serde_json::json!({
@@ -1647,9 +1672,21 @@ mod tests {
         warm.judge_peak(&device);
         assert!(!warm.implausible, "{warm:?}");
         assert_eq!(cause(&warm), Some(AbovePeakCause::L2));
-        let reason = &warm.above_peak.unwrap().reason;
+        let reason = &warm.above_peak.as_ref().unwrap().reason;
         assert!(
             reason.contains("no flush: inputs already in the 52.4 MB L2"),
+            "{reason}"
+        );
+        assert!(reason.contains("1094 GB/s"), "{reason}");
+        warm.gbytes_per_s = Some(20_000.0);
+        warm.judge_peak(&device);
+        let reason = warm.implausible_reason.unwrap();
+        assert!(
+            reason.starts_with("4375 GB/s over the bytes that must cross"),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("data kept in L2 beyond its size"),
             "{reason}"
         );
     }

@@ -339,7 +339,7 @@ fn a_share_above_the_peak_is_flagged_with_its_cause_in_the_table_csv_and_json() 
     let flagged: Vec<&str> = (csv.lines().skip(1))
         .map(|l| l.split(',').nth(column).unwrap())
         .collect();
-    assert_eq!(flagged, ["", "L2", "L2"], "{csv}");
+    assert_eq!(flagged, ["", "l2", "l2"], "{csv}");
 
     // A reduction reads everything it counts after the flush: past its read peak (3500) it
     // beat the peak kernel; past the ceiling it is implausible.

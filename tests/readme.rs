@@ -206,8 +206,9 @@ impl Sandbox {
         Sandbox { dir, bin }
     }
 
-    /// Each `experiments/*_bench.toml` replaced by the same study at its grid's smallest size
-    /// with 3 samples a case, for the mock device.
+    /// Each `experiments/*_bench.toml` replaced by the same study at n = 65,536 (the grid's, each
+    /// variant's own sizes, and the sizes its tables and claims select) with 3 samples a case,
+    /// for the mock device.
     fn shrink_benchmarks(&self) {
         let experiments = self.dir.path().join("experiments");
         for entry in std::fs::read_dir(&experiments).unwrap() {
@@ -218,9 +219,26 @@ impl Sandbox {
             }
             let mut manifest: toml::Table =
                 std::fs::read_to_string(&path).unwrap().parse().unwrap();
+            let small = toml::Value::Integer(65_536);
             let grid = manifest["grid"].as_table_mut().unwrap();
             if let Some(n) = grid.get_mut("n") {
-                *n = toml::Value::Integer(65_536);
+                *n = small.clone();
+            }
+            for (list, key) in [
+                ("variant", "params"),
+                ("table", "select"),
+                ("claim", "select"),
+            ] {
+                let Some(items) = manifest.get_mut(list).and_then(|v| v.as_array_mut()) else {
+                    continue;
+                };
+                for item in items {
+                    let n = (item.get_mut(key).and_then(|t| t.as_table_mut()))
+                        .and_then(|t| t.get_mut("n"));
+                    if let Some(n) = n {
+                        *n = small.clone();
+                    }
+                }
             }
             let measure = manifest
                 .entry("measure")

@@ -893,7 +893,7 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
         }
         if above_peak {
             let above = c.above_peak.as_ref();
-            row.push(above.map_or(String::new(), |a| above_peak_label(a.cause).to_string()));
+            row.push(above.map_or(String::new(), |a| a.cause.name().to_string()));
             row.push(above.map_or(String::new(), |a| a.reason.clone()));
         }
         writer.write_record(&row)?;

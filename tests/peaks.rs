@@ -254,28 +254,39 @@ fn a_case_faster_than_the_memory_is_implausible_and_fails_every_claim_on_it() {
     assert!(html.contains("implausible"), "{html}");
 
     // And the CSV export, in a column of its own.
-    let csv = kbench(dir.path())
+    let flags = csv_column(dir.path(), &file, "implausible");
+    assert!(
+        flags.contains(&("impossible".into(), "true".into())),
+        "{flags:?}"
+    );
+    assert!(
+        flags.contains(&("honest".into(), "false".into())),
+        "{flags:?}"
+    );
+}
+
+/// Each case's variant and its value in `column` of `kbench report --format csv`.
+fn csv_column(dir: &Path, file: &Path, column: &str) -> Vec<(String, String)> {
+    let csv = kbench(dir)
         .arg("report")
-        .arg(&file)
+        .arg(file)
         .args(["--format", "csv"])
         .assert()
         .success()
         .get_output()
         .stdout
         .clone();
-    let csv = String::from_utf8(csv).unwrap();
-    let mut rows = csv.lines().map(|l| l.split(',').collect::<Vec<_>>());
-    let header = rows.next().unwrap();
-    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    let (variant, flag) = (column("variant"), column("implausible"));
-    let flags: Vec<(String, String)> = rows
-        .map(|r| (r[variant].to_string(), r[flag].to_string()))
-        .collect();
-    assert!(
-        flags.contains(&("impossible".into(), "true".into())),
-        "{csv}"
-    );
-    assert!(flags.contains(&("honest".into(), "false".into())), "{csv}");
+    let mut reader = csv::Reader::from_reader(csv.as_slice());
+    let header = reader.headers().unwrap().clone();
+    let at = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let (variant, value) = (at("variant"), at(column));
+    reader
+        .records()
+        .map(|r| {
+            let r = r.unwrap();
+            (r[variant].to_string(), r[value].to_string())
+        })
+        .collect()
 }
 
 /// `variants` (named for the mock's timings) of `algorithm`'s `kernel` at n = 1,048,576.
@@ -324,22 +335,9 @@ fn a_share_above_the_peak_is_flagged_with_its_cause_in_the_table_csv_and_json() 
         printed.contains("% PEAK ABOVE 100% (L2): writes still in the L2"),
         "{printed}"
     );
-    let csv = kbench(dir.path())
-        .arg("report")
-        .arg(&file)
-        .args(["--format", "csv"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let csv = String::from_utf8(csv).unwrap();
-    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
-    let column = header.iter().position(|h| *h == "above_peak").unwrap();
-    let flagged: Vec<&str> = (csv.lines().skip(1))
-        .map(|l| l.split(',').nth(column).unwrap())
-        .collect();
-    assert_eq!(flagged, ["", "l2", "l2"], "{csv}");
+    let flagged = csv_column(dir.path(), &file, "above_peak");
+    let flagged: Vec<&str> = flagged.iter().map(|(_, v)| v.as_str()).collect();
+    assert_eq!(flagged, ["", "l2", "l2"]);
 
     // A reduction reads everything it counts after the flush: past its read peak (3500) it
     // beat the peak kernel; past the ceiling it is implausible.

@@ -18,8 +18,9 @@
 //       FAST_ELEMS_PER_ITER = 16 for int/float and 8 for double (4 vectors of 16 bytes per thread);
 //       dynamic shared = 0. `in` must be 16-byte aligned (cudaMalloc gives 256). partials has room
 //       for grid elements. *blocks_done must be 0 before the FIRST launch (cudaMemset once); the
-//       kernel leaves it 0 again (a grid of one block never touches it). The sum lands in out[0]. The result is deterministic for a given
-//       (grid, B): the summation order does not depend on which block finishes last.
+//       kernel leaves it 0 again (a grid of one block never touches it). The sum lands in out[0].
+//       The result is deterministic for a given (grid, B): the summation order does not depend on
+//       which block finishes last.
 //
 #include "common.cuh"
 

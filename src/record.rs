@@ -784,8 +784,9 @@ pub enum AbovePeakCause {
     /// L2 when the timer stops (written back after it), or, without the flush, inputs the L2
     /// already held. Counting only the bytes that must cross it, the case is within the peak.
     L2,
-    /// Above the peak by more than the L2 can explain, yet below the physical ceiling: the case
-    /// moves memory faster than kbench's peak kernel did in this run.
+    /// Above the peak by more than the L2 can explain, yet not implausible (not past the
+    /// physical ceiling by more than `IMPLAUSIBLE_MARGIN`): the case moved memory faster than
+    /// kbench's peak kernel did in this run.
     BeatsPeakKernel,
 }
 

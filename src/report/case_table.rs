@@ -801,8 +801,8 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
         "max_rel_err",
         "reason",
     ]);
-    // Energy, clocks, the implausible flag and the above-peak one go last, and only where some case has them, so a
-    // file without them reads as before.
+    // Energy, clocks, the implausible flag and the above-peak one go last, and only where some
+    // case has them, so a file without them reads as before.
     let energy = doc.cases.iter().any(|c| c.energy().is_some());
     let clocks = doc.cases.iter().any(|c| c.clocks().is_some());
     let implausible = doc.cases.iter().any(|c| c.implausible);

@@ -377,7 +377,7 @@ fn describe_value(table: &TableSpec) -> String {
         Quantity::GbytesPerS => "GB/s".to_string(),
         Quantity::GflopsPerS => "GFLOP/s".to_string(),
         Quantity::PercentOfPeak => {
-            "% of the measured peak matching each case's traffic (read, write, copy or triad; L2: bytes that need not cross the memory bus within the timing, writes still in the L2 or inputs already in it, explain a share above 100%; >peak: the case beat the peak kernel)".to_string()
+            "% of the measured peak matching each case's traffic (read, write, copy or triad; L2: a share above 100% that bytes left in the L2, or already in it, explain; >peak: the case beat the peak kernel)".to_string()
         }
         Quantity::Speedup => format!(
             "speedup over {}",

@@ -1,7 +1,7 @@
 //! GPU tests of the memory peaks and the plausibility checks: the read, write and copy peaks a
 //! device measures when it opens and the datasheet's (NVML) beside them; shipped kernels at
-//! large sizes against the peak matching their traffic; the persisting-L2 reset recorded before
-//! every case; `fresh_inputs` on a kernel computing in place. They need a CUDA GPU: ignored by a
+//! large sizes against the peak matching their traffic; SAXPY whose writes fit in L2 flagged
+//! above its peak, not implausible; the persisting-L2 reset recorded before every case; `fresh_inputs` on a kernel computing in place. They need a CUDA GPU: ignored by a
 //! plain `cargo test`, run on the GPU machine with `--include-ignored`, where a missing GPU fails
 //! them (the device does not open, or every case is skipped and none passes).
 
@@ -9,7 +9,7 @@ mod common;
 
 use common::{assert_all_passed, run_study};
 use kbench::device::{Device, KernelSource};
-use kbench::record::{CaseResult, PeakKind, IMPLAUSIBLE_MARGIN};
+use kbench::record::{AbovePeakCause, CaseResult, PeakKind, IMPLAUSIBLE_MARGIN};
 
 fn run_manifest(text: &str) -> Vec<CaseResult> {
     let (_out, results) = run_study(text, KernelSource::default());
@@ -159,6 +159,31 @@ fn saxpy_stays_under_the_triad_peak_and_scan_under_the_copy_peak() {
                 [[variant]]\nname = \"lookback\"\nbackend = \"cuda\"\nkernel = \"scan_lookback\"\n\
                 [measure]\nwarmup = 2\nmin_samples = 20\nmax_samples = 50\n";
     assert_within_peaks(&run_manifest(scan), PeakKind::Copy);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn saxpy_whose_writes_fit_in_l2_is_flagged_above_its_peak_not_implausible() {
+    // At 2^22 floats SAXPY writes 16 MiB, which the L2 (50 MiB on an H100 or H200) still holds
+    // when the stop event fires: its GB/s over all 48 MiB is above the triad peak (and on an
+    // H100 above the memory's ceiling), over the 32 MiB it must read within it.
+    let saxpy = "[study]\nname = \"gpu-peaks-saxpy-l2\"\nalgorithm = \"saxpy\"\nseed = 3\n\
+                 [grid]\nn = [4_194_304]\na = 2.0\nblock = 256\n\
+                 [[variant]]\nname = \"vector\"\nbackend = \"cuda\"\nkernel = \"saxpy_vector\"\n\
+                 [measure]\nwarmup = 2\nmin_samples = 20\nmax_samples = 50\n";
+    let cases = run_manifest(saxpy);
+    assert_all_passed(&cases);
+    let case = &cases[0];
+    let share = case.share_of_peak(None).unwrap();
+    println!(
+        "{:.1}% of the triad peak: {:?}",
+        share * 100.0,
+        case.above_peak
+    );
+    assert!(share > 1.0, "{:.1}% of the triad peak", share * 100.0);
+    assert!(!case.implausible, "{:?}", case.implausible_reason);
+    let above = case.above_peak.as_ref().expect("flagged above its peak");
+    assert_eq!(above.cause, AbovePeakCause::L2, "{}", above.reason);
 }
 
 #[test]

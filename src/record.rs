@@ -814,15 +814,15 @@ impl PeakKind {
     /// than a blend of the one-way peaks, which would ignore the cost of turning the bus around.
     /// Nothing known (both 0, as in older files): copy, as kbench always used.
     pub fn for_traffic(bytes_read: u64, bytes_written: u64) -> PeakKind {
-        let total = (bytes_read as f64) + (bytes_written as f64);
-        // In whole bytes, so that the bounds below are exact.
+        // In whole bytes, so that the triad's bounds below are exact.
         let read = bytes_read as u128;
         let all = read + bytes_written as u128;
-        if total == 0.0 {
+        let negligible = |bytes: u64| bytes as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * all as f64;
+        if all == 0 {
             PeakKind::Copy
-        } else if bytes_written as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * total {
+        } else if negligible(bytes_written) {
             PeakKind::Read
-        } else if bytes_read as f64 <= NEGLIGIBLE_TRAFFIC_SHARE * total {
+        } else if negligible(bytes_read) {
             PeakKind::Write
         } else if 12 * read > 7 * all && 6 * read <= 5 * all {
             // Between 7/12 (halfway from the copy's half to the triad's two thirds) and 5/6
@@ -899,16 +899,19 @@ impl CaseResult {
         let past_l2 = self.bytes_past_l2(device.l2_cache_bytes);
         let rate_past_l2 = rate * past_l2 as f64 / self.bytes_moved.max(1) as f64;
         let spared = self.bytes_moved.saturating_sub(past_l2);
-        let l2_spared = format!(
-            "{:.1} of its {:.1} MB need not cross the memory bus within the timing ({})",
-            spared as f64 / 1e6,
-            self.bytes_moved as f64 / 1e6,
-            self.l2_allowance(device.l2_cache_bytes),
-        );
+        // Formatted only for the cases that are flagged.
+        let l2_spared = || {
+            format!(
+                "{:.1} of its {:.1} MB need not cross the memory bus within the timing ({})",
+                spared as f64 / 1e6,
+                self.bytes_moved as f64 / 1e6,
+                self.l2_allowance(device.l2_cache_bytes),
+            )
+        };
         let ceiling = device.ceiling_gbytes_per_s();
         if ceiling > 0.0 && rate_past_l2 > ceiling * (1.0 + IMPLAUSIBLE_MARGIN) {
             let over = if spared > 0 {
-                format!("{rate_past_l2:.0} GB/s over the bytes that must cross the memory bus ({rate:.0} GB/s over all of them; {l2_spared})")
+                format!("{rate_past_l2:.0} GB/s over the bytes that must cross the memory bus ({rate:.0} GB/s over all of them; {})", l2_spared())
             } else {
                 format!("{rate:.0} GB/s")
             };
@@ -938,13 +941,14 @@ impl CaseResult {
             // and kbench cannot tell work skipped from writes that fit in L2.
             AbovePeak {
                 cause: AbovePeakCause::L2,
-                reason: format!("{above}, but all of its bytes can stay in the L2 within the timing ({l2_spared}): no memory peak applies to it"),
+                reason: format!("{above}, but all of its bytes can stay in the L2 within the timing ({}): no memory peak applies to it", l2_spared()),
             }
         } else if rate_past_l2 <= peak {
             AbovePeak {
                 cause: AbovePeakCause::L2,
                 reason: format!(
-                    "{above}, but {l2_spared}: counting only the bytes that must cross it, {rate_past_l2:.0} GB/s, {:.1}% of the peak; its % peak overstates the memory's throughput",
+                    "{above}, but {}: counting only the bytes that must cross it, {rate_past_l2:.0} GB/s, {:.1}% of the peak; its % peak overstates the memory's throughput",
+                    l2_spared(),
                     rate_past_l2 / peak * 100.0
                 ),
             }

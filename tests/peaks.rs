@@ -42,35 +42,25 @@ gbytes_per_s = 3700.0
 gbytes_per_s = 4500.0
 "#;
 
-/// A reduction (reads alone) and SAXPY (reads and writes), a large size each.
+/// The variants "honest" and "impossible" (named for the mock's timings) of `algorithm`'s
+/// `kernel` at n = 1,048,576; `extra`: lines of its `[measure]` table.
 fn study(algorithm: &str, kernel: &str, extra: &str) -> String {
-    format!(
-        r#"[study]
-name = "peaks_{algorithm}"
-algorithm = "{algorithm}"
-seed = 1
+    study_of(algorithm, kernel, &["honest", "impossible"], extra)
+}
 
-[grid]
-n = [1_048_576]
-block = 256
-
-[[variant]]
-name = "honest"
-backend = "cuda"
-kernel = "{kernel}"
-
-[[variant]]
-name = "impossible"
-backend = "cuda"
-kernel = "{kernel}"
-
-[measure]
-warmup = 2
-min_samples = 5
-max_samples = 5
-{extra}
-"#
-    )
+/// `variants` (named for the mock's timings) of `algorithm`'s `kernel` at n = 1,048,576;
+/// `extra`: lines of its `[measure]` table.
+fn study_of(algorithm: &str, kernel: &str, variants: &[&str], extra: &str) -> String {
+    let mut text = format!(
+        "[study]\nname = \"peaks_{algorithm}\"\nalgorithm = \"{algorithm}\"\nseed = 1\n\n\
+         [grid]\nn = [1_048_576]\nblock = 256\n"
+    );
+    for variant in variants {
+        text.push_str(&format!(
+            "\n[[variant]]\nname = \"{variant}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
+        ));
+    }
+    text + &format!("\n[measure]\nwarmup = 2\nmin_samples = 5\nmax_samples = 5\n{extra}\n")
 }
 
 const CLAIMS: &str = r#"
@@ -289,21 +279,6 @@ fn csv_column(dir: &Path, file: &Path, column: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `variants` (named for the mock's timings) of `algorithm`'s `kernel` at n = 1,048,576.
-fn study_of(algorithm: &str, kernel: &str, variants: &[&str]) -> String {
-    let mut text = format!(
-        "[study]\nname = \"above_{algorithm}\"\nalgorithm = \"{algorithm}\"\nseed = 1\n\n\
-         [grid]\nn = [1_048_576]\nblock = 256\n\n\
-         [measure]\nwarmup = 1\nmin_samples = 5\nmax_samples = 5\n"
-    );
-    for variant in variants {
-        text.push_str(&format!(
-            "\n[[variant]]\nname = \"{variant}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
-        ));
-    }
-    text
-}
-
 #[test]
 fn a_share_above_the_peak_is_flagged_with_its_cause_in_the_table_csv_and_json() {
     // SAXPY at 2^20 writes 4 MiB, which the L2 can hold when the timer stops: 3700 GB/s is
@@ -314,6 +289,7 @@ fn a_share_above_the_peak_is_flagged_with_its_cause_in_the_table_csv_and_json() 
         "saxpy",
         "saxpy_vector",
         &["honest", "past_peak", "past_ceiling"],
+        "",
     );
     let (dir, file, doc, printed) = run(&text, 0);
     let past_peak = case(&doc, "past_peak");
@@ -341,7 +317,7 @@ fn a_share_above_the_peak_is_flagged_with_its_cause_in_the_table_csv_and_json() 
 
     // A reduction reads everything it counts after the flush: past its read peak (3500) it
     // beat the peak kernel; past the ceiling it is implausible.
-    let text = study_of("reduce", "reduce_fast", &["past_peak", "past_ceiling"]);
+    let text = study_of("reduce", "reduce_fast", &["past_peak", "past_ceiling"], "");
     let (_dir, _, doc, printed) = run(&text, 0);
     assert_eq!(
         case(&doc, "past_peak")["above_peak"]["cause"],

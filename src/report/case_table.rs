@@ -969,7 +969,7 @@ fn reasons(
         let label = above_peak_label(above.cause);
         let why = match above.cause {
             AbovePeakCause::L2 => "writes still in the L2 when the timer stops (or, without the flush, inputs already in it) need not cross the memory bus within the timing; counting only the bytes that must, the case is within its peak",
-            AbovePeakCause::BeatsPeakKernel => "above its peak by more than the L2 explains, yet below the physical ceiling: it moved memory faster than kbench's peak kernel did",
+            AbovePeakCause::BeatsPeakKernel => "above its peak by more than the L2 explains, yet not implausible: it moved memory faster than kbench's peak kernel did",
         };
         Some((case, format!("% PEAK ABOVE 100% ({label}): {why}")))
     });

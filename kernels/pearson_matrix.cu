@@ -21,10 +21,17 @@
 //       as corr_gemm_<t>, each z rounded to the nearest TF32 value (10-bit mantissa, ties away
 //       from zero), so that tensor cores, which drop the low 13 bits of what they are given,
 //       multiply correctly rounded inputs. kbench launches the float32 one only.
-//   corr_syrk_<t>(T* r, m)
-//       grid = nt (nt + 1) / 2 with nt = ceil(m / 32), B = (32, 8). Copies r's upper triangle
-//       (j > i, which a lower-triangle SYRK leaves in column-major terms) into the lower one:
-//       r[i][j] = r[j][i] for j < i. Reads the upper triangle only.
+//   corr_3xtf32_<t>(const T* x, T* zb, unsigned short* w16, m, n, ldz)
+//       grid = m, B = 256. z split in two, z = big + small: zb (m rows of ldz) gets big, z
+//       rounded to TF32; w16 (m rows of 3 ldz bfloat16 values) gets [big, small, big] rounded
+//       to bfloat16; zeros in columns n .. ldz-1 of each. cuBLAS then multiplies w16's first two
+//       segments by its last two (big small^T + small big^T) and zb by itself (big big^T).
+//       kbench launches the float32 one only.
+//   corr_syrk_<t>(const T* src, ld, T* r, m)
+//       grid = nt (nt + 1) / 2 with nt = ceil(m / 32), B = (32, 8). Copies the upper triangle
+//       of src (m x m, row stride ld; j >= i, which a lower-triangle SYRK leaves in column-major
+//       terms) to r's upper triangle and into its lower one: r[i][j] = r[j][i] = src[i][j] for
+//       j >= i. Reads the upper triangle only. src may be r itself (ld = m): the mirror in place.
 //   corr_tiled_stats_<t>(const T* x, double* mean, double* inv_norm, m, n)
 //       grid = m, B = 256. mean[i] and 1 / ||x_i - mean_i||.
 //   corr_tiled_transpose_<t>(const T* x, const double* mean, const double* inv_norm, T* zt,
@@ -130,6 +137,37 @@ __device__ __forceinline__ void normalize_rows(const T* __restrict__ x, T* __res
     }
 }
 
+// The nearest bfloat16 value's bits (ties to even; |x| <= 1, so no overflow and no NaN).
+__device__ __forceinline__ unsigned short bf16_bits(float x) {
+    const unsigned int u = __float_as_uint(x);
+    return (unsigned short)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// 3xTF32's operands: z = big + small + O(2^-20 |z|), big the nearest TF32 value (into zb, rows of
+// ldz) and small = z - big, whose products with big are 2^-11 of r's terms, so that bfloat16
+// carries them: row i of w16 is [big, small, big] in bfloat16 (3 ldz values), and the product
+// of its first two segments with its last two is big small^T + small big^T.
+template <typename T>
+__device__ __forceinline__ void split_rows(const T* __restrict__ x, T* __restrict__ zb,
+                                           unsigned short* __restrict__ w16, unsigned int n,
+                                           unsigned int ldz) {
+    const unsigned int i = blockIdx.x;
+    const T* row = x + (unsigned long long)i * n;
+    double mean, inv_norm;
+    series_stats(row, n, mean, inv_norm);
+    T* big_out = zb + (unsigned long long)i * ldz;
+    unsigned short* w = w16 + (unsigned long long)i * 3 * ldz;
+    for (unsigned int k = threadIdx.x; k < ldz; k += blockDim.x) {
+        const float z = k < n ? (float)(((double)row[k] - mean) * inv_norm) : 0.0f;
+        const float big = round_tf32(z);
+        const unsigned short big16 = bf16_bits(big);
+        big_out[k] = (T)big;
+        w[k] = big16;
+        w[ldz + k] = bf16_bits(z - big);
+        w[2 * ldz + k] = big16;
+    }
+}
+
 template <typename T>
 __device__ __forceinline__ void stats(const T* __restrict__ x, double* __restrict__ mean,
                                       double* __restrict__ inv_norm, unsigned int n) {
@@ -176,18 +214,24 @@ __device__ __forceinline__ void triangle_pair(unsigned long long t, unsigned int
 }
 
 // ---------------------------------------------------------------------------------------------
-// The mirror after a lower-triangle SYRK (column-major lower = row-major upper).
+// The mirror after a lower-triangle SYRK or `Blas::lower_product` (column-major lower = row-major
+// upper), in place or from a scratch matrix with an aligned row stride.
 
 template <typename T>
-__device__ __forceinline__ void mirror(T* r, unsigned int m) {
+__device__ __forceinline__ void mirror(const T* src, unsigned int ld, T* r, unsigned int m) {
     __shared__ T tile[32][33];
     unsigned int ti, tj;
     triangle_pair(blockIdx.x, ti, tj);
     const unsigned int tx = threadIdx.x, ty = threadIdx.y;
-    // Source: rows tj*32.., columns ti*32.. (on or above the diagonal).
+    // Source: rows tj*32.., columns ti*32.. (on or above the diagonal), copied to r where the
+    // source is not r itself.
     for (unsigned int y = ty; y < 32; y += 8) {
         const unsigned int row = tj * 32 + y, col = ti * 32 + tx;
-        if (row < m && col < m && col >= row) tile[y][tx] = r[(unsigned long long)row * m + col];
+        if (row < m && col < m && col >= row) {
+            const T v = src[(unsigned long long)row * ld + col];
+            tile[y][tx] = v;
+            if (src != r) r[(unsigned long long)row * m + col] = v;
+        }
     }
     __syncthreads();
     // Destination: rows ti*32.., columns tj*32.., strictly below the diagonal.
@@ -339,8 +383,15 @@ __device__ __forceinline__ void tiles(const T* __restrict__ zt, T* __restrict__ 
                            unsigned int n, unsigned int ldz) {                                    \
         normalize_rows<T>(x, z, n, ldz, true);                                                    \
     }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) corr_syrk_##SUFFIX(T* r, unsigned int m) {  \
-        mirror<T>(r, m);                                                                          \
+    extern "C" __global__ void __launch_bounds__(256)                                             \
+        corr_3xtf32_##SUFFIX(const T* __restrict__ x, T* __restrict__ zb,                         \
+                             unsigned short* __restrict__ w16, unsigned int m, unsigned int n,    \
+                             unsigned int ldz) {                                                  \
+        split_rows<T>(x, zb, w16, n, ldz);                                                        \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256)                                             \
+        corr_syrk_##SUFFIX(const T* src, unsigned int ld, T* r, unsigned int m) {                 \
+        mirror<T>(src, ld, r, m);                                                                 \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(256)                                             \
         corr_tiled_stats_##SUFFIX(const T* __restrict__ x, double* __restrict__ mean,             \

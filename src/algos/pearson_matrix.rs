@@ -23,7 +23,8 @@
 //! | cuda `corr_tiled` | kbench's: means and norms (one block a series, float64), z transposed through shared memory, then 128 x 128 tiles of Z Z^T on and below the diagonal (8 x 8 per thread, double-buffered shared memory), each written to r and its mirror |
 //! | cuda `corr_syrk` | z, cublas<S/D>syrk (lower), then a mirror kernel for the other triangle |
 //! | cuda `corr_gemm` | z, then cublas<S/D>gemm of the full product (what torch.corrcoef does) |
-//! | cuda `corr_tf32` | float32 only: z rounded to the nearest TF32, then cublasGemmEx on the tensor cores (TF32 inputs, float32 accumulation); held to a looser tolerance, see `TF32_UNIT_ROUNDOFF` |
+//! | cuda `corr_tf32` | float32 only: z rounded to the nearest TF32, then the lower triangle on the tensor cores (TF32 inputs, float32 accumulation) as a few strided-batched cublasGemmEx (`Blas::lower_product`), then corr_syrk's mirror; held to a looser tolerance, see `TF32_UNIT_ROUNDOFF` |
+//! | cuda `corr_3xtf32` | float32 only: z split in two, z = big + small (big TF32), and r = big small^T + small big^T (bfloat16 on the tensor cores, one product of depth 2N) + big big^T (TF32, products of depth `SPLIT_CHUNK` added one to the next): float32's accuracy at tensor-core speed; lower triangles as corr_tf32, then the mirror |
 
 use std::sync::LazyLock;
 
@@ -35,7 +36,7 @@ use super::random_walk::{self, Layout, Walk};
 use super::{
     Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OnDevice, OutputSpec, Spec,
 };
-use crate::device::blas::BlasCall;
+use crate::device::blas::{BlasCall, GemmLayout, Inputs};
 use crate::device::{Arg, DeviceBuf, Dims, Kernel, KernelFile, Launcher};
 use crate::numerics::{compensated_sum, Real};
 use crate::vocab::{DType, Element, Tolerance};
@@ -87,6 +88,12 @@ const BLAS_LAUNCHES: usize = 8;
 /// corr_tf32's unit roundoff: z is rounded to the nearest TF32 value (10 explicit mantissa bits)
 /// by its own kernel, so every product's inputs are within 2^-11 of z (relative).
 const TF32_UNIT_ROUNDOFF: f64 = 1.0 / 2048.0;
+/// corr_3xtf32's depth per product of big big^T, in series elements. The tensor cores truncate
+/// as they accumulate in float32 (each step loses up to an ulp of the running sum), so a sum's
+/// error grows with its length: on an H100, 3xTF32 in one product was off by 7.6e-5 over 8192
+/// elements, 6.9e-6 over 777. Products of 1024, added one to the next by cuBLAS (beta 1, a
+/// rounded float32 add), keep it near 1e-5 for any N.
+const SPLIT_CHUNK: usize = 1024;
 /// Rows of r per rayon task in the `threads` implementation.
 const BAND: usize = 16;
 
@@ -107,9 +114,12 @@ impl Algorithm for PearsonMatrix {
             .scratch_bytes(blas_scratch_bytes),
         // The tensor cores take float32 alone.
         KernelImpl::new("corr_tf32", |p, on| blas(p, on, Product::Tf32))
-            .scratch_bytes(blas_scratch_bytes)
+            .scratch_bytes(lower_scratch_bytes)
             .supports(|p| p.dtype == DType::F32)
             .tolerance(tf32_tolerance),
+        KernelImpl::new("corr_3xtf32", |p, on| blas(p, on, Product::Tf32x3))
+            .scratch_bytes(split_scratch_bytes)
+            .supports(|p| p.dtype == DType::F32),
     ];
 
     fn spec(&self) -> &Spec {
@@ -204,6 +214,38 @@ fn blas_scratch_bytes(p: &Params) -> Option<u64> {
         .checked_add(32 << 20)
 }
 
+/// corr_tf32's scratch: z (of `padded_m` rows), cuBLAS's workspace, and the padded product.
+fn lower_scratch_bytes(p: &Params) -> Option<u64> {
+    padded_scratch_bytes(p, 4)
+}
+
+/// corr_3xtf32's scratch: z's TF32 part (float32) and its bfloat16 operands (three values of
+/// two bytes an element), of `padded_m` rows, cuBLAS's workspace, and the padded product.
+fn split_scratch_bytes(p: &Params) -> Option<u64> {
+    padded_scratch_bytes(p, 4 + 3 * 2)
+}
+
+fn padded_scratch_bytes(p: &Params, z_bytes_per_element: u64) -> Option<u64> {
+    let (m, mp) = (p.walk.m as u64, padded_m(p.walk.m) as u64);
+    let product = match mp == m {
+        true => 0,
+        false => mp.checked_mul(mp)?.checked_mul(4)?,
+    };
+    mp.checked_mul(round_up(p.walk.n as u64, LDZ_ALIGN as u64)?)?
+        .checked_mul(z_bytes_per_element)?
+        .checked_add(32 << 20)?
+        .checked_add(product)
+}
+
+/// The tensor-core products' side: m rounded up to 8 series (32 bytes), the rows past m zero,
+/// so that every block cuBLAS multiplies and writes is 16-byte aligned and a multiple of 8
+/// (its fast kernels need both). On an H100 at m = 8191, n = 8192, corr_tf32 took 5.3 ms
+/// unpadded, 4.2 with only the halves' splits aligned, 2.1 padded (1.97 at 8192). Where that is
+/// not m, the product goes to an mp x mp scratch matrix, from which the mirror copies r.
+fn padded_m(m: usize) -> usize {
+    m.next_multiple_of(8)
+}
+
 /// corr_tf32's inputs carry TF32's rounding, up to u = 2^-11 relative: r moves by at most
 /// 2u sum_k |z_ik z_jk| <= 2u (Cauchy-Schwarz), on top of the float32 tolerance for its
 /// accumulation.
@@ -226,12 +268,14 @@ fn cpu(p: &Params, threaded: bool) -> CpuRun {
 }
 
 /// The product of the cuBLAS kernels: corr_syrk's lower triangle (mirrored by its own kernel),
-/// corr_gemm's full product, or corr_tf32's on the tensor cores.
+/// corr_gemm's full product, or corr_tf32's and corr_3xtf32's lower triangles on the tensor cores
+/// (mirrored as corr_syrk's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Product {
     Syrk,
     Gemm,
     Tf32,
+    Tf32x3,
 }
 
 /// A pipeline over the case's series and r, run once untimed before it is returned: cuBLAS
@@ -315,63 +359,118 @@ fn tiled<'a>(p: &Params, on: OnDevice<'a>) -> Result<Box<dyn Launcher + 'a>> {
     })
 }
 
-/// corr_syrk, corr_gemm and corr_tf32: z, the cuBLAS product, and corr_syrk's mirror.
+/// corr_syrk, corr_gemm, corr_tf32 and corr_3xtf32: z, the cuBLAS product, and the mirror of a
+/// lower triangle.
 fn blas<'a>(p: &Params, on: OnDevice<'a>, product: Product) -> Result<Box<dyn Launcher + 'a>> {
     pipeline(p, on, |pipeline, x, r| {
         let (m, n, dtype, gpu) = (p.walk.m, p.walk.n, p.dtype, on.gpu);
         let k = |name: &str| gpu.kernel(&format!("{name}_{}", dtype.name()));
-        let own = || on.function(dtype);
         let (m32, n32) = (u32_of(m, "m")?, u32_of(n, "n")?);
-        let tf32 = product == Product::Tf32;
-        if tf32 && dtype != DType::F32 {
+        if matches!(product, Product::Tf32 | Product::Tf32x3) && dtype != DType::F32 {
             bail!(
-                "corr_tf32 multiplies on the TF32 tensor cores, which take float32, not \
-                 {dtype}"
+                "{} multiplies on the TF32 tensor cores, which take float32, not {dtype}",
+                on.kernel
             );
         }
         let ldz = n.div_ceil(LDZ_ALIGN) * LDZ_ALIGN;
-        let z = gpu.alloc(dtype, m.checked_mul(ldz).context("overflow")?)?;
+        let ldz32 = u32_of(ldz, "n")?;
+        // The tensor-core products' z has `padded_m` rows, zeros past m (allocations start
+        // zeroed, and the normalisation writes m rows).
+        let mp = match product {
+            Product::Tf32 | Product::Tf32x3 => padded_m(m),
+            _ => m,
+        };
+        let z = gpu.alloc(dtype, mp.checked_mul(ldz).context("overflow")?)?;
+        // corr_3xtf32's bfloat16 operands: rows of [big, small, big], 3 ldz values, two to each
+        // 4-byte element.
+        let bf16 = match product {
+            Product::Tf32x3 => Some(gpu.alloc(
+                DType::F32,
+                mp.checked_mul(3 * ldz / 2).context("overflow")?,
+            )?),
+            _ => None,
+        };
         // corr_syrk multiplies the z of corr_gemm's normalisation (its entry in the kernel
-        // file); corr_tf32 rounds z to TF32 in its own.
+        // file); the others normalise in their own.
         let normalize = match product {
             Product::Syrk => k("corr_gemm")?,
-            Product::Gemm | Product::Tf32 => own()?,
+            _ => on.function(dtype)?,
         };
-        pipeline.kernel(
-            normalize,
-            Dims::linear(m32, 256, 0),
-            vec![
-                x.arg(),
-                z.arg(),
-                Arg::U32(m32),
-                Arg::U32(n32),
-                Arg::U32(u32_of(ldz, "n")?),
-            ],
-        );
+        let mut args = vec![x.arg(), z.arg()];
+        args.extend(bf16.as_ref().map(|b| b.arg()));
+        args.extend([Arg::U32(m32), Arg::U32(n32), Arg::U32(ldz32)]);
+        pipeline.kernel(normalize, Dims::linear(m32, 256, 0), args);
         let blas = gpu.blas()?;
         // z, row-major M x N with row stride ldz, is column-major N x M (lda = ldz):
         // A^T A is r, M x M, column-major = row-major since it is symmetric.
-        let call = if product == Product::Syrk {
-            blas.syrk(true, m, n, &z, ldz, r, m)?
-        } else {
-            blas.gemm((true, false), (m, m, n), (&z, ldz), (&z, ldz), (r, m), tf32)?
+        let z_at = |offset| (&z, offset, ldz);
+        // The padded product: r itself where mp = m, else a scratch matrix the mirror copies.
+        let c_scratch = match mp == m {
+            true => None,
+            false => Some(gpu.alloc(dtype, mp.checked_mul(mp).context("overflow")?)?),
         };
-        pipeline.steps.push(Step::Blas(call));
-        pipeline.launches += BLAS_LAUNCHES;
-        if product == Product::Syrk {
+        let (c, ldc) = ((c_scratch.as_ref().unwrap_or(r), 0, mp), mp);
+        let calls = match product {
+            Product::Syrk => vec![blas.syrk(true, m, n, &z, ldz, r, m)?],
+            Product::Gemm => vec![blas.gemm(
+                (true, false),
+                (m, m, n),
+                [&z, &z, r],
+                &GemmLayout::whole([ldz, ldz, m]),
+                Inputs::Native,
+                false,
+            )?],
+            Product::Tf32 => blas.lower_product((mp, ldz), z_at(0), z_at(0), c, Inputs::Tf32, false)?,
+            Product::Tf32x3 => {
+                // big small^T + small big^T: [big, small] times [small, big], one product of
+                // depth 2 ldz in bfloat16 (its terms are 2^-11 of r's, so 8 bits are plenty).
+                let bf16 = bf16.as_ref().context("corr_3xtf32's bfloat16 operands")?;
+                let mut calls = blas.lower_product(
+                    (mp, 2 * ldz),
+                    (bf16, 0, 3 * ldz),
+                    (bf16, ldz, 3 * ldz),
+                    c,
+                    Inputs::Bf16,
+                    false,
+                )?;
+                // Then big big^T in TF32, added chunk by chunk (`SPLIT_CHUNK`).
+                for start in (0..ldz).step_by(SPLIT_CHUNK) {
+                    let depth = SPLIT_CHUNK.min(ldz - start);
+                    calls.extend(blas.lower_product(
+                        (mp, depth),
+                        z_at(start),
+                        z_at(start),
+                        c,
+                        Inputs::Tf32,
+                        true,
+                    )?);
+                }
+                calls
+            }
+        };
+        for call in calls {
+            pipeline.steps.push(Step::Blas(call));
+            pipeline.launches += BLAS_LAUNCHES;
+        }
+        if product != Product::Gemm {
             // Column-major lower = row-major upper; the mirror fills the rest.
             let blocks = triangle(m.div_ceil(32), on.kernel)?;
             pipeline.kernel(
-                own()?,
+                k("corr_syrk")?,
                 Dims {
                     grid: (blocks, 1, 1),
                     block: (32, 8, 1),
                     shared_bytes: 0,
                 },
-                vec![r.arg(), Arg::U32(m32)],
+                vec![
+                    c.0.arg(),
+                    Arg::U32(u32_of(ldc, "m")?),
+                    r.arg(),
+                    Arg::U32(m32),
+                ],
             );
         }
-        pipeline.scratch = vec![z];
+        pipeline.scratch = [Some(z), bf16, c_scratch].into_iter().flatten().collect();
         Ok(())
     })
 }

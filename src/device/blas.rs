@@ -157,6 +157,11 @@ impl Blas {
         accumulate: bool,
     ) -> Result<BlasCall<'a>> {
         let dtype = match inputs {
+            Inputs::Bf16 if a.dtype != DType::F32 || b.dtype != DType::F32 => bail!(
+                "bfloat16 A and B are held two to each element of a float32 buffer, not {} and {}",
+                a.dtype,
+                b.dtype
+            ),
             Inputs::Bf16 => same_float_dtype(&[c])?,
             _ => same_float_dtype(&[a, b, c])?,
         };
@@ -182,9 +187,15 @@ impl Blas {
                 _ => buf.dtype.size_bytes() as usize,
             };
             let len = buf.len * buf.dtype.size_bytes() as usize / element_bytes;
+            // The elements from the batch's last matrix on.
             check_shape(name, len.saturating_sub(last), rows, cols, layout.lds[i])?;
             let first = buf.ptr + (layout.offsets[i] * element_bytes) as u64;
-            let stride = i64::try_from(layout.strides[i])?;
+            let stride = i64::try_from(layout.strides[i]).map_err(|_| {
+                anyhow!(
+                    "matrix {name}: batch stride {} overflows",
+                    layout.strides[i]
+                )
+            })?;
             matrices[i] = (first, int(layout.lds[i])?, stride);
         }
         Ok(BlasCall {
@@ -242,7 +253,7 @@ pub enum Inputs {
     /// float32, multiplied on the tensor cores as TF32 (10-bit mantissas) with float32
     /// accumulation (CUBLAS_COMPUTE_32F_FAST_TF32).
     Tf32,
-    /// bfloat16 (8-bit mantissas), two to each element of a 4-byte buffer, multiplied on the
+    /// bfloat16 (8-bit mantissas), two to each element of a float32 buffer, multiplied on the
     /// tensor cores with float32 accumulation into a float32 C; offsets, leading dimensions and
     /// strides count bfloat16 values.
     Bf16,
@@ -348,6 +359,8 @@ fn lower_triangle_blocks(n: usize, leaf: usize) -> Vec<BlockBatch> {
         levels.push(level);
         ranges = halves;
     }
+    // The leaves come from several levels where the halves differ in size: row order again.
+    diagonal.sort_unstable();
     levels.push(diagonal);
     let mut batches: Vec<BlockBatch> = Vec::new();
     for level in levels {
@@ -358,8 +371,12 @@ fn lower_triangle_blocks(n: usize, leaf: usize) -> Vec<BlockBatch> {
                     batch.first.0 + (batch.count - 1) * batch.step.0,
                     batch.first.1 + (batch.count - 1) * batch.step.1,
                 );
-                let step = (at.0 - last.0, at.1 - last.1);
-                if size == batch.size && (batch.count == 1 || step == batch.step) {
+                // Blocks of a level are in row and column order (checked, not assumed: a block
+                // before the last one starts a batch of its own).
+                let step = at.0.checked_sub(last.0).zip(at.1.checked_sub(last.1));
+                if let Some(step) = step
+                    .filter(|&step| size == batch.size && (batch.count == 1 || step == batch.step))
+                {
                     batch.step = step;
                     batch.count += 1;
                     continue;
@@ -445,7 +462,8 @@ fn same_float_dtype(buffers: &[&DeviceBuf]) -> Result<DType> {
     Ok(dtype)
 }
 
-/// Checks that `len` elements hold a column-major rows x cols matrix with leading dimension `ld`.
+/// Checks that `len` elements (from the matrix's first on) hold a column-major rows x cols matrix
+/// with leading dimension `ld`.
 fn check_shape(name: &str, len: usize, rows: usize, cols: usize, ld: usize) -> Result<()> {
     if ld < rows.max(1) {
         bail!("matrix {name}: leading dimension {ld} < {rows} rows");
@@ -458,7 +476,10 @@ fn check_shape(name: &str, len: usize, rows: usize, cols: usize, ld: usize) -> R
             .ok_or_else(|| anyhow!("matrix {name}: size overflows"))?,
     };
     if needed > len {
-        bail!("matrix {name} ({rows} x {cols}, ld {ld}) needs {needed} elements, its buffer has {len}");
+        bail!(
+            "matrix {name} ({rows} x {cols}, ld {ld}) needs {needed} elements from its first, its \
+             buffer has {len} from there"
+        );
     }
     Ok(())
 }
@@ -771,20 +792,22 @@ mod tests {
 
     #[test]
     fn the_lower_triangle_blocks_cover_it_once_and_leave_the_upper_one_outside_the_leaves() {
-        for n in [0, 1, 2, 3, 7, 8, 9, 17, 64, 100, 131, 257] {
-            for leaf in [1, 4, 8, 32] {
-                let covered = coverage(n, leaf);
-                for i in 0..n {
-                    for j in 0..n {
-                        let times = covered[i * n + j];
-                        if i >= j {
-                            assert_eq!(times, 1, "n {n} leaf {leaf}: ({i}, {j}) {times} times");
-                        } else {
-                            // Above the diagonal only inside a diagonal block, at most a leaf.
-                            assert!(times <= 1, "n {n} leaf {leaf}: ({i}, {j}) {times} times");
-                            if times == 1 {
-                                assert!(j - i < leaf, "n {n} leaf {leaf}: ({i}, {j})");
-                            }
+        let small = [0, 1, 2, 3, 7, 8, 9, 17, 64, 100, 131, 257]
+            .into_iter()
+            .flat_map(|n| [1, 4, 8, 32].map(|leaf| (n, leaf)));
+        // Halves of unequal sizes, whose leaves come from different levels.
+        for (n, leaf) in small.chain([(1_032, 512), (2_056, 512)]) {
+            let covered = coverage(n, leaf);
+            for i in 0..n {
+                for j in 0..n {
+                    let times = covered[i * n + j];
+                    if i >= j {
+                        assert_eq!(times, 1, "n {n} leaf {leaf}: ({i}, {j}) {times} times");
+                    } else {
+                        // Above the diagonal only inside a diagonal block, at most a leaf.
+                        assert!(times <= 1, "n {n} leaf {leaf}: ({i}, {j}) {times} times");
+                        if times == 1 {
+                            assert!(j - i < leaf, "n {n} leaf {leaf}: ({i}, {j})");
                         }
                     }
                 }

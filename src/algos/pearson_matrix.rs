@@ -279,6 +279,14 @@ enum Product {
     Tf32x3,
 }
 
+impl Product {
+    /// corr_tf32's and corr_3xtf32's: float32 only, their lower triangle by `Blas::lower_product`
+    /// over `padded_m` series.
+    fn on_tensor_cores(self) -> bool {
+        matches!(self, Product::Tf32 | Product::Tf32x3)
+    }
+}
+
 /// A pipeline over the case's series and r, run once untimed before it is returned: cuBLAS
 /// loads its kernels and picks its algorithm on its first call, which must not happen while a
 /// sample waits behind the held stream.
@@ -367,7 +375,7 @@ fn blas<'a>(p: &Params, on: OnDevice<'a>, product: Product) -> Result<Box<dyn La
         let (m, n, dtype, gpu) = (p.walk.m, p.walk.n, p.dtype, on.gpu);
         let k = |name: &str| gpu.kernel(&format!("{name}_{}", dtype.name()));
         let (m32, n32) = (u32_of(m, "m")?, u32_of(n, "n")?);
-        if matches!(product, Product::Tf32 | Product::Tf32x3) && dtype != DType::F32 {
+        if product.on_tensor_cores() && dtype != DType::F32 {
             bail!(
                 "{} multiplies on the tensor cores, whose products here take float32, not {dtype}",
                 on.kernel
@@ -377,10 +385,7 @@ fn blas<'a>(p: &Params, on: OnDevice<'a>, product: Product) -> Result<Box<dyn La
         let ldz32 = u32_of(ldz, "n")?;
         // The tensor-core products' z has `padded_m` rows, zeros past m (allocations start
         // zeroed, and the normalisation writes m rows).
-        let mp = match product {
-            Product::Tf32 | Product::Tf32x3 => padded_m(m),
-            _ => m,
-        };
+        let mp = if product.on_tensor_cores() { padded_m(m) } else { m };
         let z = gpu.alloc(dtype, mp.checked_mul(ldz).context("overflow")?)?;
         // corr_3xtf32's bfloat16 operands: rows of [big, small, big], 3 ldz values, two to each
         // 4-byte element.

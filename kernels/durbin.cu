@@ -41,6 +41,13 @@
 //       dynamic shared = n * sizeof(T); mode 0: y updated in place in `out`, dynamic shared = 0.
 //       Above 48 KiB the host must raise the function's dynamic shared limit first.
 //
+//   durbin_schur_<t>_j<J>(const T* r, T* out, n, unsigned long long* step_ns)         pb42 only
+//       grid = 1, no dynamic shared: one block runs all n steps with the whole state in registers,
+//       J slots a thread, so B * J >= n + 2 (J from the list at the end of this file, each with its
+//       largest block in __launch_bounds__; src/algos/durbin.rs keeps the same table). B is a
+//       multiple of 32. step_ns is null, or n + 1 elements: %globaltimer at the start of each step
+//       and at the end.
+//
 // Sums accumulate in T. The output is written completely by every variant (n >= 1).
 
 #include "common.cuh"
@@ -308,6 +315,159 @@ __device__ __forceinline__ void persistent_dispatch(const T* __restrict__ r, T* 
 }
 
 // ---------------------------------------------------------------------------------------------
+// 4. Schur: no dot products. Levinson's y is the polynomial A_k(z) = 1 + sum_i y[i] z^(i+1), and
+// with its reverse B_k(z) = z^k A_k(1/z) one step is
+//     A_{k+1} = A_k + alpha_k z B_k,        B_{k+1} = z B_k + alpha_k A_k,
+// coefficient by coefficient a'_s = a_s + alpha b_{s-1}, b'_s = b_{s-1} + alpha a_s. The dot
+// product r[k] + dot_k is f_k(k+1), where f_k(j) = sum_l a_l c_{j-l} and g_k(j) = sum_l b_l c_{j-l}
+// (c_0 = 1, c_j = r[j-1]) follow the same two lines (Schur's algorithm):
+//     f_{k+1}(j) = f_k(j) + alpha g_k(j-1),  g_{k+1}(j) = g_k(j-1) + alpha f_k(j).
+// Step k needs a_s, b_s for s <= k+1 and f_k(j), g_k(j-1) for j >= k+2, so one row of n + 2 slots
+// (x, w) holds both: slot s is (a_s, b_s) for s <= k+1 and (f(s-1), g(s-1)) above, and every slot
+// takes x' = x + alpha w_{s-1}, w' = w_{s-1} + alpha x. Where the halves meet, slot k+1's x must
+// be a_{k+1} = 0 before step k; it holds f_k(k), which Levinson's alpha makes zero up to rounding
+// (for k >= 1; slot 1 starts at 0). That holds for pb42 alone: pb32's alpha is not Levinson's, so
+// the kernel computes only pb42 (the host's `supports`). Initially slot 0 is (1, 1), slot 1
+// (0, 1), and slot s >= 2 (r[s-2], r[s-2]).
+//
+// Each thread holds J consecutive slots in registers; the row starts at -pad (slots below 0 stay
+// zero, so they need no test), so every thread holds exactly J and the slot before a thread's
+// first is its left neighbour's last: a shuffle in the warp, and for lane 0 the previous warp's
+// last w, published before the step's barrier. alpha_{k+1} needs f_{k+1}(k+2), slot k+3's x after
+// step k, from its owner through shared memory; the barrier is the step's only one. A step is
+// 2 B J fused multiply-adds (at least 2 (n + 2)) spread over the block, no reduction, and two
+// shared-memory values.
+// beta comes from the scalar recurrence, as in the other kernels.
+
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long ns;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+    return ns;
+}
+
+// 1 / b without the IEEE division's slow-path call, whose calling convention costs registers
+// around it: the hardware's approximation and Newton steps (two for double, one for float), within
+// an ulp or two of the division for the normal, positive beta of a stable recursion.
+__device__ __forceinline__ double reciprocal(double b) {
+    double r;
+    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(b));
+    r = fma(r, fma(-b, r, 1.0), r);
+    return fma(r, fma(-b, r, 1.0), r);
+}
+
+__device__ __forceinline__ float reciprocal(float b) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(b));
+    return fmaf(r, fmaf(-b, r, 1.0f), r);
+}
+
+// *dst = a[i], i known only at run time: a switch, so the one thread concerned jumps to its
+// case (a loop of comparisons would put a select per register in its step). The cases only read
+// the registers: a case that wrote one made the compiler copy every register at the join.
+#define KBENCH_CASES_8(M, B) M(B + 0) M(B + 1) M(B + 2) M(B + 3) M(B + 4) M(B + 5) M(B + 6) M(B + 7)
+#define KBENCH_STORE_CASE(q)          \
+    case q:                           \
+        *dst = a[(q) < N ? (q) : 0]; \
+        break;
+
+template <typename T, int N>
+__device__ __forceinline__ void store_at(const T (&a)[N], int i, T* dst) {
+    static_assert(N <= 64, "store_at has 64 cases");
+    switch (i) {
+        KBENCH_CASES_8(KBENCH_STORE_CASE, 0)
+        KBENCH_CASES_8(KBENCH_STORE_CASE, 8)
+        KBENCH_CASES_8(KBENCH_STORE_CASE, 16)
+        KBENCH_CASES_8(KBENCH_STORE_CASE, 24)
+        KBENCH_CASES_8(KBENCH_STORE_CASE, 32)
+        KBENCH_CASES_8(KBENCH_STORE_CASE, 40)
+        KBENCH_CASES_8(KBENCH_STORE_CASE, 48)
+        KBENCH_CASES_8(KBENCH_STORE_CASE, 56)
+        default:
+            break;
+    }
+}
+#undef KBENCH_STORE_CASE
+#undef KBENCH_CASES_8
+
+template <typename T, int J>
+__device__ __forceinline__ void schur(const T* __restrict__ r, T* __restrict__ out, unsigned int n,
+                                      unsigned long long* __restrict__ step_ns) {
+    constexpr int form = 0;  // pb42 (see above)
+    __shared__ T f_next[2];      // f_{k+1}(k+2), by step parity (step 0 needs none)
+    __shared__ T edge_w[2][32];  // each warp's last w, by step parity
+    const unsigned int B = blockDim.x;
+    const unsigned int t = threadIdx.x;
+    const unsigned int lane = t & 31u;
+    const unsigned int warp = t >> 5;
+    const int pad = (int)(B * J) - (int)(n + 2);  // >= 0: the host's contract
+    const int first = (int)(t * J) - pad;         // the slot of x[0], w[0]
+
+    T x[J], w[J];
+#pragma unroll
+    for (int q = 0; q < J; ++q) {
+        const int s = first + q;
+        const T v = s < 0 ? T(0) : (s <= 1 ? T(1) : r[s - 2]);
+        x[q] = s == 1 ? T(0) : v;  // a_1 = 0; f_0(0) is never read
+        w[q] = v;
+    }
+    if (lane == 31u) {
+        edge_w[0][warp] = w[J - 1];
+    }
+    T alpha = first_alpha(form, r[0]);
+    T beta = T(1);
+    T beta_next = next_beta(form, alpha, beta);
+    T inv_beta_next = reciprocal(beta_next);
+    __syncthreads();
+
+    for (unsigned int k = 0; k < n; ++k) {
+        if (step_ns != nullptr && t == 0) {
+            step_ns[k] = global_ns();
+        }
+        const unsigned int now = k & 1u;
+        const unsigned int next = now ^ 1u;
+        if (k > 0) {
+            const T f = f_next[now];
+            beta = beta_next;
+            alpha = -f * inv_beta_next;
+            beta_next = next_beta(form, alpha, beta);
+            inv_beta_next = reciprocal(beta_next);
+        }
+        T left = __shfl_up_sync(0xffffffffu, w[J - 1], 1);
+        if (lane == 0) {
+            left = warp == 0 ? T(0) : edge_w[now][warp - 1];
+        }
+        // From the top down, so w[q - 1] is still this step's input when slot q reads it.
+#pragma unroll
+        for (int q = J - 1; q >= 0; --q) {
+            const T w_left = q > 0 ? w[q - 1] : left;
+            const T xq = x[q];
+            x[q] = xq + alpha * w_left;
+            w[q] = w_left + alpha * xq;
+        }
+        // alpha_{k+1}'s numerator f_{k+1}(k+2) is slot k+3's x, register `at` of its thread.
+        const int at = (int)k + 3 - first;
+        if (at >= 0 && at < J) {
+            store_at(x, at, &f_next[next]);
+        }
+        if (lane == 31u) {
+            edge_w[next][warp] = w[J - 1];
+        }
+        __syncthreads();
+    }
+    if (step_ns != nullptr && t == 0) {
+        step_ns[n] = global_ns();
+    }
+
+#pragma unroll
+    for (int q = 0; q < J; ++q) {
+        const int s = first + q;
+        if (s >= 1 && s <= (int)n) {
+            out[s - 1] = x[q];
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // extern "C" entry points: one set per element type.
 
 #define KBENCH_DURBIN_KERNELS(SUFFIX, T)                                                          \
@@ -344,3 +504,37 @@ __device__ __forceinline__ void persistent_dispatch(const T* __restrict__ r, T* 
 
 KBENCH_DURBIN_KERNELS(f32, float)
 KBENCH_DURBIN_KERNELS(f64, double)
+
+// durbin_schur's slots a thread, each with the largest block at which ptxas (sm_90) fits its
+// 2 J values of T a thread, and the rest, in registers without spilling (64 Ki registers a block):
+// the launch bounds give ptxas that budget.
+#define KBENCH_DURBIN_SCHUR(SUFFIX, T, J, MAX_BLOCK)                                             \
+    extern "C" __global__ void __launch_bounds__(MAX_BLOCK, 1)                                    \
+    durbin_schur_##SUFFIX##_j##J(const T* __restrict__ r, T* __restrict__ out, unsigned int n,    \
+                                 unsigned long long* __restrict__ step_ns) {                      \
+        schur<T, J>(r, out, n, step_ns);                                                          \
+    }
+
+KBENCH_DURBIN_SCHUR(f32, float, 1, 1024)
+KBENCH_DURBIN_SCHUR(f32, float, 2, 1024)
+KBENCH_DURBIN_SCHUR(f32, float, 4, 1024)
+KBENCH_DURBIN_SCHUR(f32, float, 8, 1024)
+KBENCH_DURBIN_SCHUR(f32, float, 10, 1024)
+KBENCH_DURBIN_SCHUR(f32, float, 12, 1024)
+KBENCH_DURBIN_SCHUR(f32, float, 16, 1024)
+KBENCH_DURBIN_SCHUR(f32, float, 20, 512)
+KBENCH_DURBIN_SCHUR(f32, float, 24, 512)
+KBENCH_DURBIN_SCHUR(f32, float, 32, 512)
+KBENCH_DURBIN_SCHUR(f32, float, 40, 256)
+KBENCH_DURBIN_SCHUR(f32, float, 48, 256)
+KBENCH_DURBIN_SCHUR(f64, double, 1, 1024)
+KBENCH_DURBIN_SCHUR(f64, double, 2, 1024)
+KBENCH_DURBIN_SCHUR(f64, double, 4, 1024)
+KBENCH_DURBIN_SCHUR(f64, double, 8, 1024)
+KBENCH_DURBIN_SCHUR(f64, double, 10, 512)
+KBENCH_DURBIN_SCHUR(f64, double, 12, 512)
+KBENCH_DURBIN_SCHUR(f64, double, 16, 512)
+KBENCH_DURBIN_SCHUR(f64, double, 20, 256)
+KBENCH_DURBIN_SCHUR(f64, double, 24, 256)
+KBENCH_DURBIN_SCHUR(f64, double, 32, 256)
+KBENCH_DURBIN_SCHUR(f64, double, 40, 256)

@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 mod figure;
+pub mod step_latency;
 pub use figure::Figure;
 
 use crate::vocab::{Backend, CacheMode, HostMemory, Params, Scope, TimingMode, Tolerance};

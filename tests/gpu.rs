@@ -7,6 +7,7 @@ mod common;
 
 use common::{assert_all_passed, run_study, QUICK};
 use kbench::device::KernelSource;
+use kbench::record::step_latency::StepLatency;
 use kbench::record::{CaseResult, CaseStatus, TimerMethod};
 use kbench::vocab::ParamValue;
 
@@ -261,6 +262,38 @@ fn durbin_persistent_falls_back_to_global_memory_and_other_scopes_check_out() {
         .as_deref()
         .unwrap()
         .contains("1999 launches"));
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn durbin_schur_reports_its_per_step_latency_from_inside_the_kernel() {
+    let text = format!(
+        "[study]\nname = \"gpu-durbin-steps\"\nalgorithm = \"durbin\"\nseed = 23\n\
+         [grid]\nn = [1, 997, 10_000]\ndtype = \"f64\"\nblock = 256\n\
+         [[variant]]\nname = \"schur\"\nbackend = \"cuda\"\nkernel = \"durbin_schur\"\n{QUICK}"
+    );
+    let cases = run_manifest(&text, KernelSource::default());
+    assert_eq!(cases.len(), 3);
+    assert_all_passed(&cases);
+    for case in &cases {
+        let Some(ParamValue::Int(n)) = case.params.get("n") else {
+            panic!("n: {:?}", case.params)
+        };
+        let steps = StepLatency::from_facts(&case.facts)
+            .unwrap_or_else(|| panic!("n = {n}: no step latency in {:?}", case.facts));
+        assert_eq!(steps.steps, *n as u64);
+        assert_eq!(steps.bins.iter().map(|b| b.2).sum::<u64>(), *n as u64);
+        // The steps run inside the timed kernel: together they cannot exceed the median run.
+        let median_s = case.summary.as_ref().unwrap().median_s;
+        assert!(
+            steps.mean_ns * 1e-9 * (*n as f64) <= median_s * 1.05,
+            "n = {n}"
+        );
+        assert!(steps.max_ns * 1e-9 <= median_s, "n = {n}");
+        if *n > 100 {
+            assert!(steps.mean_ns > 0.0, "n = {n}");
+        }
+    }
 }
 
 #[test]

@@ -37,8 +37,12 @@ fn every_kernel_compiles_for_hopper_and_ampere() {
             .filter(|k| !spec.library_kernels.contains(k))
         {
             for dtype in &dtypes {
+                // A launcher may pick among several entries of one dtype (durbin_schur_f64_j40).
                 let found = match dtype {
-                    Some(d) => ptx.contains(&format!(".entry {kernel}_{}(", d.name())),
+                    Some(d) => {
+                        ptx.contains(&format!(".entry {kernel}_{}(", d.name()))
+                            || ptx.contains(&format!(".entry {kernel}_{}_", d.name()))
+                    }
                     None => {
                         ptx.contains(&format!(".entry {kernel}("))
                             || ptx.contains(&format!(".entry {kernel}_"))
@@ -52,6 +56,37 @@ fn every_kernel_compiles_for_hopper_and_ampere() {
             }
         }
     }
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn durbin_schurs_entries_have_the_slots_and_launch_bounds_of_its_table() {
+    nvrtc::nvrtc_present().unwrap_or_else(|e| panic!("{e}"));
+    let files: Vec<_> = (kbench::algos::kernel_files().into_iter())
+        .filter(|f| f.name == "durbin.cu")
+        .collect();
+    let compiled = nvrtc::compile_all(&KernelSource::default(), &files, &["sm_90".to_string()])
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let ptx = &compiled[0].ptx;
+    let mut entries = 0;
+    for &(slots, f32_block, f64_block) in kbench::algos::durbin::SCHUR_SLOTS {
+        for (dtype, block) in [("f32", f32_block), ("f64", f64_block)] {
+            let entry = format!(".entry durbin_schur_{dtype}_j{slots}(");
+            let Some(at) = ptx.find(&entry) else {
+                assert_eq!(block, 0, "{entry} is in the table but not in durbin.cu");
+                continue;
+            };
+            assert_ne!(block, 0, "{entry} is in durbin.cu but not in the table");
+            // The directives follow the parameter list: `.maxntid B, 1, 1`.
+            let directives = &ptx[at..at + ptx[at..].find('{').unwrap()];
+            assert!(
+                directives.contains(&format!(".maxntid {block}, 1, 1")),
+                "{entry}: {directives}"
+            );
+            entries += 1;
+        }
+    }
+    assert_eq!(ptx.matches(".entry durbin_schur_").count(), entries);
 }
 
 #[test]

@@ -31,6 +31,7 @@ use super::{
 };
 use crate::device::{Arg, DeviceBuf, Dims, Gpu, Graph, Kernel, KernelFile, Launcher};
 use crate::numerics::{compensated_sum, Real};
+use crate::record::step_latency;
 use crate::vocab::{DType, HostData, Tolerance};
 use crate::{choice, with_float_dtype};
 
@@ -269,6 +270,22 @@ impl Algorithm for Durbin {
             let persistent = Persistent::new(on.gpu, shape, on.function(p.dtype)?, r, y)?;
             Ok(Box::new(persistent))
         }),
+        KernelImpl::new("durbin_schur", |p, on| {
+            let (shape, r, y) = on_device(p, &on)?;
+            let slots = schur_slots(p).context("durbin_schur does not fit this n and block")?;
+            let kernel = on.gpu.kernel(&format!(
+                "durbin_schur_{}_j{slots}",
+                p.dtype.name()
+            ))?;
+            Ok(Box::new(Schur {
+                gpu: on.gpu,
+                shape,
+                kernel,
+                r,
+                out: y,
+            }))
+        })
+        .supports(|p| p.form == Form::Pb42 && schur_slots(p).is_some()),
     ];
 
     fn spec(&self) -> &Spec {
@@ -797,6 +814,105 @@ impl Launcher for Persistent<'_> {
     }
 }
 
+/// `durbin_schur`'s instantiations: (slots a thread, largest block in float32, in float64), as
+/// `kernels/durbin.cu` declares them. The blocks are the largest at which ptxas fits the 2 J
+/// values a thread in registers without spilling (sm_90; 0: no instantiation; the
+/// kernels_compile test checks the file against this table).
+pub const SCHUR_SLOTS: &[(u32, u32, u32)] = &[
+    (1, 1024, 1024),
+    (2, 1024, 1024),
+    (4, 1024, 1024),
+    (8, 1024, 1024),
+    (10, 1024, 512),
+    (12, 1024, 512),
+    (16, 1024, 512),
+    (20, 512, 256),
+    (24, 512, 256),
+    (32, 512, 256),
+    (40, 256, 256),
+    (48, 256, 0),
+];
+
+/// The slots a thread of `durbin_schur` holds for this case: the fewest of `SCHUR_SLOTS` whose
+/// block holds the n + 2 slots, None where none does (n + 2 > 40 x 256 in float64) or where the
+/// block is not whole warps.
+pub fn schur_slots(p: &Params) -> Option<u32> {
+    // Whole warps: the kernel shuffles with a full mask.
+    let block = p.block.filter(|b| b % 32 == 0)?;
+    let per_thread = (p.n as u64 + 2).div_ceil(u64::from(block.max(1)));
+    SCHUR_SLOTS
+        .iter()
+        .find(|&&(slots, f32_block, f64_block)| {
+            let largest = if p.dtype == DType::F64 {
+                f64_block
+            } else {
+                f32_block
+            };
+            u64::from(slots) >= per_thread && block <= largest
+        })
+        .map(|&(slots, _, _)| slots)
+}
+
+/// `durbin_schur`: one launch of one block, the state in registers.
+struct Schur<'a> {
+    gpu: Gpu<'a>,
+    shape: Shape,
+    kernel: Kernel,
+    r: &'a DeviceBuf,
+    out: &'a DeviceBuf,
+}
+
+impl Schur<'_> {
+    /// One run; `step_ns` null, or a buffer of n + 1 64-bit elements for the step stamps.
+    fn launch_stamped(&self, step_ns: Arg) -> Result<()> {
+        // SAFETY: signature (const T* r, T* out, unsigned int n, unsigned long long* step_ns).
+        // r and out hold n elements and are distinct allocations; the kernel was chosen by
+        // `schur_slots`, so blockDim x J >= n + 2, blockDim is whole warps and within its launch
+        // bounds;
+        // step_ns is null or holds n + 1 elements. (It computes pb42 alone: `supports`.)
+        unsafe {
+            self.kernel.launch(
+                Dims::linear(1, self.shape.block, 0),
+                &[
+                    self.r.arg(),
+                    self.out.arg(),
+                    Arg::U32(self.shape.n),
+                    step_ns,
+                ],
+            )
+        }
+    }
+}
+
+impl Launcher for Schur<'_> {
+    fn launch(&mut self) -> Result<()> {
+        if self.shape.n == 0 {
+            return Ok(()); // an empty y: nothing to compute or write
+        }
+        self.launch_stamped(Arg::Ptr(0))
+    }
+
+    /// The latency of each step inside the kernel: one more run in which thread 0 reads
+    /// `%globaltimer` as each step starts and after the last (`record::step_latency`).
+    fn facts(&mut self) -> Result<Vec<(String, f64)>> {
+        let stamps_len = self.shape.n as usize + 1;
+        if stamps_len == 1 {
+            return Ok(Vec::new());
+        }
+        // The stamps are 64-bit integers; kbench's buffers are typed by the cases' element types,
+        // so they live in a float64 buffer of the same size and are read back as bits.
+        let stamps = self.gpu.alloc(DType::F64, stamps_len)?;
+        self.launch_stamped(stamps.arg())?;
+        let mut host = HostData::F64(vec![0.0; stamps_len]);
+        stamps.copy_to_host(&mut host)?;
+        let HostData::F64(bits) = host else {
+            unreachable!("a float64 buffer reads back as float64");
+        };
+        let stamps_ns: Vec<u64> = bits.iter().map(|v| v.to_bits()).collect();
+        Ok(step_latency::facts_from_stamps(&stamps_ns))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1063,6 +1179,113 @@ mod tests {
             dot = partials.iter().sum::<f64>() + r[0] * alpha;
         }
         y
+    }
+
+    /// `durbin_schur`'s schedule on the CPU, thread by thread: the J slots a thread, the row
+    /// started at -pad, each thread's left neighbour read before any thread writes (the
+    /// kernel's shuffle and edge values), alpha from slot k + 2's x and 1 / beta as a product.
+    fn schur_model<T: Real>(r: &[T], block: usize, slots: usize) -> Vec<T> {
+        let form = Form::Pb42;
+        let n = r.len();
+        let pad = block * slots - (n + 2);
+        let start = |i: usize, one: T| match i.checked_sub(pad) {
+            None => T::ZERO,
+            Some(0) => T::ONE,
+            Some(1) => one,
+            Some(s) => r[s - 2],
+        };
+        let mut x: Vec<T> = (0..block * slots).map(|i| start(i, T::ZERO)).collect();
+        let mut w: Vec<T> = (0..block * slots).map(|i| start(i, T::ONE)).collect();
+        let mut alpha = form.first_alpha(r[0]);
+        let mut beta = T::ONE;
+        let mut beta_next = form.next_beta(alpha, beta);
+        for k in 0..n {
+            if k > 0 {
+                let f = x[pad + k + 2];
+                beta = beta_next;
+                alpha = -f * (T::ONE / beta_next);
+                beta_next = form.next_beta(alpha, beta);
+            }
+            let lefts: Vec<T> = (0..block)
+                .map(|t| match t {
+                    0 => T::ZERO,
+                    _ => w[t * slots - 1],
+                })
+                .collect();
+            for (t, &left) in lefts.iter().enumerate() {
+                for q in (0..slots).rev() {
+                    let i = t * slots + q;
+                    let w_left = if q > 0 { w[i - 1] } else { left };
+                    let xq = x[i];
+                    x[i] = xq + alpha * w_left;
+                    w[i] = w_left + alpha * xq;
+                }
+            }
+        }
+        x[pad + 1..pad + 1 + n].to_vec()
+    }
+
+    #[test]
+    fn the_schur_kernels_schedule_computes_the_recursion() {
+        for n in [1, 2, 3, 7, 33, 999, 1000, 4097] {
+            for block in [32, 64, 1024] {
+                for dtype in [DType::F32, DType::F64] {
+                    let p = Params {
+                        block: Some(block as u32),
+                        ..params(n, dtype, Form::Pb42, Init::Random)
+                    };
+                    let Some(slots) = schur_slots(&p) else {
+                        // No instantiation allowed at this block holds the row.
+                        let holds = |&(slots, f32_block, f64_block): &(u32, u32, u32)| {
+                            let largest = if dtype == DType::F64 { f64_block } else { f32_block };
+                            block as u32 <= largest && slots as usize * block >= n + 2
+                        };
+                        assert!(!SCHUR_SLOTS.iter().any(holds), "n={n} block={block} {dtype:?}");
+                        continue;
+                    };
+                    let data = Durbin.prepare(&p, 8).unwrap();
+                    let got = match dtype {
+                        DType::F32 => {
+                            let r = data.inputs.get::<f32>("r").unwrap();
+                            let y = schur_model(r, block, slots as usize);
+                            y.iter().map(|&v| v as f64).collect()
+                        }
+                        _ => schur_model(data.inputs.get::<f64>("r").unwrap(), block, slots as usize),
+                    };
+                    let report = compare(&got, &data.outputs[0].reference, tolerance(&p));
+                    assert!(report.passed, "n={n} block={block} {dtype:?}: {report:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn schur_takes_the_fewest_slots_that_hold_the_row_within_the_blocks_registers() {
+        let slots = |n, block, dtype| {
+            schur_slots(&Params {
+                block: Some(block),
+                ..params(n, dtype, Form::Pb42, Init::Random)
+            })
+        };
+        assert_eq!(slots(10_000, 256, DType::F64), Some(40));
+        assert_eq!(slots(10_000, 512, DType::F64), None);
+        assert_eq!(slots(10_000, 512, DType::F32), Some(20));
+        assert_eq!(slots(10_000, 1024, DType::F32), Some(10));
+        assert_eq!(slots(1, 32, DType::F64), Some(1));
+        assert_eq!(slots(31, 32, DType::F64), Some(2));
+        assert_eq!(slots(40 * 256 - 2, 256, DType::F64), Some(40));
+        assert_eq!(slots(40 * 256 - 1, 256, DType::F64), None);
+        assert_eq!(slots(48 * 256 - 2, 256, DType::F32), Some(48));
+        assert_eq!(slots(100, 48, DType::F32), None);
+        let none = params(10, DType::F64, Form::Pb42, Init::Random);
+        assert_eq!(schur_slots(&none), None);
+        let case = |n, form| Params {
+            block: Some(256),
+            ..params(n, DType::F64, form, Init::Random)
+        };
+        assert!(Durbin.case(case(1000, Form::Pb42)).supports("durbin_schur"));
+        assert!(!Durbin.case(case(1000, Form::Pb32)).supports("durbin_schur"));
+        assert!(!Durbin.case(case(100_000, Form::Pb42)).supports("durbin_schur"));
     }
 
     #[test]

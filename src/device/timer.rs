@@ -79,6 +79,11 @@ pub trait Launcher<S = super::Stream> {
     fn check_guards(&self) -> Result<()> {
         Ok(())
     }
+    /// Numbers the kernel reports about its own run, from one more run outside the timing, for
+    /// the case's facts (durbin_schur's per-step latency from `%globaltimer`). Default: none.
+    fn facts(&mut self) -> Result<Vec<(String, f64)>> {
+        Ok(Vec::new())
+    }
 }
 
 /// How one kernel-scope sample is taken.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 pub use super::format::{Format, Report};
-use super::{bmf, case_table, declared_tables, gab, html, pytorch};
+use super::{bmf, case_table, declared_tables, gab, html, pytorch, steps};
 
 pub const FORMATS: &[Format] = &[
     Format {
@@ -46,8 +46,8 @@ pub fn names() -> Vec<&'static str> {
     FORMATS.iter().map(|f| f.name).collect()
 }
 
-/// Every case's table (fitted to `r.width`) unless `r.declared_only`, then the declared tables
-/// and the claims: the table and markdown formats, and what `run` prints.
+/// Every case's table (fitted to `r.width`) and the per-step latencies unless `r.declared_only`,
+/// then the declared tables and the claims: the table and markdown formats, and what `run` prints.
 pub fn tables(r: &Report, style: case_table::TableStyle) -> String {
     let mut out = String::new();
     let width = match style {
@@ -58,6 +58,12 @@ pub fn tables(r: &Report, style: case_table::TableStyle) -> String {
         let axes = r.manifest.algorithm.spec().axis_names();
         out.push_str(&case_table::render_fitted(r.doc, &axes, style, width));
         out.push('\n');
+        let steps = steps::render(r.doc);
+        match style {
+            _ if steps.is_empty() => {}
+            case_table::TableStyle::Terminal => out.push_str(&format!("{steps}\n")),
+            case_table::TableStyle::Markdown => out.push_str(&format!("```text\n{steps}```\n\n")),
+        }
     }
     for t in &r.manifest.tables {
         out.push_str(&declared_tables::render(t, r.doc, style, width));

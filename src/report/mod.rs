@@ -2,7 +2,8 @@
 //! tables and claims a manifest declares, plots, and the formats `export` lists (JSON, the CI
 //! dashboards' Bencher, github-action-benchmark and PyTorch OSS benchmark formats, an HTML
 //! page); and the tables of two other commands, `compare`'s verdicts (`compare_table`) and
-//! `kernels`' ptxas report (`ptxas`); colour on the terminal (`style`) and text wrapped to its
+//! `kernels`' ptxas report (`ptxas`); the per-step latency kernels measure inside themselves
+//! (`steps`); colour on the terminal (`style`) and text wrapped to its
 //! width (`text`).
 
 pub mod bmf;
@@ -18,5 +19,6 @@ pub mod html;
 pub mod plots;
 pub mod ptxas;
 pub mod pytorch;
+pub mod steps;
 pub mod style;
 pub mod text;

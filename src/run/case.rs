@@ -244,7 +244,9 @@ fn measure_case(
     let Executed {
         measurement,
         mut outputs,
+        facts,
     } = executor.measure(&job, &data, deadline)?;
+    result.facts.extend(facts);
     on_stage(CaseStage::Measured);
 
     let timed_out = timed_out_reason(&measurement, settings.measure);

@@ -143,7 +143,8 @@ fn ended_part(outcome: WorkerOutcome, part: usize, k: usize) -> WorkerOutcome {
 /// The one report of a case whose every part passed, in the order they ran; `settings` are the
 /// study's whole settings (not a part's). A single part is returned as it is.
 ///
-/// The result is the first part's (its parameters, bytes, facts), with:
+/// The result is the first part's (its parameters, bytes, facts: a kernel's step latency is the
+/// first process's), with:
 /// - the measurement merged (`merge_measurements`) and the summary, throughput and % of peak
 ///   recomputed from all the samples by the code that computes them for one process;
 /// - each output's check from the part whose answer was farthest off (largest relative error);

@@ -34,6 +34,7 @@ impl Executor for CpuExecutor {
         Ok(Executed {
             measurement: measured.measurement,
             outputs,
+            facts: Vec::new(),
         })
     }
 }

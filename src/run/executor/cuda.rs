@@ -325,6 +325,7 @@ struct Record<'r> {
     outputs: &'r mut Buffers,
     clocks: &'r mut Vec<ClockReading>,
     timer: &'r mut GpuTimer,
+    facts: &'r mut Vec<(String, f64)>,
 }
 
 impl<'a, P: Primitives> Scoped<'a, P> {
@@ -352,10 +353,12 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         timer.persisting_l2_reset_error = reset.err();
         let mut clocks = Vec::new();
         let mut outputs = self.data.output_buffers();
+        let mut facts = Vec::new();
         let mut record = Record {
             outputs: &mut outputs,
             clocks: &mut clocks,
             timer: &mut timer,
+            facts: &mut facts,
         };
         let measured = match (self.scope, self.host_memory) {
             (Scope::Kernel, _) => self.kernel_scope(&mut record)?,
@@ -378,6 +381,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         Ok(Executed {
             measurement,
             outputs,
+            facts,
         })
     }
 
@@ -432,6 +436,8 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         resumed?;
         self.download(&io, record.outputs)?;
         self.traced_runs(&io, &mut *launcher, &plan, &mut measured, record.timer)?;
+        // The facts' run (its own code path: durbin_schur's stamps) before the guards are read.
+        record.facts.extend(launcher.facts()?);
         launcher.check_guards()?;
         self.profile(&io, &mut *launcher, &measured, record.timer)?;
         // The window's runs: the case's launches alone, hot (no flush, no reset between them);
@@ -533,6 +539,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             outputs,
             clocks,
             timer,
+            ..
         } = record;
         let mut run = || {
             let io = self.allocate()?;

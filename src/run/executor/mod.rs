@@ -51,6 +51,8 @@ pub struct Job<'a> {
 pub struct Executed {
     pub measurement: Measurement,
     pub outputs: Buffers,
+    /// What the launcher reported about its own runs (`Launcher::facts`), for the case's facts.
+    pub facts: Vec<(String, f64)>,
 }
 
 /// Where a case is measured.

@@ -868,8 +868,7 @@ impl Schur<'_> {
         // SAFETY: signature (const T* r, T* out, unsigned int n, unsigned long long* step_ns).
         // r and out hold n elements and are distinct allocations; the kernel was chosen by
         // `schur_slots`, so blockDim x J >= n + 2, blockDim is whole warps and within its launch
-        // bounds;
-        // step_ns is null or holds n + 1 elements. (It computes pb42 alone: `supports`.)
+        // bounds; step_ns is null or holds n + 1 elements. (It computes pb42 alone: `supports`.)
         unsafe {
             self.kernel.launch(
                 Dims::linear(1, self.shape.block, 0),

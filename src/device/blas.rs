@@ -620,9 +620,10 @@ unsafe fn launch_gemm(h: sys::cublasHandle_t, op: &GemmOp) -> Result<()> {
     } else {
         (0f32, 0f64)
     };
-    let tf32 = inputs == Inputs::Tf32;
-    match (dtype, tf32) {
-        _ if count > 1 || inputs == Inputs::Bf16 => {
+    match dtype {
+        // The tensor cores' inputs and batches take the Ex entry point (a batch of one for a
+        // single tensor-core product); plain single products, cuBLAS's own.
+        _ if count > 1 || inputs != Inputs::Native => {
             use sys::cublasComputeType_t as Compute;
             use sys::cudaDataType::{CUDA_R_16BF, CUDA_R_32F, CUDA_R_64F};
             let (alpha, beta) = match dtype {
@@ -676,36 +677,7 @@ unsafe fn launch_gemm(h: sys::cublasHandle_t, op: &GemmOp) -> Result<()> {
                 "cublasGemmStridedBatchedEx",
             )
         }
-        (DType::F32, true) => {
-            let f32_type = sys::cudaDataType::CUDA_R_32F;
-            check(
-                unsafe {
-                    sys::cublasGemmEx(
-                        h,
-                        ta,
-                        tb,
-                        m,
-                        n,
-                        k,
-                        &one32 as *const f32 as *const c_void,
-                        a as *const c_void,
-                        f32_type,
-                        lda,
-                        b as *const c_void,
-                        f32_type,
-                        ldb,
-                        &beta32 as *const f32 as *const c_void,
-                        c as *mut c_void,
-                        f32_type,
-                        ldc,
-                        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-                        sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT_TENSOR_OP,
-                    )
-                },
-                "cublasGemmEx (TF32)",
-            )
-        }
-        (DType::F32, false) => check(
+        DType::F32 => check(
             unsafe {
                 sys::cublasSgemm_v2(
                     h,

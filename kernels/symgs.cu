@@ -29,7 +29,13 @@
 //       longer the pending NaN, x_new having been filled with it (symgs_pending) before the
 //       launch. The smallest unfinished position never waits on an unfinished one, so the sweep
 //       cannot deadlock provided every warp of the grid is resident at once: B = LEVELS_BLOCK,
-//       grid <= LEVELS_BLOCKS_PER_SM x SMs (the launch bounds below guarantee that occupancy).
+//       and no more blocks than fit the SMs together (at most LEVELS_BLOCKS_PER_SM an SM, which
+//       the launch bounds make fit; the host asks the driver).
+//   symgs_levels_wide_<t>(same arguments)
+//       The same sweep with a half-warp a row (two rows a warp, two entries a lane a step),
+//       for levels at least as wide as the resident warps, where rows in flight, not the chain
+//       of levels, set the time (the host chooses: symgs.rs's level_sweep_shape). Same launch
+//       contract.
 //   symgs_pending_<t>(v, n)
 //       v[0..n) = the pending NaN (all bits set). grid = ceil(n / B).
 //   symgs_colours_<t>(slice_ptr, slice_width, ell_col, ell_val, diag, r, x, first_slice,
@@ -132,6 +138,76 @@ __device__ __forceinline__ void st_value(double* p, double v) {
                  : "memory");
 }
 
+// Waits until the row behind p has its value. Waiting lanes back off between polls: polling
+// flat out, thousands of lanes hammer the few lines being waited on and slow the rows that would
+// end the wait (a sweep of HPCG 104^3 took 30x longer).
+template <typename T>
+__device__ __forceinline__ T wait_for_value(const T* p, T v) {
+    while (is_pending(v)) {
+        __nanosleep(64);
+        v = ld_value(p);
+    }
+    return v;
+}
+
+// Entry k of row i: its coefficient, and either its first poll (a row the sweep updates
+// first) or its value from before the sweep. Both loads are issued before any lane waits, and
+// r and the diagonal at the row's start: a load placed after a wait cannot pass the wait's
+// volatile load, and put DRAM round trips on every level's critical path (HPCG 104^3 has 722
+// levels a sweep; in float64 the sweep pair took 2.43 ms with them there, 2.03 ms without).
+template <typename T>
+struct Entry {
+    T a, v;
+    int j;
+    bool waits;
+};
+
+template <typename T>
+__device__ __forceinline__ Entry<T> load_entry(const int* __restrict__ col,
+                                               const T* __restrict__ val,
+                                               const T* __restrict__ x_old, const T* x_new, int i,
+                                               int k, int end, int backward) {
+    Entry<T> e;
+    e.j = k < end ? __ldg(&col[k]) : i;
+    e.waits = e.j != i && (backward ? e.j > i : e.j < i);
+    e.a = e.j != i ? __ldg(&val[k]) : T(0);
+    e.v = e.waits ? ld_value(&x_new[e.j]) : e.j != i ? __ldg(&x_old[e.j]) : T(0);
+    return e;
+}
+
+// x_i = (r_i - sum) / a_ii as r_i / a_ii - sum / a_ii, the division done while the row's loads
+// are in flight, so that only the sum and one FMA follow them (a float64 division is a dozen
+// dependent operations). The reference divides; the two differ by a few units in the last place.
+// The wide kernel uses it: HPCG 104^3 in colour order, float64, 550 -> 481 us a sweep pair (H200).
+// In levels_sweep the same change made the natural order 49% slower (2.05 -> 3.06 ms), which
+// is not understood; it was left out there.
+template <typename T>
+struct RowEnd {
+    T inv_diag, r_scaled;
+    __device__ __forceinline__ T finish(T sum) const { return fma(-sum, inv_diag, r_scaled); }
+};
+
+// An empty volatile asm that claims to change v: volatile asms keep their order, so v is computed
+// before the waits' volatile loads (ld_value) that follow, not sunk after them by the compiler.
+__device__ __forceinline__ void computed_here(float& v) { asm volatile("" : "+f"(v)); }
+__device__ __forceinline__ void computed_here(double& v) { asm volatile("" : "+d"(v)); }
+
+template <typename T>
+__device__ __forceinline__ RowEnd<T> row_end_of(T r_i, T diag_i) {
+    T inv_diag = T(1) / diag_i;
+    T r_scaled = r_i * inv_diag;
+    computed_here(inv_diag);
+    computed_here(r_scaled);
+    return RowEnd<T>{inv_diag, r_scaled};
+}
+
+// The entry's term a_ij x_j, waiting for x_j where the sweep updates row j first.
+template <typename T>
+__device__ __forceinline__ T term(const Entry<T>& e, const T* x_new) {
+    return e.a * (e.waits ? wait_for_value(&x_new[e.j], e.v) : e.v);
+}
+
+// A warp a row: lane l takes entries begin + l, + 32, ...
 template <typename T>
 __device__ void levels_sweep(const int* __restrict__ row_ptr, const int* __restrict__ col,
                              const T* __restrict__ val, const T* __restrict__ diag,
@@ -142,28 +218,49 @@ __device__ void levels_sweep(const int* __restrict__ row_ptr, const int* __restr
     for (long long p = grid_thread() / 32; p < n; p += warps) {
         const int i = order[p];
         const int end = row_ptr[i + 1];
+        const T r_i = r[i];
+        const T diag_i = diag[i];
         T sum = T(0);
         for (int k = row_ptr[i] + (int)lane; k < end; k += 32) {
-            const int j = col[k];
-            if (j == i) continue;
-            const bool updated_first = backward ? j > i : j < i;
-            T v;
-            if (updated_first) {
-                // Waiting lanes back off between polls: polling flat out, thousands of lanes
-                // hammer the few lines being waited on and slow the rows that would end the
-                // wait (a sweep of HPCG 104^3 took 30x longer).
-                v = ld_value(&x_new[j]);
-                while (is_pending(v)) {
-                    __nanosleep(64);
-                    v = ld_value(&x_new[j]);
-                }
-            } else {
-                v = x_old[j];
-            }
-            sum += val[k] * v;
+            sum += term(load_entry(col, val, x_old, x_new, i, k, end, backward), x_new);
         }
         sum = warp_sum(sum);
-        if (lane == 0) st_value(&x_new[i], (r[i] - sum) / diag[i]);
+        if (lane == 0) st_value(&x_new[i], (r_i - sum) / diag_i);
+    }
+}
+
+// A half-warp a row: lane l of the half takes entries begin + l and begin + l + 16, then + 32,
+// so that a row of up to 32 entries (HPCG's 27) is one step with every load in flight at once.
+// The two halves of a warp run their rows apart (each sums with its own shuffle mask); a half
+// waiting for its row stalls the other, which is why this layout is for wide levels only, where
+// rows rarely wait.
+template <typename T>
+__device__ void levels_sweep_wide(const int* __restrict__ row_ptr, const int* __restrict__ col,
+                                  const T* __restrict__ val, const T* __restrict__ diag,
+                                  const T* __restrict__ r, const T* __restrict__ x_old, T* x_new,
+                                  const int* __restrict__ order, int n, int backward) {
+    const unsigned int lane = threadIdx.x & 15u;
+    const unsigned int half_mask = 0xFFFFu << (threadIdx.x & 16u);
+    const long long halves = grid_threads() / 16;
+    for (long long p = grid_thread() / 16; p < n; p += halves) {
+        const int i = order[p];
+        const int end = row_ptr[i + 1];
+        const T r_i = r[i];
+        const T diag_i = diag[i];
+        // The first step (all of a row of up to 32 entries): its loads, the division while they
+        // are in flight, then the waits.
+        int k = row_ptr[i] + (int)lane;
+        const Entry<T> first0 = load_entry(col, val, x_old, x_new, i, k, end, backward);
+        const Entry<T> first1 = load_entry(col, val, x_old, x_new, i, k + 16, end, backward);
+        const RowEnd<T> row_end = row_end_of(r_i, diag_i);
+        T sum = term(first0, x_new) + term(first1, x_new);
+        for (k += 32; k < end; k += 32) {
+            const Entry<T> e0 = load_entry(col, val, x_old, x_new, i, k, end, backward);
+            const Entry<T> e1 = load_entry(col, val, x_old, x_new, i, k + 16, end, backward);
+            sum += term(e0, x_new) + term(e1, x_new);
+        }
+        for (int off = 8; off > 0; off >>= 1) sum += __shfl_xor_sync(half_mask, sum, off);
+        if (lane == 0) st_value(&x_new[i], row_end.finish(sum));
     }
 }
 
@@ -214,6 +311,12 @@ __device__ __forceinline__ double pending_f64() {
                               const T* r, const T* x_old, T* x_new, const int* order, int n,       \
                               int backward) {                                                      \
         levels_sweep<T>(row_ptr, col, val, diag, r, x_old, x_new, order, n, backward);             \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(LEVELS_BLOCK, LEVELS_BLOCKS_PER_SM)               \
+        symgs_levels_wide_##SUFFIX(const int* row_ptr, const int* col, const T* val,               \
+                                   const T* diag, const T* r, const T* x_old, T* x_new,            \
+                                   const int* order, int n, int backward) {                        \
+        levels_sweep_wide<T>(row_ptr, col, val, diag, r, x_old, x_new, order, n, backward);        \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(1024) symgs_pending_##SUFFIX(T* v, int n) {      \
         const long long i = grid_thread();                                                         \

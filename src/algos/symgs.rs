@@ -89,8 +89,12 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     },
     test_grid: "matrix = [\"hpcg:1\", \"hpcg:3x2x5\", \"laplace2d:7\", \"random:101x7\", \
                 \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\norder = [\"natural\", \"colour\"]",
+    // laplace2d:300 and random:200003x40 in colour order have levels wider than an H100's
+    // resident warps, so symgs_levels takes its half-warp kernel there (rows of 40 entries: two
+    // steps of two loads); random:1009x40 gives the warp-a-row kernel rows longer than a warp.
     gpu_test_grid: "matrix = [\"hpcg:1\", \"hpcg:5x3x7\", \"hpcg:24\", \"laplace2d:101\", \
-                    \"random:10007x9\", \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\n\
+                    \"laplace2d:300\", \"random:10007x9\", \"random:1009x40\", \
+                    \"random:200003x40\", \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\n\
                     order = [\"natural\", \"colour\"]\nblock = [32, 256]",
     ..Spec::implementing(Symgs::CPU, Symgs::KERNELS)
 });
@@ -111,9 +115,8 @@ const LOCK_CHUNKS: usize = 16;
 /// Passes over one chunk before the lock scheme gives up (a chunk needs at most one pass per
 /// row in it; far fewer in practice).
 const LOCK_MAX_PASSES: usize = 1 << 20;
-/// symgs_levels' block and its blocks per SM (the kernel's launch bounds guarantee them).
+/// symgs_levels' block (its launch bounds say how many fit an SM; the driver is asked).
 const LEVELS_BLOCK: u32 = 256;
-const LEVELS_BLOCKS_PER_SM: u32 = 8;
 /// Rows of a sliced-ELL slice (symgs.cu's SLICE).
 const SLICE: usize = 32;
 /// What one cuSPARSE call counts for in `launches_per_run` (it queues one or a few kernels).
@@ -760,35 +763,94 @@ impl Launcher for LockSweep<'_> {
 /// The level-scheduled sweep: one launch a sweep, warps taking the rows in level order and each
 /// waiting only for the rows it reads, whose values start as a pending NaN.
 struct LevelSweep<'a> {
-    kernel: Kernel,
     pending: Kernel,
     matrix: DeviceMatrix<'a>,
-    dims: Dims,
-    /// Forward and backward: the rows in level order.
-    orders: [DeviceBuf; 2],
+    warp_a_row: Kernel,
+    half_warp_a_row: Kernel,
+    /// Forward and backward: the entry, its grid and the rows in level order.
+    sweeps: [(LevelKernel, Dims, DeviceBuf); 2],
     y: DeviceBuf,
+}
+
+/// How many levels ahead of the slowest row symgs_levels' warps reach when its levels are
+/// narrow. Each waiting warp polls the L2, so warps beyond what the chain of levels can use
+/// only slow it. HPCG 104^3 in the natural order (float64, mean level 1558 rows, sweep pair), a
+/// lab build with the grid fixed at k blocks an SM (stop 45, H100): 2.0 levels (3 blocks)
+/// 2.248 ms, 2.7 (4) 2.035, 3.4 (5) 2.012, 5.4 (8, every warp resident) 2.371. This constant
+/// as built: 2.065 ms (stop 46, H100; cuSPARSE 3.038 ms in the same call).
+const LEVELS_AHEAD: f64 = 3.4;
+
+/// symgs.cu's two entries of the level-scheduled sweep.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum LevelKernel {
+    /// symgs_levels: a warp a row, for levels narrower than the resident warps.
+    WarpARow,
+    /// symgs_levels_wide: a half-warp a row, for levels at least as wide as the resident warps,
+    /// where rows in flight rather than the chain of levels set the time.
+    HalfWarpARow,
+}
+
+impl LevelKernel {
+    fn entry(self, dtype: DType) -> String {
+        match self {
+            LevelKernel::WarpARow => format!("symgs_levels_{dtype}"),
+            LevelKernel::HalfWarpARow => format!("symgs_levels_wide_{dtype}"),
+        }
+    }
+
+    fn rows_per_block(self) -> usize {
+        let threads_per_row = match self {
+            LevelKernel::WarpARow => 32,
+            LevelKernel::HalfWarpARow => 16,
+        };
+        LEVELS_BLOCK as usize / threads_per_row
+    }
+}
+
+/// The entry and the grid (in blocks) of one sweep over `rows` rows in `levels` levels, given
+/// how many blocks of each entry fit the SMs together (the kernels' contract: every warp
+/// resident at once, so never more blocks than that).
+fn level_sweep_shape(
+    rows: usize,
+    levels: usize,
+    resident_blocks: [u32; 2],
+) -> (LevelKernel, u32) {
+    let [narrow_blocks, wide_blocks] = resident_blocks;
+    let mean_rows_a_level = rows as f64 / levels.max(1) as f64;
+    let narrow_warps = narrow_blocks as usize * LevelKernel::WarpARow.rows_per_block();
+    let (kernel, blocks) = if mean_rows_a_level >= narrow_warps as f64 {
+        (LevelKernel::HalfWarpARow, wide_blocks as usize)
+    } else {
+        let warps = (LEVELS_AHEAD * mean_rows_a_level).ceil() as usize;
+        let blocks = warps.div_ceil(LevelKernel::WarpARow.rows_per_block());
+        (LevelKernel::WarpARow, blocks.min(narrow_blocks as usize))
+    };
+    // No block without a row to take.
+    let row_blocks = rows.div_ceil(kernel.rows_per_block());
+    (kernel, blocks.min(row_blocks).max(1) as u32)
 }
 
 impl<'a> LevelSweep<'a> {
     fn new(gpu: Gpu<'a>, matrix: DeviceMatrix<'a>, dtype: DType) -> Result<Self> {
         let host = matrix.download()?;
-        let order = |sweep| -> Result<DeviceBuf> {
+        let warp_a_row = gpu.kernel(&LevelKernel::WarpARow.entry(dtype))?;
+        let half_warp_a_row = gpu.kernel(&LevelKernel::HalfWarpARow.entry(dtype))?;
+        let resident_blocks = [
+            gpu.sm_count() * warp_a_row.max_active_blocks_per_sm(LEVELS_BLOCK, 0)?,
+            gpu.sm_count() * half_warp_a_row.max_active_blocks_per_sm(LEVELS_BLOCK, 0)?,
+        ];
+        let sweep = |sweep| -> Result<(LevelKernel, Dims, DeviceBuf)> {
             let (level, count) = levels(&host, sweep);
-            let buf = gpu.alloc(DType::I32, host.n)?;
-            buf.copy_from_host(&HostData::I32(level_order(&level, count)))?;
-            Ok(buf)
+            let order = gpu.alloc(DType::I32, host.n)?;
+            order.copy_from_host(&HostData::I32(level_order(&level, count)))?;
+            let (kernel, blocks) = level_sweep_shape(host.n, count, resident_blocks);
+            Ok((kernel, Dims::linear(blocks, LEVELS_BLOCK, 0), order))
         };
-        let orders = [order(Sweep::Forward)?, order(Sweep::Backward)?];
-        let warps_per_block = LEVELS_BLOCK as usize / 32;
-        // Every warp resident at once (the kernel's contract).
-        let blocks = (gpu.sm_count() * LEVELS_BLOCKS_PER_SM)
-            .min(u32::try_from(matrix.n.div_ceil(warps_per_block))?)
-            .max(1);
         Ok(LevelSweep {
-            kernel: gpu.kernel(&format!("symgs_levels_{dtype}"))?,
+            sweeps: [sweep(Sweep::Forward)?, sweep(Sweep::Backward)?],
+            warp_a_row,
+            half_warp_a_row,
             pending: gpu.kernel(&format!("symgs_pending_{dtype}"))?,
-            dims: Dims::linear(blocks, LEVELS_BLOCK, 0),
-            orders,
             y: gpu.alloc(dtype, matrix.n)?,
             matrix,
         })
@@ -801,8 +863,8 @@ impl Launcher for LevelSweep<'_> {
         let n = m.n as i32;
         let fill = Dims::linear((n as u32).div_ceil(256).max(1), 256, 0);
         // Forward: old x in, new values to y. Backward: y in, the final values to x.
-        let sweeps = [(0, m.x, &self.y), (1, &self.y, m.x)];
-        for ((backward, x_old, x_new), order) in sweeps.into_iter().zip(&self.orders) {
+        let buffers = [(0, m.x, &self.y), (1, &self.y, m.x)];
+        for (&(backward, x_old, x_new), (kernel, dims, order)) in buffers.iter().zip(&self.sweeps) {
             // SAFETY: symgs_pending(T* v, int n): x_new holds n elements.
             unsafe { self.pending.launch(fill, &[x_new.arg(), Arg::I32(n)])? };
             let [row_ptr, col, val, diag, r] = m.csr_args();
@@ -818,10 +880,15 @@ impl Launcher for LevelSweep<'_> {
                 Arg::I32(n),
                 Arg::I32(backward),
             ];
-            // SAFETY: symgs.cu's symgs_levels contract: n rows in every array, `order` a level
-            // order of this sweep, x_new pending (filled just before), 256 threads a block and
-            // at most 8 blocks an SM, so that every warp is resident.
-            unsafe { self.kernel.launch(self.dims, &args)? };
+            let kernel = match kernel {
+                LevelKernel::WarpARow => &self.warp_a_row,
+                LevelKernel::HalfWarpARow => &self.half_warp_a_row,
+            };
+            // SAFETY: symgs.cu's symgs_levels contract (both entries): n rows in every array,
+            // `order` a level order of this sweep, x_new pending (filled just before), 256
+            // threads a block and no more blocks than fit the SMs at once (level_sweep_shape),
+            // so that every warp is resident.
+            unsafe { kernel.launch(*dims, &args)? };
         }
         Ok(())
     }
@@ -1110,6 +1177,39 @@ mod tests {
     fn entry(a: &Csr, i: usize, j: usize) -> Option<f64> {
         let (cols, vals) = a.row(i);
         cols.iter().position(|&c| c as usize == j).map(|k| vals[k])
+    }
+
+    #[test]
+    fn level_sweeps_take_the_half_warp_kernel_only_where_levels_outnumber_the_resident_warps() {
+        // An H100: 132 SMs, 8 blocks of 256 threads an SM for either entry.
+        let h100 = [132 * 8, 132 * 8];
+        // HPCG 104^3 in the natural order: 722 levels of 1558 rows on average, 3.4 levels of
+        // rows in flight: 5298 warps in 663 blocks.
+        assert_eq!(
+            level_sweep_shape(1_124_864, 722, h100),
+            (LevelKernel::WarpARow, 663)
+        );
+        // In colour order its 18 levels are 62,492 rows wide: every resident block.
+        assert_eq!(
+            level_sweep_shape(1_124_864, 18, h100),
+            (LevelKernel::HalfWarpARow, 1056)
+        );
+        // Exactly as wide as the resident warps (1056 x 8) is wide.
+        assert_eq!(level_sweep_shape(8448, 1, h100).0, LevelKernel::HalfWarpARow);
+        assert_eq!(level_sweep_shape(8447, 1, h100).0, LevelKernel::WarpARow);
+        // Narrow levels never ask for more blocks than fit, nor for blocks without rows.
+        assert_eq!(
+            level_sweep_shape(100_000, 10, [100, 100]),
+            (LevelKernel::HalfWarpARow, 100)
+        );
+        assert_eq!(
+            level_sweep_shape(100_000, 20, [1000, 1000]),
+            (LevelKernel::WarpARow, 1000)
+        );
+        assert_eq!(level_sweep_shape(20, 1, [1, 3]), (LevelKernel::HalfWarpARow, 2));
+        assert_eq!(level_sweep_shape(20, 20, h100), (LevelKernel::WarpARow, 1));
+        assert_eq!(level_sweep_shape(1, 1, h100), (LevelKernel::WarpARow, 1));
+        assert_eq!(level_sweep_shape(0, 0, h100), (LevelKernel::WarpARow, 1));
     }
 
     #[test]

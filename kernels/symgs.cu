@@ -35,7 +35,7 @@
 //       The same sweep with a half-warp a row (two rows a warp, two entries a lane a step),
 //       for levels at least as wide as the resident warps, where rows in flight, not the chain
 //       of levels, set the time (the host chooses: symgs.rs's level_sweep_shape). Same launch
-//       contract.
+//       contract, on sm_70 or later: the two halves of a warp can wait on each other's rows.
 //   symgs_pending_<t>(v, n)
 //       v[0..n) = the pending NaN (all bits set). grid = ceil(n / B).
 //   symgs_colours_<t>(slice_ptr, slice_width, ell_col, ell_val, diag, r, x, first_slice,
@@ -151,10 +151,11 @@ __device__ __forceinline__ T wait_for_value(const T* p, T v) {
 }
 
 // Entry k of row i: its coefficient, and either its first poll (a row the sweep updates
-// first) or its value from before the sweep. Both loads are issued before any lane waits, and
-// r and the diagonal at the row's start: a load placed after a wait cannot pass the wait's
-// volatile load, and put DRAM round trips on every level's critical path (HPCG 104^3 has 722
-// levels a sweep; in float64 the sweep pair took 2.43 ms with them there, 2.03 ms without).
+// first) or its value from before the sweep. A step's loads (32 entries of a row) are all issued
+// before any lane waits, and r and the diagonal at the row's start: a load placed after a wait
+// cannot pass the wait's volatile load, and put DRAM round trips on every level's critical path
+// (HPCG 104^3 has 722 levels a sweep; in float64 the sweep pair took 2.43 ms with them there,
+// 2.03 ms without). Rows longer than a step load their next step after this one's waits.
 template <typename T>
 struct Entry {
     T a, v;
@@ -177,7 +178,11 @@ __device__ __forceinline__ Entry<T> load_entry(const int* __restrict__ col,
 
 // x_i = (r_i - sum) / a_ii as r_i / a_ii - sum / a_ii, the division done while the row's loads
 // are in flight, so that only the sum and one FMA follow them (a float64 division is a dozen
-// dependent operations). The reference divides; the two differ by a few units in the last place.
+// dependent operations). The reference divides. The error is a few units in the last place of
+// r_i / a_ii, not of x_i: where r_i and the sum nearly cancel, x_i's relative error grows, while
+// its absolute error stays far inside the sweep's tolerance (absolute, rel x the largest |x|)
+// unless |r_i / a_ii| exceeds |x|'s largest by 10^5 (float64) or 10^3 (float32). Finishing with
+// (r_i - sum) * (1 / a_ii) would bound it by x_i's units at one more operation; not yet measured.
 // The wide kernel uses it: HPCG 104^3 in colour order, float64, 550 -> 481 us a sweep pair (H200).
 // In levels_sweep the same change made the natural order 49% slower (2.05 -> 3.06 ms), which
 // is not understood; it was left out there.
@@ -187,8 +192,9 @@ struct RowEnd {
     __device__ __forceinline__ T finish(T sum) const { return fma(-sum, inv_diag, r_scaled); }
 };
 
-// An empty volatile asm that claims to change v: volatile asms keep their order, so v is computed
-// before the waits' volatile loads (ld_value) that follow, not sunk after them by the compiler.
+// An empty volatile asm that claims to change v: volatile asms keep their order, so NVVM computes
+// v before the waits' volatile loads (ld_value) that follow instead of sinking it after them (the
+// PTX shows the rcp there; ptxas does not move it across the wait loop's branches).
 __device__ __forceinline__ void computed_here(float& v) { asm volatile("" : "+f"(v)); }
 __device__ __forceinline__ void computed_here(double& v) { asm volatile("" : "+d"(v)); }
 
@@ -231,9 +237,11 @@ __device__ void levels_sweep(const int* __restrict__ row_ptr, const int* __restr
 
 // A half-warp a row: lane l of the half takes entries begin + l and begin + l + 16, then + 32,
 // so that a row of up to 32 entries (HPCG's 27) is one step with every load in flight at once.
-// The two halves of a warp run their rows apart (each sums with its own shuffle mask); a half
-// waiting for its row stalls the other, which is why this layout is for wide levels only, where
-// rows rarely wait.
+// The two halves of a warp run their rows apart (each sums with its own shuffle mask). Where a
+// level ends between them, the second half's row may wait on the first half's: that needs the
+// independent thread scheduling of sm_70 and later (kbench builds for sm_80 and sm_90), under
+// which a spinning half cannot starve the other. A waiting half also slows the other, which is
+// why this layout is for wide levels only, where rows rarely wait.
 template <typename T>
 __device__ void levels_sweep_wide(const int* __restrict__ row_ptr, const int* __restrict__ col,
                                   const T* __restrict__ val, const T* __restrict__ diag,

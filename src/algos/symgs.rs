@@ -775,9 +775,11 @@ struct LevelSweep<'a> {
 /// How many levels ahead of the slowest row symgs_levels' warps reach when its levels are
 /// narrow. Each waiting warp polls the L2, so warps beyond what the chain of levels can use
 /// only slow it. HPCG 104^3 in the natural order (float64, mean level 1558 rows, sweep pair), a
-/// lab build with the grid fixed at k blocks an SM (stop 45, H100): 2.0 levels (3 blocks)
+/// lab build with the grid fixed at k blocks an SM (H100, 2026-11-27): 2.0 levels (3 blocks)
 /// 2.248 ms, 2.7 (4) 2.035, 3.4 (5) 2.012, 5.4 (8, every warp resident) 2.371. This constant
-/// as built: 2.065 ms (stop 46, H100; cuSPARSE 3.038 ms in the same call).
+/// as built: 2.065 ms (H100, 2026-11-28; cuSPARSE 3.038 ms in the same call). The grid is sized
+/// from the mean level: a matrix of one very wide level among many narrow ones would run that
+/// level on few blocks.
 const LEVELS_AHEAD: f64 = 3.4;
 
 /// symgs.cu's two entries of the level-scheduled sweep.
@@ -839,6 +841,10 @@ impl<'a> LevelSweep<'a> {
             gpu.sm_count() * warp_a_row.max_active_blocks_per_sm(LEVELS_BLOCK, 0)?,
             gpu.sm_count() * half_warp_a_row.max_active_blocks_per_sm(LEVELS_BLOCK, 0)?,
         ];
+        // The kernels wait on each other's warps: a block that cannot be resident would hang.
+        if resident_blocks.contains(&0) {
+            bail!("symgs_levels: the driver fits no block of {LEVELS_BLOCK} threads on an SM");
+        }
         let sweep = |sweep| -> Result<(LevelKernel, Dims, DeviceBuf)> {
             let (level, count) = levels(&host, sweep);
             let order = gpu.alloc(DType::I32, host.n)?;
@@ -880,7 +886,7 @@ impl Launcher for LevelSweep<'_> {
                 Arg::I32(n),
                 Arg::I32(backward),
             ];
-            let kernel = match kernel {
+            let entry = match kernel {
                 LevelKernel::WarpARow => &self.warp_a_row,
                 LevelKernel::HalfWarpARow => &self.half_warp_a_row,
             };
@@ -888,7 +894,7 @@ impl Launcher for LevelSweep<'_> {
             // `order` a level order of this sweep, x_new pending (filled just before), 256
             // threads a block and no more blocks than fit the SMs at once (level_sweep_shape),
             // so that every warp is resident.
-            unsafe { kernel.launch(*dims, &args)? };
+            unsafe { entry.launch(*dims, &args)? };
         }
         Ok(())
     }
@@ -1180,7 +1186,7 @@ mod tests {
     }
 
     #[test]
-    fn level_sweeps_take_the_half_warp_kernel_only_where_levels_outnumber_the_resident_warps() {
+    fn level_sweeps_take_the_half_warp_entry_where_a_level_is_as_wide_as_the_resident_warps() {
         // An H100: 132 SMs, 8 blocks of 256 threads an SM for either entry.
         let h100 = [132 * 8, 132 * 8];
         // HPCG 104^3 in the natural order: 722 levels of 1558 rows on average, 3.4 levels of

@@ -775,7 +775,7 @@ struct LevelSweep<'a> {
 /// How many levels ahead of the slowest row symgs_levels' warps reach when its levels are
 /// narrow. Each waiting warp polls the L2, so warps beyond what the chain of levels can use
 /// only slow it. HPCG 104^3 in the natural order (float64, mean level 1558 rows, sweep pair), a
-/// lab build with the grid fixed at k blocks an SM (H100, 2026-11-27): 2.0 levels (3 blocks)
+/// lab build with the grid fixed at k blocks an SM (H100, an earlier try): 2.0 levels (3 blocks)
 /// 2.248 ms, 2.7 (4) 2.035, 3.4 (5) 2.012, 5.4 (8, every warp resident) 2.371. This constant
 /// as built: 2.065 ms (H100, 2026-11-28; cuSPARSE 3.038 ms in the same call). The grid is sized
 /// from the mean level: a matrix of one very wide level among many narrow ones would run that

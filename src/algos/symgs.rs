@@ -90,8 +90,9 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     test_grid: "matrix = [\"hpcg:1\", \"hpcg:3x2x5\", \"laplace2d:7\", \"random:101x7\", \
                 \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\norder = [\"natural\", \"colour\"]",
     // laplace2d:300 and random:200003x40 in colour order have levels wider than an H100's
-    // resident warps, so symgs_levels takes its half-warp kernel there (rows of 40 entries: two
-    // steps of two loads); random:1009x40 gives the warp-a-row kernel rows longer than a warp.
+    // resident warps, so symgs_levels takes its half-warp kernel there (random's rows hold about
+    // 40 entries, many more than one step's 32); random:1009x40 gives the warp-a-row kernel rows
+    // longer than a warp.
     gpu_test_grid: "matrix = [\"hpcg:1\", \"hpcg:5x3x7\", \"hpcg:24\", \"laplace2d:101\", \
                     \"laplace2d:300\", \"random:10007x9\", \"random:1009x40\", \
                     \"random:200003x40\", \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\n\

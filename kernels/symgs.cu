@@ -22,8 +22,9 @@
 //       and *not_done set; the host relaunches the chunk until a pass leaves *not_done at 0.
 //       grid = ceil((chunk_end - chunk_begin) / (LOCK_LINES * B)). locks: n, thread_done:
 //       ceil(n / LOCK_LINES) unsigned ints, holding earlier epochs (never this one) at start.
-//   symgs_levels_<t>(row_ptr, col, val, diag, r, x_old, x_new, order, n, backward)
-//       Level-scheduled and free of barriers: `order` lists the rows by level (a row's earlier
+//   symgs_levels_<t>(row_ptr, col, val, inv_diag, r, x_old, x_new, order, n, backward)
+//       Level-scheduled and free of barriers; inv_diag holds 1 / a_ii (so that a row ends
+//       in a product, not a division). `order` lists the rows by level (a row's earlier
 //       neighbours all lie in lower levels, so before it in `order`); warp w of the grid takes
 //       positions w, w + W, ... in turn and waits until each earlier neighbour's value is no
 //       longer the pending NaN, x_new having been filled with it (symgs_pending) before the
@@ -31,7 +32,7 @@
 //       cannot deadlock provided every warp of the grid is resident at once: B = LEVELS_BLOCK,
 //       and no more blocks than fit the SMs together (at most LEVELS_BLOCKS_PER_SM an SM, which
 //       the launch bounds make fit; the host asks the driver).
-//   symgs_levels_wide_<t>(same arguments)
+//   symgs_levels_wide_<t>(the same arguments, but diag holding a_ii itself in inv_diag's place)
 //       The same sweep with a half-warp a row (two rows a warp, two entries a lane a step),
 //       for levels at least as wide as the resident warps, where rows in flight, not the chain
 //       of levels, set the time (the host chooses: symgs.rs's level_sweep_shape). Same launch
@@ -140,11 +141,13 @@ __device__ __forceinline__ void st_value(double* p, double v) {
 
 // Waits until the row behind p has its value. Waiting lanes back off between polls: polling
 // flat out, thousands of lanes hammer the few lines being waited on and slow the rows that would
-// end the wait (a sweep of HPCG 104^3 took 30x longer).
+// end the wait (a sweep of HPCG 104^3 took 30x longer with every resident warp polling). With
+// symgs_levels' smaller grid, HPCG 104^3 in the natural order (float64, H100): sleeps of 64 ns
+// 1.980 ms, 32 ns 1.951, 16 ns 1.941, none 1.965-1.981.
 template <typename T>
 __device__ __forceinline__ T wait_for_value(const T* p, T v) {
     while (is_pending(v)) {
-        __nanosleep(64);
+        __nanosleep(32);
         v = ld_value(p);
     }
     return v;
@@ -182,10 +185,12 @@ __device__ __forceinline__ Entry<T> load_entry(const int* __restrict__ col,
 // r_i / a_ii, not of x_i: where r_i and the sum nearly cancel, x_i's relative error grows, while
 // its absolute error stays far inside the sweep's tolerance (absolute, rel x the largest |x|)
 // unless |r_i / a_ii| exceeds |x|'s largest by 10^5 (float64) or 10^3 (float32). Finishing with
-// (r_i - sum) * (1 / a_ii) would bound it by x_i's units at one more operation; not yet measured.
+// (r_i - sum) * (1 / a_ii) bounds it by x_i's units, as levels_sweep does.
 // The wide kernel uses it: HPCG 104^3 in colour order, float64, 550 -> 481 us a sweep pair (H200).
-// In levels_sweep the same change made the natural order 49% slower (2.05 -> 3.06 ms), which
-// is not understood; it was left out there.
+// In levels_sweep the same change made the natural order 49% slower (2.05 -> 3.06 ms), which is
+// not understood; levels_sweep is given 1 / a_ii instead (made on the host with the schedule).
+// The reverse does not hold either: the wide kernel given 1 / a_ii, with or without this peeled
+// step, took 652-659 us against this form's 570-573 (H100, 2026-11-28), also not understood.
 template <typename T>
 struct RowEnd {
     T inv_diag, r_scaled;
@@ -216,7 +221,7 @@ __device__ __forceinline__ T term(const Entry<T>& e, const T* x_new) {
 // A warp a row: lane l takes entries begin + l, + 32, ...
 template <typename T>
 __device__ void levels_sweep(const int* __restrict__ row_ptr, const int* __restrict__ col,
-                             const T* __restrict__ val, const T* __restrict__ diag,
+                             const T* __restrict__ val, const T* __restrict__ inv_diag,
                              const T* __restrict__ r, const T* __restrict__ x_old, T* x_new,
                              const int* __restrict__ order, int n, int backward) {
     const unsigned int lane = threadIdx.x & 31u;
@@ -225,13 +230,13 @@ __device__ void levels_sweep(const int* __restrict__ row_ptr, const int* __restr
         const int i = order[p];
         const int end = row_ptr[i + 1];
         const T r_i = r[i];
-        const T diag_i = diag[i];
+        const T inv_diag_i = inv_diag[i];
         T sum = T(0);
         for (int k = row_ptr[i] + (int)lane; k < end; k += 32) {
             sum += term(load_entry(col, val, x_old, x_new, i, k, end, backward), x_new);
         }
         sum = warp_sum(sum);
-        if (lane == 0) st_value(&x_new[i], (r_i - sum) / diag_i);
+        if (lane == 0) st_value(&x_new[i], (r_i - sum) * inv_diag_i);
     }
 }
 
@@ -315,10 +320,10 @@ __device__ __forceinline__ double pending_f64() {
                       chunk_begin, chunk_end, epoch, backward);                                    \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(LEVELS_BLOCK, LEVELS_BLOCKS_PER_SM)               \
-        symgs_levels_##SUFFIX(const int* row_ptr, const int* col, const T* val, const T* diag,     \
-                              const T* r, const T* x_old, T* x_new, const int* order, int n,       \
-                              int backward) {                                                      \
-        levels_sweep<T>(row_ptr, col, val, diag, r, x_old, x_new, order, n, backward);             \
+        symgs_levels_##SUFFIX(const int* row_ptr, const int* col, const T* val,                    \
+                              const T* inv_diag, const T* r, const T* x_old, T* x_new,             \
+                              const int* order, int n, int backward) {                             \
+        levels_sweep<T>(row_ptr, col, val, inv_diag, r, x_old, x_new, order, n, backward);         \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(LEVELS_BLOCK, LEVELS_BLOCKS_PER_SM)               \
         symgs_levels_wide_##SUFFIX(const int* row_ptr, const int* col, const T* val,               \

@@ -127,8 +127,8 @@ impl Algorithm for Symgs {
     type Params = Params;
 
     // The implementations that sweep colour by colour need the rows grouped by colour. Each
-    // adds to the case's data: the other sweep vector and flags, or (cuSPARSE) two triangles of
-    // each kind, or (sliced ELL) a padded copy of the matrix.
+    // adds to the case's data: the other sweep vector and flags (or level orders and 1 / a_ii),
+    // or (cuSPARSE) two triangles of each kind, or (sliced ELL) a padded copy of the matrix.
     const CPU: &'static [CpuImpl<Params>] = &[
         CpuImpl::new("sequential", |p| Ok(cpu(p, false))).scratch_bytes(flags_bytes),
         CpuImpl::new("colours_threads", |p| Ok(cpu(p, true)))
@@ -147,7 +147,7 @@ impl Algorithm for Symgs {
             let sweep = LevelSweep::new(on.gpu, DeviceMatrix::of(on.io)?, p.dtype)?;
             Ok(Box::new(sweep))
         })
-        .scratch_bytes(flags_bytes),
+        .scratch_bytes(level_sweep_bytes),
         KernelImpl::new("symgs_colours", |p: &Params, on| {
             let block = p.block.context("the multicolour sweep needs a block size")?;
             let matrix = DeviceMatrix::of(on.io)?;
@@ -297,6 +297,11 @@ impl Shape {
 /// The other sweep vector and the flags.
 fn flags_bytes(p: &Params) -> Option<u64> {
     Shape::of(p)?.n.checked_mul(16)
+}
+
+/// The other sweep vector, 1 / a_ii and the two sweeps' level orders.
+fn level_sweep_bytes(p: &Params) -> Option<u64> {
+    Shape::of(p)?.n.checked_mul(2 * p.dtype.size_bytes() + 2 * 4)
 }
 
 /// Two more copies of the matrix (cuSPARSE's triangles, sliced ELL's padded copy).
@@ -770,17 +775,21 @@ struct LevelSweep<'a> {
     half_warp_a_row: Kernel,
     /// Forward and backward: the entry, its grid and the rows in level order.
     sweeps: [(LevelKernel, Dims, DeviceBuf); 2],
+    /// 1 / a_ii for symgs_levels, made with the schedule: a row's last step is then a
+    /// subtraction and a product, where a division (a dozen dependent operations in float64)
+    /// sat on the chain of levels. HPCG 104^3 in the natural order, float64: 2.078 -> 1.980 ms
+    /// (H100). symgs_levels_wide takes a_ii itself (see symgs.cu's RowEnd).
+    inv_diag: DeviceBuf,
     y: DeviceBuf,
 }
 
 /// How many levels ahead of the slowest row symgs_levels' warps reach when its levels are
 /// narrow. Each waiting warp polls the L2, so warps beyond what the chain of levels can use
-/// only slow it. HPCG 104^3 in the natural order (float64, mean level 1558 rows, sweep pair), a
-/// lab build with the grid fixed at k blocks an SM (H100, an earlier try): 2.0 levels (3 blocks)
-/// 2.248 ms, 2.7 (4) 2.035, 3.4 (5) 2.012, 5.4 (8, every warp resident) 2.371. This constant
-/// as built: 2.065 ms (H100, 2026-11-28; cuSPARSE 3.038 ms in the same call). The grid is sized
-/// from the mean level: a matrix of one very wide level among many narrow ones would run that
-/// level on few blocks.
+/// only slow it. HPCG 104^3 in the natural order (float64, mean level 1558 rows, sweep pair),
+/// with 1 / a_ii given and 32 ns poll sleeps (H100, 2026-11-28): 2.7 levels 1.988 ms, 3.0
+/// 1.973, 3.4 1.951, 4.2 2.038 (cuSPARSE 3.054 ms in the same call); polling without sleeps,
+/// 2.7 levels 1.932 ms and 4.2 2.426. The grid is sized from the mean level: a matrix of one
+/// very wide level among many narrow ones would run that level on few blocks.
 const LEVELS_AHEAD: f64 = 3.4;
 
 /// symgs.cu's two entries of the level-scheduled sweep.
@@ -853,8 +862,11 @@ impl<'a> LevelSweep<'a> {
             let (kernel, blocks) = level_sweep_shape(host.n, count, resident_blocks);
             Ok((kernel, Dims::linear(blocks, LEVELS_BLOCK, 0), order))
         };
+        let inv_diag = gpu.alloc(dtype, matrix.n)?;
+        inv_diag.copy_from_host(&reciprocals(matrix.diag)?)?;
         Ok(LevelSweep {
             sweeps: [sweep(Sweep::Forward)?, sweep(Sweep::Backward)?],
+            inv_diag,
             warp_a_row,
             half_warp_a_row,
             pending: gpu.kernel(&format!("symgs_pending_{dtype}"))?,
@@ -875,11 +887,15 @@ impl Launcher for LevelSweep<'_> {
             // SAFETY: symgs_pending(T* v, int n): x_new holds n elements.
             unsafe { self.pending.launch(fill, &[x_new.arg(), Arg::I32(n)])? };
             let [row_ptr, col, val, diag, r] = m.csr_args();
+            let (entry, diagonal) = match kernel {
+                LevelKernel::WarpARow => (&self.warp_a_row, self.inv_diag.arg()),
+                LevelKernel::HalfWarpARow => (&self.half_warp_a_row, diag),
+            };
             let args = [
                 row_ptr,
                 col,
                 val,
-                diag,
+                diagonal,
                 r,
                 x_old.arg(),
                 x_new.arg(),
@@ -887,11 +903,8 @@ impl Launcher for LevelSweep<'_> {
                 Arg::I32(n),
                 Arg::I32(backward),
             ];
-            let entry = match kernel {
-                LevelKernel::WarpARow => &self.warp_a_row,
-                LevelKernel::HalfWarpARow => &self.half_warp_a_row,
-            };
-            // SAFETY: symgs.cu's symgs_levels contract (both entries): n rows in every array,
+            // SAFETY: symgs.cu's symgs_levels contract (both entries, 1 / a_ii to the narrow
+            // one and a_ii to the wide one, as matched above): n rows in every array,
             // `order` a level order of this sweep, x_new pending (filled just before), 256
             // threads a block and no more blocks than fit the SMs at once (level_sweep_shape),
             // so that every warp is resident.
@@ -903,6 +916,17 @@ impl Launcher for LevelSweep<'_> {
     fn launches_per_run(&self) -> usize {
         4
     }
+}
+
+/// 1 / a_ii for each row, in the diagonal's own type.
+fn reciprocals(diag: &DeviceBuf) -> Result<HostData> {
+    let mut host = HostData::zeros(diag.dtype(), diag.len());
+    diag.copy_to_host(&mut host)?;
+    Ok(match host {
+        HostData::F32(d) => HostData::F32(d.iter().map(|&a| 1.0 / a).collect()),
+        HostData::F64(d) => HostData::F64(d.iter().map(|&a| 1.0 / a).collect()),
+        HostData::I32(_) => bail!("the diagonal holds floats"),
+    })
 }
 
 /// The multicolour sweep on sliced ELL: one launch a colour, forward through the colours and

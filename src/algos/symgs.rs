@@ -42,6 +42,7 @@ choice! {
     pub enum Order {
         Natural = "natural",
         Colour = "colour",
+        GreedyColour = "greedy_colour",
     }
 }
 
@@ -74,7 +75,9 @@ static AXES: &[AxisDef] = &[
         "order",
         Order::NAMES,
         "natural",
-        "the rows' order: the matrix's own, or grouped by colour",
+        "the rows' order: the matrix's own, or grouped by colour: `colour` by a Jones-Plassmann \
+         colouring (random weights from the seed), `greedy_colour` by a greedy one in row order \
+         (fewer colours: 8 on hpcg, 2 on laplace2d)",
     ),
     AxisDef::BLOCK,
 ];
@@ -88,7 +91,7 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
         source: include_str!("../../kernels/symgs.cu"),
     },
     test_grid: "matrix = [\"hpcg:1\", \"hpcg:3x2x5\", \"laplace2d:7\", \"random:101x7\", \
-                \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\norder = [\"natural\", \"colour\"]",
+                \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\norder = [\"natural\", \"colour\", \"greedy_colour\"]",
     // laplace2d:300 and random:200003x40 in colour order have levels wider than an H100's
     // resident warps, so symgs_levels takes its half-warp kernel there (random's rows hold about
     // 40 entries, many more than one step's 32); random:1009x40 gives the warp-a-row kernel rows
@@ -96,7 +99,7 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     gpu_test_grid: "matrix = [\"hpcg:1\", \"hpcg:5x3x7\", \"hpcg:24\", \"laplace2d:101\", \
                     \"laplace2d:300\", \"random:10007x9\", \"random:1009x40\", \
                     \"random:200003x40\", \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\n\
-                    order = [\"natural\", \"colour\"]\nblock = [32, 256]",
+                    order = [\"natural\", \"colour\", \"greedy_colour\"]\nblock = [32, 256]",
     ..Spec::implementing(Symgs::CPU, Symgs::KERNELS)
 });
 
@@ -192,6 +195,10 @@ impl Algorithm for Symgs {
             }
             Order::Colour => {
                 let colours = colour_rows(&matrix, seed);
+                permute_by_colour(&matrix, &colours)
+            }
+            Order::GreedyColour => {
+                let colours = greedy_colours(&matrix);
                 permute_by_colour(&matrix, &colours)
             }
         };
@@ -310,7 +317,7 @@ fn two_matrices_bytes(p: &Params) -> Option<u64> {
 }
 
 fn by_colour(p: &Params) -> bool {
-    p.order == Order::Colour
+    p.order != Order::Natural
 }
 
 /// One forward and one backward sweep on the CPU, row by row or colour by colour.
@@ -479,6 +486,21 @@ fn colour_rows(a: &Csr, seed: u64) -> Vec<u32> {
             colour[i as usize] = c;
         }
         uncoloured.retain(|&i| colour[i as usize] == u32::MAX);
+    }
+    colour
+}
+
+/// A greedy colouring in row order: each row takes the smallest colour none of its
+/// already-coloured neighbours has (neighbours as in `colour_rows`). On a structured stencil
+/// it finds the few colours of a regular pattern (HPCG's 27 points: 8, where `colour_rows`
+/// finds 18), and fewer colours mean fewer, larger steps for a multicolour sweep: on HPCG 104^3
+/// in float64, symgs_colours 416 -> 295 µs (H100).
+fn greedy_colours(a: &Csr) -> Vec<u32> {
+    let (ptr, adj) = symmetric_pattern(a);
+    let mut colour = vec![u32::MAX; a.n];
+    for i in 0..a.n {
+        let taken = adj[ptr[i]..ptr[i + 1]].iter().map(|&j| colour[j as usize]);
+        colour[i] = smallest_free(taken.filter(|&c| c != u32::MAX));
     }
     colour
 }
@@ -1291,6 +1313,35 @@ mod tests {
     }
 
     #[test]
+    fn the_greedy_colouring_finds_a_stencils_pattern_and_never_gives_neighbours_one_colour() {
+        let laplace = MatrixSource::Laplace2d { nx: 7, ny: 5 }.load(0).unwrap();
+        let cases = [
+            (hpcg(6, 5, 4), Some(8)),
+            (hpcg(1, 1, 1), Some(1)),
+            (laplace, Some(2)),
+            (random(997, 9, 3), None),
+        ];
+        for (a, expected) in cases {
+            let colour = greedy_colours(&a);
+            for i in 0..a.n {
+                for &j in a.row(i).0 {
+                    if j as usize != i {
+                        assert_ne!(colour[i], colour[j as usize], "rows {i} and {j}");
+                    }
+                }
+            }
+            let colours = colour.iter().max().unwrap() + 1;
+            // A greedy colouring never needs more than the most neighbours of a row, plus one.
+            let (ptr, _) = symmetric_pattern(&a);
+            let most_neighbours = ptr.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+            assert!(colours as usize <= most_neighbours + 1, "{colours} colours");
+            if let Some(count) = expected {
+                assert_eq!(colours, count);
+            }
+        }
+    }
+
+    #[test]
     fn the_colour_permutation_renumbers_rows_and_columns_alike() {
         let a = random(301, 7, 5);
         let colour = colour_rows(&a, 2);
@@ -1437,5 +1488,9 @@ mod tests {
         assert!(fact("colours") >= 8.0);
         // Grouped by colour, the forward sweep's levels are at most the colours.
         assert!(fact("levels_forward") <= fact("colours"));
+        assert!(Symgs.case(p(Order::GreedyColour)).supports("symgs_colours"));
+        let greedy = Symgs.prepare(&p(Order::GreedyColour), 1).unwrap();
+        let colours = greedy.facts.iter().find(|(f, _)| *f == "colours").unwrap().1;
+        assert_eq!(colours, 8.0);
     }
 }

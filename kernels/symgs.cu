@@ -143,7 +143,9 @@ __device__ __forceinline__ void st_value(double* p, double v) {
 // flat out, thousands of lanes hammer the few lines being waited on and slow the rows that would
 // end the wait (a sweep of HPCG 104^3 took 30x longer with every resident warp polling). With
 // symgs_levels' smaller grid, HPCG 104^3 in the natural order (float64, H100): sleeps of 64 ns
-// 1.980 ms, 32 ns 1.951, 16 ns 1.941, none 1.965-1.981.
+// 1.980 ms, 32 ns 1.951, 16 ns 1.941, none 1.965-1.981. 32 ns was measured in two A B rounds
+// (16 ns once, within 0.5% of it); symgs_levels_wide in colour order read 568-572 us with
+// either 32 or 64 ns.
 template <typename T>
 __device__ __forceinline__ T wait_for_value(const T* p, T v) {
     while (is_pending(v)) {
@@ -155,7 +157,7 @@ __device__ __forceinline__ T wait_for_value(const T* p, T v) {
 
 // Entry k of row i: its coefficient, and either its first poll (a row the sweep updates
 // first) or its value from before the sweep. A step's loads (32 entries of a row) are all issued
-// before any lane waits, and r and the diagonal at the row's start: a load placed after a wait
+// before any lane waits, and r and the diagonal (or its reciprocal) at the row's start: a load placed after a wait
 // cannot pass the wait's volatile load, and put DRAM round trips on every level's critical path
 // (HPCG 104^3 has 722 levels a sweep; in float64 the sweep pair took 2.43 ms with them there,
 // 2.03 ms without). Rows longer than a step load their next step after this one's waits.

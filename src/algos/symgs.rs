@@ -5,8 +5,9 @@
 //! The `order` axis says in which order the rows are swept. `natural`: the matrix's own order,
 //! the sequential sweep every exact variant must reproduce. `colour`: the rows renumbered by a
 //! Jones-Plassmann colouring (colour 0's rows first), so that the case's matrix is the permuted
-//! P A P^T and its natural sweep is the colour-order sweep; the multicolour variants run only
-//! there, and the exact ones run there too, giving the same result. Either way the reference is
+//! P A P^T and its natural sweep is the colour-order sweep; `greedy_colour`: the same with a
+//! greedy colouring in row order (fewer colours on stencils). The multicolour variants run only
+//! on rows grouped by colour, and the exact ones run there too, giving the same result. Either way the reference is
 //! the sequential sweep of the case's matrix in float64 (from the element type's values).
 //!
 //! Variants: on the CPU the sequential sweep and a multicolour sweep on all cores; on the GPU
@@ -41,7 +42,9 @@ pub struct Symgs;
 choice! {
     pub enum Order {
         Natural = "natural",
+        /// Rows grouped by a Jones-Plassmann colouring (`jones_plassmann_colour_rows`).
         Colour = "colour",
+        /// Rows grouped by a greedy colouring in row order (`greedy_colour_rows`).
         GreedyColour = "greedy_colour",
     }
 }
@@ -77,7 +80,7 @@ static AXES: &[AxisDef] = &[
         "natural",
         "the rows' order: the matrix's own, or grouped by colour: `colour` by a Jones-Plassmann \
          colouring (random weights from the seed), `greedy_colour` by a greedy one in row order \
-         (fewer colours: 8 on hpcg, 2 on laplace2d)",
+         (fewer colours: 8 on hpcg:104, 2 on laplace2d)",
     ),
     AxisDef::BLOCK,
 ];
@@ -91,9 +94,10 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
         source: include_str!("../../kernels/symgs.cu"),
     },
     test_grid: "matrix = [\"hpcg:1\", \"hpcg:3x2x5\", \"laplace2d:7\", \"random:101x7\", \
-                \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\norder = [\"natural\", \"colour\", \"greedy_colour\"]",
-    // laplace2d:300 and random:200003x40 in colour order have levels wider than an H100's
-    // resident warps, so symgs_levels takes its half-warp kernel there (random's rows hold about
+                \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\n\
+                order = [\"natural\", \"colour\", \"greedy_colour\"]",
+    // laplace2d:300 and random:200003x40 grouped by colour (either colouring) have levels wider
+    // than an H100's resident warps, so symgs_levels takes its half-warp kernel there (random's rows hold about
     // 40 entries, many more than one step's 32); random:1009x40 gives the warp-a-row kernel rows
     // longer than a warp.
     gpu_test_grid: "matrix = [\"hpcg:1\", \"hpcg:5x3x7\", \"hpcg:24\", \"laplace2d:101\", \
@@ -194,11 +198,11 @@ impl Algorithm for Symgs {
                 (matrix, vec![0, n])
             }
             Order::Colour => {
-                let colours = colour_rows(&matrix, seed);
+                let colours = jones_plassmann_colour_rows(&matrix, seed);
                 permute_by_colour(&matrix, &colours)
             }
             Order::GreedyColour => {
-                let colours = greedy_colours(&matrix);
+                let colours = greedy_colour_rows(&matrix);
                 permute_by_colour(&matrix, &colours)
             }
         };
@@ -317,7 +321,7 @@ fn two_matrices_bytes(p: &Params) -> Option<u64> {
 }
 
 fn by_colour(p: &Params) -> bool {
-    p.order != Order::Natural
+    matches!(p.order, Order::Colour | Order::GreedyColour)
 }
 
 /// One forward and one backward sweep on the CPU, row by row or colour by colour.
@@ -461,7 +465,7 @@ fn level_order(level: &[u32], count: usize) -> Vec<i32> {
 /// every uncoloured row heavier than all its uncoloured neighbours takes the smallest colour
 /// none of its neighbours has. Rows chosen in one round are never neighbours, so a round runs
 /// in parallel. Neighbours are the rows i reads or that read i (the pattern of A + A^T).
-fn colour_rows(a: &Csr, seed: u64) -> Vec<u32> {
+fn jones_plassmann_colour_rows(a: &Csr, seed: u64) -> Vec<u32> {
     let (ptr, adj) = symmetric_pattern(a);
     let weight: Vec<(u64, u32)> = (0..a.n)
         .map(|i| (splitmix64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9)), i as u32))
@@ -491,11 +495,12 @@ fn colour_rows(a: &Csr, seed: u64) -> Vec<u32> {
 }
 
 /// A greedy colouring in row order: each row takes the smallest colour none of its
-/// already-coloured neighbours has (neighbours as in `colour_rows`). On a structured stencil
-/// it finds the few colours of a regular pattern (HPCG's 27 points: 8, where `colour_rows`
-/// finds 18), and fewer colours mean fewer, larger steps for a multicolour sweep: on HPCG 104^3
-/// in float64, symgs_colours 416 -> 295 µs (H100).
-fn greedy_colours(a: &Csr) -> Vec<u32> {
+/// already-coloured neighbours has (neighbours as in `jones_plassmann_colour_rows`). On a
+/// structured stencil it finds the few colours of a regular pattern (HPCG's 27 points: 8 once
+/// every side is 2 or more, where Jones-Plassmann finds 18 on hpcg:104), and fewer colours mean
+/// fewer, larger steps for a multicolour sweep: on HPCG 104^3 in float64, symgs_colours
+/// 416 -> 295 µs (H100).
+fn greedy_colour_rows(a: &Csr) -> Vec<u32> {
     let (ptr, adj) = symmetric_pattern(a);
     let mut colour = vec![u32::MAX; a.n];
     for i in 0..a.n {
@@ -810,7 +815,9 @@ struct LevelSweep<'a> {
 /// only slow it. HPCG 104^3 in the natural order (float64, mean level 1558 rows, sweep pair),
 /// with 1 / a_ii given and 32 ns poll sleeps (H100, 2026-11-28): 2.7 levels 1.988 ms, 3.0
 /// 1.973, 3.4 1.951, 4.2 2.038 (cuSPARSE 3.054 ms in the same call); polling without sleeps,
-/// 2.7 levels 1.932 ms and 4.2 2.426. The grid is sized from the mean level: a matrix of one
+/// 2.7 levels 1.932 ms and 4.2 2.426: 1% faster at its best, measured once, and far slower
+/// where the grid is larger, so the sleeps stay (unsleeping polls on a matrix with wider
+/// levels would cost more). The grid is sized from the mean level: a matrix of one
 /// very wide level among many narrow ones would run that level on few blocks.
 const LEVELS_AHEAD: f64 = 3.4;
 
@@ -1295,7 +1302,7 @@ mod tests {
     #[test]
     fn colourings_never_give_neighbours_one_colour_and_repeat_with_the_seed() {
         for a in [hpcg(6, 5, 4), random(997, 9, 3)] {
-            let colour = colour_rows(&a, 11);
+            let colour = jones_plassmann_colour_rows(&a, 11);
             for i in 0..a.n {
                 for &j in a.row(i).0 {
                     if j as usize != i {
@@ -1303,7 +1310,7 @@ mod tests {
                     }
                 }
             }
-            assert_eq!(colour, colour_rows(&a, 11));
+            assert_eq!(colour, jones_plassmann_colour_rows(&a, 11));
             let colours = colour.iter().max().unwrap() + 1;
             assert!((2..=27).contains(&colours), "{colours} colours");
         }
@@ -1322,7 +1329,7 @@ mod tests {
             (random(997, 9, 3), None),
         ];
         for (a, expected) in cases {
-            let colour = greedy_colours(&a);
+            let colour = greedy_colour_rows(&a);
             for i in 0..a.n {
                 for &j in a.row(i).0 {
                     if j as usize != i {
@@ -1344,7 +1351,7 @@ mod tests {
     #[test]
     fn the_colour_permutation_renumbers_rows_and_columns_alike() {
         let a = random(301, 7, 5);
-        let colour = colour_rows(&a, 2);
+        let colour = jones_plassmann_colour_rows(&a, 2);
         let (p, colour_ptr) = permute_by_colour(&a, &colour);
         assert_eq!(p.nnz(), a.nnz());
         assert_eq!(*colour_ptr.last().unwrap() as usize, a.n);
@@ -1402,25 +1409,28 @@ mod tests {
         for (got, want) in x.iter().zip(&expect) {
             assert!((got - want).abs() <= 1e-12 * want.abs().max(1.0), "{got} vs {want}");
         }
-        // The colour-ordered matrix swept sequentially and colour by colour on all cores.
-        let (p, colour_ptr) = permute_by_colour(&a, &colour_rows(&a, 4));
-        let (val, diag) = view_of(&p);
-        let view = View {
-            row_ptr: &p.row_ptr,
-            col: &p.col,
-            val: &val,
-            diag: &diag,
-        };
-        let (mut one, mut all) = (x0.clone(), x0);
-        sweep(&view, &r, &mut one);
-        sweep_by_colour(&view, &colour_ptr, &r, &mut all);
-        assert_eq!(one, all);
+        // The colour-ordered matrix (either colouring) swept sequentially and colour by colour
+        // on all cores.
+        for colour in [jones_plassmann_colour_rows(&a, 4), greedy_colour_rows(&a)] {
+            let (p, colour_ptr) = permute_by_colour(&a, &colour);
+            let (val, diag) = view_of(&p);
+            let view = View {
+                row_ptr: &p.row_ptr,
+                col: &p.col,
+                val: &val,
+                diag: &diag,
+            };
+            let (mut one, mut all) = (x0.clone(), x0.clone());
+            sweep(&view, &r, &mut one);
+            sweep_by_colour(&view, &colour_ptr, &r, &mut all);
+            assert_eq!(one, all);
+        }
     }
 
     #[test]
     fn sliced_ell_holds_each_row_off_the_diagonal_and_pads_with_the_row_itself() {
         let a = random(101, 7, 9);
-        let (p, colour_ptr) = permute_by_colour(&a, &colour_rows(&a, 1));
+        let (p, colour_ptr) = permute_by_colour(&a, &jones_plassmann_colour_rows(&a, 1));
         let ell = sliced_ell(&p, &colour_ptr).unwrap();
         assert_eq!(ell.first_slice.len(), colour_ptr.len() - 1);
         for (c, w) in colour_ptr.windows(2).enumerate() {
@@ -1489,6 +1499,7 @@ mod tests {
         // Grouped by colour, the forward sweep's levels are at most the colours.
         assert!(fact("levels_forward") <= fact("colours"));
         assert!(Symgs.case(p(Order::GreedyColour)).supports("symgs_colours"));
+        assert!(Symgs.case(p(Order::GreedyColour)).supports("colours_threads"));
         let greedy = Symgs.prepare(&p(Order::GreedyColour), 1).unwrap();
         let colours = greedy.facts.iter().find(|(f, _)| *f == "colours").unwrap().1;
         assert_eq!(colours, 8.0);

@@ -157,10 +157,10 @@ __device__ __forceinline__ T wait_for_value(const T* p, T v) {
 
 // Entry k of row i: its coefficient, and either its first poll (a row the sweep updates
 // first) or its value from before the sweep. A step's loads (32 entries of a row) are all issued
-// before any lane waits, and r and the diagonal (or its reciprocal) at the row's start: a load placed after a wait
-// cannot pass the wait's volatile load, and put DRAM round trips on every level's critical path
-// (HPCG 104^3 has 722 levels a sweep; in float64 the sweep pair took 2.43 ms with them there,
-// 2.03 ms without). Rows longer than a step load their next step after this one's waits.
+// before any lane waits, and r and the diagonal (or its reciprocal) at the row's start: a load
+// placed after a wait cannot pass the wait's volatile load, and put DRAM round trips on every
+// level's critical path (HPCG 104^3 has 722 levels a sweep; in float64 the sweep pair took
+// 2.43 ms with them there, 2.03 ms without). Rows longer than a step load their next step after this one's waits.
 template <typename T>
 struct Entry {
     T a, v;

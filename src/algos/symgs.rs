@@ -7,8 +7,9 @@
 //! Jones-Plassmann colouring (colour 0's rows first), so that the case's matrix is the permuted
 //! P A P^T and its natural sweep is the colour-order sweep; `greedy_colour`: the same with a
 //! greedy colouring in row order (fewer colours on stencils). The multicolour variants run only
-//! on rows grouped by colour, and the exact ones run there too, giving the same result. Either way the reference is
-//! the sequential sweep of the case's matrix in float64 (from the element type's values).
+//! on rows grouped by colour, and the exact ones run there too, giving the same result. Either
+//! way the reference is the sequential sweep of the case's matrix in float64 (from the element
+//! type's values).
 //!
 //! Variants: on the CPU the sequential sweep and a multicolour sweep on all cores; on the GPU
 //! the seed's lock scheme (rows in chunks, relaunched until every row is done), a level-
@@ -97,9 +98,9 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
                 \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\n\
                 order = [\"natural\", \"colour\", \"greedy_colour\"]",
     // laplace2d:300 and random:200003x40 grouped by colour (either colouring) have levels wider
-    // than an H100's resident warps, so symgs_levels takes its half-warp kernel there (random's rows hold about
-    // 40 entries, many more than one step's 32); random:1009x40 gives the warp-a-row kernel rows
-    // longer than a warp.
+    // than an H100's resident warps, so symgs_levels takes its half-warp kernel there (random's
+    // rows hold about 40 entries, many more than one step's 32); random:1009x40 gives the
+    // warp-a-row kernel rows longer than a warp.
     gpu_test_grid: "matrix = [\"hpcg:1\", \"hpcg:5x3x7\", \"hpcg:24\", \"laplace2d:101\", \
                     \"laplace2d:300\", \"random:10007x9\", \"random:1009x40\", \
                     \"random:200003x40\", \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\n\

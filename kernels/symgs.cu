@@ -160,7 +160,8 @@ __device__ __forceinline__ T wait_for_value(const T* p, T v) {
 // before any lane waits, and r and the diagonal (or its reciprocal) at the row's start: a load
 // placed after a wait cannot pass the wait's volatile load, and put DRAM round trips on every
 // level's critical path (HPCG 104^3 has 722 levels a sweep; in float64 the sweep pair took
-// 2.43 ms with them there, 2.03 ms without). Rows longer than a step load their next step after this one's waits.
+// 2.43 ms with them there, 2.03 ms without). Rows longer than a step load their next step
+// after this one's waits.
 template <typename T>
 struct Entry {
     T a, v;

@@ -130,7 +130,8 @@ __device__ __forceinline__ unsigned long long status_word(unsigned int epoch, un
 }
 
 // Lab hooks (scripts/lab/scan_lab.py), compiled out otherwise: LAB_COUNTS counts look-back
-// events into lab_counts; LAB_NO_LOOKBACK skips the look-back (wrong sums: a bound on speed).
+// events into lab_counts; LAB_NO_LOOKBACK skips the look-back (wrong sums: a bound on speed);
+// LAB_NO_BACK keeps repeats_fused from storing its indices (a bound too).
 #ifdef LAB_COUNTS
 __device__ unsigned long long lab_counts[4];  // look-backs, rereads, windows moved, cycles
 #define LAB_COUNT(i, v) atomicAdd(&lab_counts[i], (unsigned long long)(v))
@@ -470,7 +471,9 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
     };
     auto back = [&](const int4* tile_smem, unsigned long long tile, unsigned int before, unsigned int found) {
         const int* gathered = reinterpret_cast<const int*>(tile_smem);
+#ifndef LAB_NO_BACK
         for (unsigned int w = worker(); w < found; w += workers) indices[before + w] = gathered[w];
+#endif
         if (worker() == 0 && tile == tiles - 1) count[0] = (int)(before + found);
     };
     for_each_tile(a, n, items, tile_counter, first_ticket, tile_status, epoch, front, back);

@@ -19,9 +19,9 @@ import cupy as cp
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def source(old=False):
+def source(old=False, path="kernels/scan.cu"):
     common = (ROOT / "kernels/common.cuh").read_text()
-    scan = (ROOT / ("scripts/lab/scan_baseline.cu" if old else "kernels/scan.cu")).read_text()
+    scan = (ROOT / ("scripts/lab/scan_baseline.cu" if old else path)).read_text()
     return scan.replace('#include "common.cuh"', common)
 
 
@@ -46,7 +46,10 @@ class Shape:
     (scripts/lab/scan_baseline.cu, an earlier scan.cu for an A/B, from `git show
     REV:kernels/scan.cu > scripts/lab/scan_baseline.cu`, with the launch of 6acdae7 and before: one
     tile a block, ITEMSxBLOCK, no look-back warp), +occK (shared memory padded so that K blocks
-    fit an SM)."""
+    fit an SM). For a candidate kernel beside the tree's: +src=PATH (another scan.cu, a candidate's
+    copy), +DNAME (passes -DNAME to NVRTC, the
+    candidate's own lab hooks), +smem=BYTES (that much more dynamic shared memory a block, what the
+    candidate keeps after its stages), +inexact (its results are wrong by design: not checked)."""
 
     def __init__(self, text):
         shape, *flags = text.split("+")
@@ -55,9 +58,11 @@ class Shape:
         self.stages = 1 if self.old else (stages[0] if stages else 2)
         self.block = self.workers + (0 if self.old else 32)
         self.name = text
-        self.exact = "nolb" not in flags
+        self.exact = "nolb" not in flags and "inexact" not in flags
         defines = {"nolb": "-DLAB_NO_LOOKBACK", "counts": "-DLAB_COUNTS"}
-        module = cp.RawModule(code=source(self.old), options=(
+        defines.update({f: "-" + f for f in flags if f.startswith("D")})
+        path = next((f[4:] for f in flags if f.startswith("src=")), "kernels/scan.cu")
+        module = cp.RawModule(code=source(self.old, path), options=(
             "-std=c++17", f"-DITEMS={self.items}", f"-DSTAGES={self.stages}",
             *(defines[f] for f in flags if f in defines)))  # -DITEMS: the old kernels'
         self.counts = (cp.ndarray((4,), dtype=cp.uint64, memptr=module.get_global("lab_counts"))
@@ -66,6 +71,7 @@ class Shape:
         if self.old and self.items // 4 % 2 == 0:  # padded (TILE_PADDED in the old scan.cu)
             self.smem = self.smem * 9 // 8
         self.smem *= self.stages
+        self.smem += sum(int(f[5:]) for f in flags if f.startswith("smem="))
         for f in flags:
             if f.startswith("occ"):
                 self.smem = max(self.smem, 227 * 1024 // int(f[3:]) - 1024)

@@ -298,13 +298,16 @@ __device__ __forceinline__ void start_load(const int* __restrict__ in, int4* sta
 // exactly one ticket past the last tile, so a launch advances the counter by tile_count +
 // gridDim.x.
 //   front(stage, tile) -> aggregate: by the workers, around tile_front;
-//   back(stage, tile, before, aggregate): by the workers, once the earlier tiles' total is known.
-template <typename Front, typename Back>
+//   back(stages + s * stage_vectors, tile, before, aggregate): by the workers, once the earlier tiles' total is known;
+//   after_refill(tile, before, aggregate): with EARLY_REFILL, by the workers once the stage they
+//     left has started loading its next tile (the back must be done with the stage; what it
+//     still has to write waits in registers). Without, the stage refills after the back.
+template <bool EARLY_REFILL, typename Front, typename Back, typename AfterRefill>
 __device__ __forceinline__ void for_each_tile(const int* __restrict__ in, unsigned long long n,
                                               unsigned int items, unsigned long long* counter,
                                               unsigned long long first_ticket,
                                               volatile unsigned long long* status, unsigned int epoch,
-                                              Front front, Back back) {
+                                              Front front, Back back, AfterRefill after_refill) {
     __shared__ unsigned long long stage_tile[STAGES];
     __shared__ unsigned int stage_aggregate[STAGES], stage_before[STAGES];
     const unsigned int stage_vectors = items / 4 * (blockDim.x - 32);
@@ -351,14 +354,32 @@ __device__ __forceinline__ void for_each_tile(const int* __restrict__ in, unsign
             if (threadIdx.x == 32) stage_aggregate[next] = aggregate;
         }
         __syncthreads();
-        if (is_worker) back(stages + s * stage_vectors, tile, stage_before[s], stage_aggregate[s]);
-        if (drawer) {
-            const unsigned long long t = exhausted ? tiles : ticket - first_ticket;
-            exhausted = t >= tiles;
-            stage_tile[s] = t;
+        // The stage's next tile, drawn above, for the refill: published to the workers by the
+        // barrier before the refill, to warp 0 by the block's barrier.
+        auto next_ticket = [&]() {
+            if (drawer) {
+                const unsigned long long t = exhausted ? tiles : ticket - first_ticket;
+                exhausted = t >= tiles;
+                stage_tile[s] = t;
+            }
+        };
+        if constexpr (EARLY_REFILL) {
+            // The stage refills between the back and after_refill, as soon as every worker's
+            // back is done with it.
+            if (is_worker) {
+                back(stages + s * stage_vectors, tile, stage_before[s], stage_aggregate[s]);
+                next_ticket();
+                sync_workers();
+                start_load(in, stages + s * stage_vectors, items, stage_tile[s], tiles, n);
+                after_refill(tile, stage_before[s], stage_aggregate[s]);
+            }
+            __syncthreads();  // warp 0 sees the stage's next tile
+        } else {
+            if (is_worker) back(stages + s * stage_vectors, tile, stage_before[s], stage_aggregate[s]);
+            next_ticket();
+            __syncthreads();  // the stage is free, and its next tile known
+            if (is_worker) start_load(in, stages + s * stage_vectors, items, stage_tile[s], tiles, n);
         }
-        __syncthreads();  // the stage is free, and its next tile known
-        if (is_worker) start_load(in, stages + s * stage_vectors, items, stage_tile[s], tiles, n);
         if (next_tile >= tiles) break;  // tickets rise stage by stage: the rest are past the end
         s = next;
     }
@@ -410,7 +431,9 @@ scan_lookback(const int* __restrict__ in, int* __restrict__ out, unsigned long l
             }
         }
     };
-    for_each_tile(in, n, items, tile_counter, first_ticket, tile_status, epoch, front, back);
+    auto none = [](unsigned long long, unsigned int, unsigned int) {};
+    for_each_tile<false>(in, n, items, tile_counter, first_ticket, tile_status, epoch, front, back,
+                         none);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -469,12 +492,37 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
             for (; flags; flags &= flags - 1) gathered[k++] = (int)(first + __ffsll(flags) - 1);
         });
     };
-    auto back = [&](const int4* tile_smem, unsigned long long tile, unsigned int before, unsigned int found) {
+    // The back takes the tile's indices out of the stage into registers (up to HELD a worker),
+    // the stage refills, and only then are they stored, so that the next tile's loads leave
+    // before the stores. With more indices the back stores them from the stage itself.
+    constexpr unsigned int HELD = 8;
+    int held[HELD];
+    auto back = [&](const int4* tile_smem, unsigned long long, unsigned int before, unsigned int found) {
         const int* gathered = reinterpret_cast<const int*>(tile_smem);
+        if (found <= HELD * workers) {
+#pragma unroll
+            for (unsigned int k = 0; k < HELD; ++k) {
+                const unsigned int w = worker() + k * workers;
+                held[k] = w < found ? gathered[w] : 0;
+            }
+        } else {
 #ifndef LAB_NO_BACK
-        for (unsigned int w = worker(); w < found; w += workers) indices[before + w] = gathered[w];
+            for (unsigned int w = worker(); w < found; w += workers) indices[before + w] = gathered[w];
+#endif
+        }
+    };
+    auto after_refill = [&](unsigned long long tile, unsigned int before, unsigned int found) {
+#ifndef LAB_NO_BACK
+        if (found <= HELD * workers) {
+#pragma unroll
+            for (unsigned int k = 0; k < HELD; ++k) {
+                const unsigned int w = worker() + k * workers;
+                if (w < found) indices[before + w] = held[k];
+            }
+        }
 #endif
         if (worker() == 0 && tile == tiles - 1) count[0] = (int)(before + found);
     };
-    for_each_tile(a, n, items, tile_counter, first_ticket, tile_status, epoch, front, back);
+    for_each_tile<true>(a, n, items, tile_counter, first_ticket, tile_status, epoch, front, back,
+                        after_refill);
 }

@@ -114,14 +114,17 @@ def check(shape, n, rng):
     want = cp.concatenate([cp.zeros(1, cp.int64), cp.cumsum(a.astype(cp.int64))[:-1]])[:n]
     assert cp.array_equal(out[:n], (want & 0xFFFFFFFF).astype(cp.uint32).view(cp.int32)), \
         f"{shape.name}: scan wrong at n={n}"
-    r = cp.asarray(rng.integers(0, 3, size=n, dtype="int32"))
-    idx = cp.empty(max(n, 1), dtype=cp.int32)
-    count = cp.zeros(1, dtype=cp.int32)
-    shape.run("repeats_fused", n, (r, idx, count))
-    want = cp.nonzero(r[:-1] == r[1:])[0].astype(cp.int32) if n > 1 else cp.zeros(0, cp.int32)
-    got = int(count[0])
-    assert got == want.size and cp.array_equal(idx[:got], want), \
-        f"{shape.name}: find_repeats wrong at n={n}"
+    # A third of the elements repeat, and a tenth (each element equal to the one before with
+    # probability 0.1).
+    for r in (cp.asarray(rng.integers(0, 3, size=n, dtype="int32")),
+              cp.cumsum(cp.asarray(rng.random(n) >= 0.1, dtype=cp.int32), dtype=cp.int32)):
+        idx = cp.empty(max(n, 1), dtype=cp.int32)
+        count = cp.zeros(1, dtype=cp.int32)
+        shape.run("repeats_fused", n, (r, idx, count))
+        want = cp.nonzero(r[:-1] == r[1:])[0].astype(cp.int32) if n > 1 else cp.zeros(0, cp.int32)
+        got = int(count[0])
+        assert got == want.size and cp.array_equal(idx[:got], want), \
+            f"{shape.name}: find_repeats wrong at n={n}"
 
 
 def main():

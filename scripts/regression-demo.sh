@@ -118,10 +118,15 @@ for n in $(seq 12 "${#runs[@]}"); do
   python3 - "$out/history_$n.json" "$n" "$code" <<'PY'
 import json, sys
 h = json.load(open(sys.argv[1]))
-flagged = [c for c in h["cases"] if c["verdict"] not in ("stable", "insufficient_data")]
-print(f"after run {sys.argv[2]}: exit {sys.argv[3]}; " + (", ".join(
-    f"{c['variant']} {c['params']}: {c['verdict']} at run {c['changes'][-1]['run'] + 1} "
-    f"({100 * (c['changes'][-1]['ratio'] - 1):+.1f}%)" for c in flagged) or "nothing flagged"))
+def said(cases):
+    return ", ".join(f"{c['variant']} {c['params']}: {c['verdict']} at run "
+                     f"{c['changes'][-1]['run'] + 1} ({100 * (c['changes'][-1]['ratio'] - 1):+.1f}%)"
+                     for c in cases)
+flagged = [c for c in h["cases"]
+           if c["verdict"] not in ("stable", "insufficient_data", "machine_changed")]
+moved = [c for c in h["cases"] if c["verdict"] == "machine_changed"]
+print(f"after run {sys.argv[2]}: exit {sys.argv[3]}; " + (said(flagged) or "nothing flagged")
+      + (f"; put down to a move to another machine: {said(moved)}" if moved else ""))
 PY
 done
 "$kbench" history "${runs[@]}" --wide --html "$out/history.html" > "$out/history.txt"

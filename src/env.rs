@@ -7,6 +7,10 @@ use crate::record::{Environment, HostLoad, LoadSample};
 pub fn detect() -> Environment {
     Environment {
         host: hostname(),
+        boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|id| id.trim().to_string())
+            .filter(|id| !id.is_empty()),
         os: std::env::consts::OS.into(),
         arch: std::env::consts::ARCH.into(),
         cpu_model: cpu_model().unwrap_or_else(|| "unknown".into()),

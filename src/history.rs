@@ -8,6 +8,12 @@
 //! (stable); or too few runs to tell (insufficient data). Only a confirmed regression fails the
 //! gate. Older change points are listed; `--last N` judges the last N runs alone, so a
 //! regression that was accepted ages out of the window.
+//!
+//! A change that begins at the first run on another machine (another host or boot, from the
+//! results' environment) and whose runs all ran on that machine is put down to the machine: the
+//! series cannot tell a code change from the move, so the verdict says so and asks for a new
+//! baseline there instead of failing the gate. Runs that each land on a machine of their own
+//! (ephemeral CI runners) never make such a block, and their changes are judged as any other.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -42,6 +48,9 @@ pub enum HistoryVerdict {
     SuspectedRegression,
     SuspectedImprovement,
     Stable,
+    /// The last change began with a move to another machine and held on it (see the module's
+    /// header): not a regression, not an improvement.
+    MachineChanged,
     /// Fewer runs than `min_runs`.
     InsufficientData,
 }
@@ -53,6 +62,7 @@ impl HistoryVerdict {
             HistoryVerdict::Improvement => "improvement",
             HistoryVerdict::SuspectedRegression => "suspected regression (unconfirmed)",
             HistoryVerdict::SuspectedImprovement => "suspected improvement (unconfirmed)",
+            HistoryVerdict::MachineChanged => "changed with the machine (save new baselines there)",
             HistoryVerdict::Stable => "stable",
             HistoryVerdict::InsufficientData => "insufficient data",
         }
@@ -65,6 +75,8 @@ pub struct HistoryRun {
     pub path: String,
     pub started_at: String,
     pub git_revision: String,
+    /// The machine it ran on: host and boot (None without a recorded boot).
+    pub machine: Option<String>,
 }
 
 /// A change in a case's series.
@@ -78,6 +90,9 @@ pub struct HistoryChange {
     pub p_value: f64,
     /// Held for `confirm_runs` runs or more; a suspected change is not.
     pub confirmed: bool,
+    /// Began at the first run on another machine and held on that machine alone for
+    /// `confirm_runs` runs or more: put down to the machine.
+    pub machine_changed: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -185,11 +200,12 @@ fn judge_in_order(runs: &[(PathBuf, ResultsDoc)], settings: &HistorySettings) ->
                 .filter(|m| m.is_finite() && *m > 0.0);
         }
     }
+    let machines: Vec<Option<String>> = runs.iter().map(|(_, doc)| machine(doc)).collect();
     let cases = keys
         .into_iter()
         .map(|key| {
             let series = medians.remove(&key).unwrap_or_default();
-            judge_case(key.0, key.1, series, settings)
+            judge_case(key.0, key.1, series, &machines, settings)
         })
         .collect();
     History {
@@ -203,6 +219,7 @@ fn judge_in_order(runs: &[(PathBuf, ResultsDoc)], settings: &HistorySettings) ->
                 path: path.display().to_string(),
                 started_at: doc.started_at.clone(),
                 git_revision: doc.environment.git_revision.clone(),
+                machine: machine(doc),
             })
             .collect(),
         confirm_runs: settings.confirm_runs,
@@ -213,11 +230,21 @@ fn judge_in_order(runs: &[(PathBuf, ResultsDoc)], settings: &HistorySettings) ->
     }
 }
 
+/// The machine a run ran on, where its boot was recorded: "host boot".
+fn machine(doc: &ResultsDoc) -> Option<String> {
+    let env = &doc.environment;
+    env.boot_id
+        .as_ref()
+        .map(|boot| format!("{} {boot}", env.host))
+}
+
 /// One case's series judged: its change points, and the verdict on where it stands now.
+/// `machines` holds each run's machine (None where unknown), as `medians_s` holds its median.
 pub fn judge_case(
     variant: String,
     params: String,
     medians_s: Vec<Option<f64>>,
+    machines: &[Option<String>],
     settings: &HistorySettings,
 ) -> CaseHistory {
     // The runs the case has a median in, and the log medians (a step is then a ratio).
@@ -249,6 +276,7 @@ pub fn judge_case(
             ratio: c.shift.exp(),
             p_value: c.p_value,
             confirmed: logs.len() - c.index >= confirm,
+            machine_changed: false,
         })
         .collect();
     // The last runs, too few to split off, against the level since the last change.
@@ -271,12 +299,15 @@ pub fn judge_case(
                     ratio: tail.shift.exp(),
                     p_value: tail.p_value,
                     confirmed: logs.len() - (since + tail.index) >= confirm,
+                    machine_changed: false,
                 });
             }
         }
     }
+    mark_machine_changes(&mut out.changes, &runs, machines, confirm);
     out.verdict = match out.changes.last() {
         None => HistoryVerdict::Stable,
+        Some(c) if c.machine_changed => HistoryVerdict::MachineChanged,
         Some(c) => match (c.confirmed, c.ratio > 1.0) {
             (true, true) => HistoryVerdict::RegressionConfirmed,
             (true, false) => HistoryVerdict::Improvement,
@@ -285,6 +316,42 @@ pub fn judge_case(
         },
     };
     out
+}
+
+/// Marks the changes that began at the first run on another machine and whose level (up to the
+/// next change) ran on that machine alone, `confirm` runs or more. `runs` are the runs with a
+/// median, in order.
+fn mark_machine_changes(
+    changes: &mut [HistoryChange],
+    runs: &[usize],
+    machines: &[Option<String>],
+    confirm: usize,
+) {
+    let ends: Vec<usize> = changes
+        .iter()
+        .skip(1)
+        .map(|c| c.run)
+        .chain([usize::MAX])
+        .collect();
+    for (change, end) in changes.iter_mut().zip(ends) {
+        let Some(at) = runs.iter().position(|&r| r == change.run) else {
+            continue;
+        };
+        let Some(before) = at.checked_sub(1).map(|i| runs[i]) else {
+            continue;
+        };
+        let machine = |run: usize| machines.get(run).and_then(Option::as_ref);
+        let (Some(new), Some(old)) = (machine(change.run), machine(before)) else {
+            continue;
+        };
+        let level: Vec<usize> = runs[at..]
+            .iter()
+            .copied()
+            .take_while(|&r| r < end)
+            .collect();
+        change.machine_changed =
+            new != old && level.len() >= confirm && level.iter().all(|&r| machine(r) == Some(new));
+    }
 }
 
 /// The last j <= `confirm` points of a level against the points before them (at least 3), by
@@ -344,7 +411,11 @@ mod tests {
     }
 
     fn verdict(series: Vec<Option<f64>>, settings: &HistorySettings) -> CaseHistory {
-        judge_case("v".into(), "n=1".into(), series, settings)
+        judge_case("v".into(), "n=1".into(), series, &[], settings)
+    }
+
+    fn on_machines(series: Vec<Option<f64>>, machines: &[Option<String>]) -> CaseHistory {
+        judge_case("v".into(), "n=1".into(), series, machines, &SETTINGS)
     }
 
     #[test]
@@ -443,6 +514,51 @@ mod tests {
         let judged = verdict(series, &SETTINGS);
         assert_eq!(judged.verdict, HistoryVerdict::RegressionConfirmed);
         assert_eq!(judged.latest_change().unwrap().run, 8);
+    }
+
+    /// Machine names for `len` runs: `a` before run `from`, `b` from it on.
+    fn moved_at(len: usize, from: usize) -> Vec<Option<String>> {
+        (0..len)
+            .map(|i| Some(if i < from { "a" } else { "b" }.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_level_that_began_with_a_move_to_another_machine_is_put_down_to_it() {
+        for (seed, factor) in [(11, 0.85), (12, 1.15)] {
+            let judged = on_machines(medians(seed, 16, 10, factor), &moved_at(16, 10));
+            assert_eq!(judged.verdict, HistoryVerdict::MachineChanged, "{judged:?}");
+            let change = judged.latest_change().unwrap();
+            assert!(
+                change.machine_changed && change.confirmed && change.run == 10,
+                "{change:?}"
+            );
+            assert!((change.ratio - factor).abs() < 0.03, "{change:?}");
+        }
+        // The move at run 10, the slowdown at run 12 on the new machine: a regression.
+        let later = on_machines(medians(13, 16, 12, 1.1), &moved_at(16, 10));
+        assert_eq!(
+            later.verdict,
+            HistoryVerdict::RegressionConfirmed,
+            "{later:?}"
+        );
+        assert!(!later.latest_change().unwrap().machine_changed);
+        // One run on the new machine so far: too few to tell, still suspected.
+        let one = on_machines(medians(14, 13, 12, 1.15), &moved_at(13, 12));
+        assert_eq!(one.verdict, HistoryVerdict::SuspectedRegression, "{one:?}");
+    }
+
+    #[test]
+    fn runs_each_on_a_machine_of_their_own_are_judged_as_any_other() {
+        // Ephemeral CI runners: every run its own machine, 15% slower from run 10.
+        let machines: Vec<Option<String>> = (0..16).map(|i| Some(format!("vm {i}"))).collect();
+        let judged = on_machines(medians(15, 16, 10, 1.15), &machines);
+        assert_eq!(
+            judged.verdict,
+            HistoryVerdict::RegressionConfirmed,
+            "{judged:?}"
+        );
+        assert!(!judged.latest_change().unwrap().machine_changed);
     }
 
     #[test]

@@ -464,6 +464,13 @@ impl Default for CompareDefaults {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Environment {
     pub host: String,
+    /// This boot of the host (Linux's /proc/sys/kernel/random/boot_id): runs with different ones
+    /// ran on different machines, or across a reboot, even where the host name is the same (a
+    /// cloud GPU machine lent afresh). None in files written before kbench recorded it, and
+    /// where it cannot be read. `kbench history` puts a change down to the machine when it
+    /// begins with one (`crate::history`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
     pub os: String,
     pub arch: String,
     pub cpu_model: String,

@@ -1,8 +1,9 @@
 //! `kbench history` from the command line, on copies of one real run of a CPU study whose
 //! medians are set run by run (a seeded 0.5% wobble, then 20% slower from run 11), given out of
 //! order: the change is found at the run it began and confirmed after two runs (exit 1), one
-//! slow run is only suspected (exit 0), a short history is insufficient data, and the HTML page
-//! charts every case with the change marked.
+//! slow run is only suspected (exit 0), a short history is insufficient data, the HTML page
+//! charts every case with the change marked, and a slowdown that began with a move to another
+//! machine is put down to the machine.
 
 use std::path::{Path, PathBuf};
 
@@ -157,6 +158,57 @@ fn a_slowdown_is_confirmed_at_the_run_it_began_suspected_before_and_charted() {
     assert!(table.contains("REGRESSION CONFIRMED"), "{table}");
     assert!(table.contains("+20.0%"), "{table}");
     assert!(table.contains("2 regression confirmed"), "{table}");
+}
+
+/// The 16 runs with their boot set: `boot(i)` for run i.
+fn with_boots(files: &[PathBuf], dir: &Path, boot: impl Fn(usize) -> String) -> Vec<PathBuf> {
+    files
+        .iter()
+        .enumerate()
+        .map(|(i, file)| {
+            let mut doc: Value =
+                serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+            // kbench records the boot of the machine a run ran on (Linux).
+            assert!(
+                doc["environment"]["boot_id"].is_string(),
+                "{}",
+                doc["environment"]
+            );
+            doc["environment"]["boot_id"] = json!(boot(i));
+            let path = dir.join(format!("booted-{i:02}.json"));
+            std::fs::write(&path, serde_json::to_string(&doc).unwrap()).unwrap();
+            path
+        })
+        .collect()
+}
+
+#[test]
+fn a_slowdown_that_began_with_a_move_to_another_machine_is_put_down_to_the_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = history(dir.path());
+    // Runs 11 to 16 on another machine (another boot), where they are all 20% slower: not a
+    // regression the gate can tell from the move; exit 0.
+    let moved = with_boots(&files, dir.path(), |i| {
+        if i < 10 { "boot-a" } else { "boot-b" }.to_string()
+    });
+    let judged_moved = judged(&moved, 0);
+    for case in judged_moved["cases"].as_array().unwrap() {
+        assert_eq!(case["verdict"], "machine_changed", "{case}");
+        assert_eq!(case["changes"][0]["run"], 10, "{case}");
+        assert_eq!(case["changes"][0]["machine_changed"], true, "{case}");
+    }
+    assert!(judged_moved["runs"][10]["machine"]
+        .as_str()
+        .unwrap()
+        .ends_with(" boot-b"));
+    let out = kbench().arg("history").args(&moved).assert().code(0);
+    let table = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(table.contains("2 changed with the machine"), "{table}");
+    // Every run on a machine of its own (ephemeral runners): the slowdown is a regression.
+    let ephemeral = with_boots(&files, dir.path(), |i| format!("boot-{i}"));
+    for case in judged(&ephemeral, 1)["cases"].as_array().unwrap() {
+        assert_eq!(case["verdict"], "regression_confirmed", "{case}");
+    }
 }
 
 #[test]

@@ -70,11 +70,12 @@ pub fn render(history: &History) -> Result<String> {
 }
 
 /// Worst first: what a reader of a failed job looks for.
-const VERDICT_ORDER: [HistoryVerdict; 6] = [
+const VERDICT_ORDER: [HistoryVerdict; 7] = [
     HistoryVerdict::RegressionConfirmed,
     HistoryVerdict::SuspectedRegression,
     HistoryVerdict::Improvement,
     HistoryVerdict::SuspectedImprovement,
+    HistoryVerdict::MachineChanged,
     HistoryVerdict::Stable,
     HistoryVerdict::InsufficientData,
 ];

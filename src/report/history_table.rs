@@ -68,11 +68,12 @@ pub fn render(history: &History, max_width_chars: Option<usize>) -> String {
     out
 }
 
-const ORDER: [HistoryVerdict; 6] = [
+const ORDER: [HistoryVerdict; 7] = [
     HistoryVerdict::RegressionConfirmed,
     HistoryVerdict::SuspectedRegression,
     HistoryVerdict::Improvement,
     HistoryVerdict::SuspectedImprovement,
+    HistoryVerdict::MachineChanged,
     HistoryVerdict::Stable,
     HistoryVerdict::InsufficientData,
 ];

@@ -192,7 +192,8 @@ __device__ __forceinline__ unsigned int look_back(const volatile unsigned long l
 //     element needs only its own tile for (the sums within the tile; find_repeats' indices);
 //   look back (warp 0): learn the total of all earlier tiles from their published status and
 //     publish the tile's own prefix;
-//   back (workers): write the tile's outputs with the earlier tiles' total added.
+//   back (workers): write the tile's outputs with the earlier tiles' total added (repeats_fused
+//     takes them into registers, lets the stage refill, then writes them: EARLY_REFILL).
 // The front of the next tile runs while warp 0 looks back for this one, and a tile's aggregate is
 // published one tile ahead of its look-back, so the look-back waits on tiles that are loaded,
 // not on other blocks' look-backs; the next STAGES - 2 tiles are loading meanwhile.
@@ -298,10 +299,11 @@ __device__ __forceinline__ void start_load(const int* __restrict__ in, int4* sta
 // exactly one ticket past the last tile, so a launch advances the counter by tile_count +
 // gridDim.x.
 //   front(stage, tile) -> aggregate: by the workers, around tile_front;
-//   back(stages + s * stage_vectors, tile, before, aggregate): by the workers, once the earlier tiles' total is known;
-//   after_refill(tile, before, aggregate): with EARLY_REFILL, by the workers once the stage they
-//     left has started loading its next tile (the back must be done with the stage; what it
-//     still has to write waits in registers). Without, the stage refills after the back.
+//   back(stage, tile, before, aggregate): by the workers, once the earlier tiles' total is known;
+//   after_refill(tile, before, aggregate): with EARLY_REFILL, by the workers once the stage the
+//     back left has started loading its next tile, STAGES tiles on (the back must be done with
+//     the stage; what it still has to write waits in registers). Without EARLY_REFILL it is
+//     never called (pass a no-op), and the stage refills after the back.
 template <bool EARLY_REFILL, typename Front, typename Back, typename AfterRefill>
 __device__ __forceinline__ void for_each_tile(const int* __restrict__ in, unsigned long long n,
                                               unsigned int items, unsigned long long* counter,
@@ -493,8 +495,9 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
         });
     };
     // The back takes the tile's indices out of the stage into registers (up to HELD a worker),
-    // the stage refills, and only then are they stored, so that the next tile's loads leave
-    // before the stores. With more indices the back stores them from the stage itself.
+    // the stage refills (with the tile after next), and only then are they stored, so that
+    // those loads leave before the stores. With more indices the back stores them from the
+    // stage itself (the refill then waits for the stores, as before, and for one more barrier).
     constexpr unsigned int HELD = 8;
     int held[HELD];
     auto back = [&](const int4* tile_smem, unsigned long long, unsigned int before, unsigned int found) {

@@ -206,6 +206,7 @@ fn redacted_json(doc: &Value) -> String {
     let env = &mut doc["environment"];
     for key in [
         "host",
+        "boot_id",
         "cpu_model",
         "cpu_threads",
         "kbench_version",

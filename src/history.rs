@@ -215,11 +215,12 @@ fn judge_in_order(runs: &[(PathBuf, ResultsDoc)], settings: &HistorySettings) ->
             .unwrap_or_default(),
         runs: runs
             .iter()
-            .map(|(path, doc)| HistoryRun {
+            .zip(machines)
+            .map(|((path, doc), machine)| HistoryRun {
                 path: path.display().to_string(),
                 started_at: doc.started_at.clone(),
                 git_revision: doc.environment.git_revision.clone(),
-                machine: machine(doc),
+                machine,
             })
             .collect(),
         confirm_runs: settings.confirm_runs,

@@ -1300,17 +1300,21 @@ mod tests {
             .all(|w| level[w[0] as usize] <= level[w[1] as usize]));
     }
 
+    fn assert_no_neighbours_share_a_colour(a: &Csr, colour: &[u32]) {
+        for i in 0..a.n {
+            for &j in a.row(i).0 {
+                if j as usize != i {
+                    assert_ne!(colour[i], colour[j as usize], "rows {i} and {j}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn colourings_never_give_neighbours_one_colour_and_repeat_with_the_seed() {
         for a in [hpcg(6, 5, 4), random(997, 9, 3)] {
             let colour = jones_plassmann_colour_rows(&a, 11);
-            for i in 0..a.n {
-                for &j in a.row(i).0 {
-                    if j as usize != i {
-                        assert_ne!(colour[i], colour[j as usize], "rows {i} and {j}");
-                    }
-                }
-            }
+            assert_no_neighbours_share_a_colour(&a, &colour);
             assert_eq!(colour, jones_plassmann_colour_rows(&a, 11));
             let colours = colour.iter().max().unwrap() + 1;
             assert!((2..=27).contains(&colours), "{colours} colours");
@@ -1331,13 +1335,7 @@ mod tests {
         ];
         for (a, expected) in cases {
             let colour = greedy_colour_rows(&a);
-            for i in 0..a.n {
-                for &j in a.row(i).0 {
-                    if j as usize != i {
-                        assert_ne!(colour[i], colour[j as usize], "rows {i} and {j}");
-                    }
-                }
-            }
+            assert_no_neighbours_share_a_colour(&a, &colour);
             let colours = colour.iter().max().unwrap() + 1;
             // A greedy colouring never needs more than the most neighbours of a row, plus one.
             let (ptr, _) = symmetric_pattern(&a);

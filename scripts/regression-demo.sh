@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The regression gate and the history on a GPU machine, end to end, in one call: ten baseline
 # runs (so the gate sees each case's run-to-run variation), two A/A runs of the same binary (must
-# give no "slower" verdict), and four runs whose reduce_fast kernel does 5% more loads. Then:
+# give no "slower" verdict), and four runs whose reduce_fast kernel is slowed by 5% (below). Then:
 #   - compare --retest: each A/A run and the first slowed run against the ten baselines, the cases
 #     called slower measured again in a fresh process (tables in the output folder, a summary by
 #     kind of case here: verdicts, how many slower the retest removed, GPU kernel cases of 5 us
@@ -15,6 +15,8 @@
 # fit the device call). DEMO_BUDGET_S (default 520) stops starting runs that would not finish in
 # time: what ran is still judged. PROCESSES (default 1) is given to every run as `--processes`:
 # each case measured in that many worker processes (the retests take it from the results).
+# LAUNCH (default stream) is given as `--launch`: `graph` replays each kernel-scope run from a
+# CUDA graph (docs/ci/gate.md says why a gate's runs may want that).
 # REUSE=1 goes on in an output folder an earlier, cut-short call left: the runs it finished
 # (listed in its done.txt) are kept and not run again.
 set -uo pipefail
@@ -26,6 +28,7 @@ options=("$@")
 [ ${#options[@]} -gt 0 ] || options=(--max-time-s 0.25)
 budget_s="${DEMO_BUDGET_S:-520}"
 processes="${PROCESSES:-1}"
+launch="${LAUNCH:-stream}"
 base_runs=10
 slow_runs=4
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -34,25 +37,6 @@ if [ "${REUSE:-0}" != 1 ] && compgen -G "$out/*/2*.json" > /dev/null; then
 fi
 mkdir -p "$out"
 touch "$out/done.txt"
-
-# The slowed kernel: reduce_fast also reads the first 5% of the input once more and adds 0 * that
-# sum (floats keep 0 * x, so the loads cannot be optimized away; the result is unchanged).
-slow_dir="$out/slow-kernels"
-mkdir -p "$slow_dir"
-python3 - "$slow_dir/reduce.cu" <<'PY'
-import sys
-src = open("kernels/reduce.cu").read()
-anchor = "    static_assert(FAST_UNROLL == 4"
-extra = """    {   // regression-demo slowdown: 5% more loads
-        Acc extra = Acc(0);
-        for (unsigned long long j = (unsigned long long)blockIdx.x * B + t; j < n / 20; j += (unsigned long long)gridDim.x * B)
-            extra += Traits<T>::to_acc(__ldg(in + j));
-        acc[0] += Acc(0) * extra;
-    }
-"""
-assert anchor in src
-open(sys.argv[1], "w").write(src.replace(anchor, extra + anchor))
-PY
 
 start_s=$SECONDS
 last_s=0
@@ -66,7 +50,7 @@ run() {
     return 1
   fi
   local t0=$SECONDS
-  "$kbench" run "$manifest" "${options[@]}" --processes "$processes" --out-dir "$out" "$@" > "$out/$name.txt"
+  "$kbench" run "$manifest" "${options[@]}" --processes "$processes" --launch "$launch" --out-dir "$out" "$@" > "$out/$name.txt"
   local code=$?
   last_s=$((SECONDS - t0))
   echo "run $name: ${last_s}s (exit $code)"
@@ -77,10 +61,51 @@ run() {
 ran=0
 for i in $(seq "$base_runs"); do run "base$i" --save-baseline demo && ran=$((ran + 1)) || break; done
 [ "$ran" = "$base_runs" ] || { echo "fewer than $base_runs baseline runs: stopping"; exit 2; }
+
+# The slowed kernel: reduce_fast's last block, before it writes the sum, spins for 5% of the
+# baselines' median of that case (its size and type), so that each case's run is 5% slower at
+# every size, not only where loads dominate (5% more loads made n = 1e6 only 3.4% slower: its
+# time is partly the launch). The spin counts SM cycles at the clock the baselines recorded.
+slow_dir="$out/slow-kernels"
+mkdir -p "$slow_dir"
+python3 - "$slow_dir/reduce.cu" "$out" <<'PY' || { echo "cannot write the slowed kernel"; exit 2; }
+import glob, json, statistics, sys
+runs = sorted(glob.glob(f"{sys.argv[2]}/*/2*.json"))[:10]
+medians, mhz = {}, None
+for path in runs:
+    doc = json.load(open(path))
+    mhz = doc["environment"]["device"]["sm_clock_mhz"]
+    for c in doc["cases"]:
+        if c["variant"] == "fast" and c.get("summary"):
+            medians.setdefault((c["params"]["n"], c["params"]["dtype"]), []).append(
+                c["summary"]["median_s"])
+codes = {"i32": 0, "f32": 1, "f64": 2}
+lines = "".join(
+    f"        if (n == {n}ull && dtype == {codes[d]}) cycles = {round(0.05 * statistics.median(m) * mhz * 1e6)}ull;\n"
+    for (n, d), m in sorted(medians.items()))
+spin = """    {   // regression-demo slowdown: 5% of the baselines' median, spun by the writing thread
+        const int dtype = sizeof(T) == 8 ? 2 : ((T)0.5 == (T)0 ? 0 : 1);
+        unsigned long long cycles = 0;
+CASES        if (t == 0 && cycles) {
+            const long long started = clock64();
+            while ((unsigned long long)(clock64() - started) < cycles) {}
+        }
+    }
+""".replace("CASES", lines)
+src = open("kernels/reduce.cu").read()
+# Where the sum is written: by the one block of a one-block grid, else by the last block. Every
+# other block must not spin (they run side by side: a spin in each would count twice).
+anchors = ["    if (gridDim.x == 1) {\n", "    v = block_sum(v);\n"]
+for anchor in anchors:
+    assert src.count(anchor) == 1, anchor
+    src = src.replace(anchor, anchor + spin)
+open(sys.argv[1], "w").write(src)
+print(f"slowed reduce_fast: spins 5% of the baselines' median ({len(medians)} cases, SM clock {mhz} MHz)")
+PY
 run aa1 && run aa2 && for i in $(seq "$slow_runs"); do run "slow$i" --kernels-dir "$slow_dir" || break; done
 study=$(basename "$(dirname "$(ls "$out"/*/2*.json | head -1)")")
 mapfile -t runs < <(ls "$out/$study"/2*.json)
-echo "${#runs[@]} runs in $((SECONDS - start_s))s; options: ${options[*]} --processes $processes"
+echo "${#runs[@]} runs in $((SECONDS - start_s))s; options: ${options[*]} --processes $processes --launch $launch"
 
 status=0
 # Each run is judged as a CI job would: `compare --retest`, so a case called slower is measured

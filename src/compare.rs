@@ -278,6 +278,16 @@ pub fn check_comparable(
             "the runs measured each case in different numbers of worker processes ({base_k} in the baseline, {new_k} in the new run: `[measure] processes`, `--processes`), so their run-to-run spreads differ; run both with the same --processes"
         );
     }
+    // Launched one by one, a run of several short kernels sits at other levels than replayed
+    // from a graph: the two are not one spread either.
+    let (base_launch, new_launch) = (base.manifest.measure.launch, new.manifest.measure.launch);
+    if base_launch != new_launch {
+        bail!(
+            "the runs launched kernel-scope runs differently ({} in the baseline, {} in the new run: `[measure] launch`, `--launch`), so their times and spreads differ; run both with the same --launch",
+            base_launch.name(),
+            new_launch.name()
+        );
+    }
     if allow_different_device {
         return Ok(());
     }

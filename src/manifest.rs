@@ -31,7 +31,8 @@ use crate::algos::{self, AlgorithmRef, AxisDef, AxisKind, Spec};
 use crate::grid::{AxisValues, WhereExpr};
 use crate::record::{CompareDefaults, MeasureSettings, Study, Variant, MAX_PROCESSES};
 use crate::vocab::{
-    Backend, CacheMode, DType, HostMemory, ParamValue, Scope, TimingMode, ToleranceOverrides,
+    Backend, CacheMode, DType, HostMemory, Launch, ParamValue, Scope, TimingMode,
+    ToleranceOverrides,
 };
 
 /// A mistake in a manifest, located in its source.
@@ -482,6 +483,11 @@ struct RawMeasure {
     /// then averages out over the processes, as no number of samples inside one process can.
     #[schemars(with = "Option<u32>", range(min = 1, max = 64))]
     processes: Option<Spanned<u32>>,
+    /// How kernel-scope runs are launched: "stream" (default), one launch after another as the
+    /// algorithm issues them; "graph", captured once per case into a CUDA graph that every run
+    /// replays (steadier for runs of several short kernels; a launcher that cannot be replayed
+    /// is launched on the stream, and its record says why).
+    launch: Option<Launch>,
 }
 
 #[derive(Deserialize, Default, JsonSchema)]
@@ -1255,6 +1261,7 @@ impl<'a> Validator<'a> {
             timer_tolerance_s,
             energy: raw.energy.unwrap_or(d.energy),
             processes,
+            launch: raw.launch.unwrap_or(d.launch),
         })
     }
 

@@ -11,7 +11,7 @@ mod figure;
 pub mod step_latency;
 pub use figure::Figure;
 
-use crate::vocab::{Backend, CacheMode, HostMemory, Params, Scope, TimingMode, Tolerance};
+use crate::vocab::{Backend, CacheMode, HostMemory, Launch, Params, Scope, TimingMode, Tolerance};
 
 /// Bumped whenever a field changes meaning or is removed. 2: per-output accuracy, the GPU timer's
 /// record, float parameters, case facts.
@@ -249,6 +249,15 @@ pub struct MeasureSettings {
     /// not decide the case. Written to the results only when above 1.
     #[serde(default = "one_process", skip_serializing_if = "is_one_process")]
     pub processes: u32,
+    /// How kernel-scope runs are launched (`[measure] launch`, `--launch`): one by one on the
+    /// stream, or replayed from a CUDA graph captured once per case and process. Written to the
+    /// results only when `graph`.
+    #[serde(default, skip_serializing_if = "is_stream")]
+    pub launch: Launch,
+}
+
+fn is_stream(launch: &Launch) -> bool {
+    *launch == Launch::Stream
 }
 
 fn energy_on() -> bool {
@@ -289,6 +298,7 @@ impl Default for MeasureSettings {
             timer_tolerance_s: 1.5e-6,
             energy: true,
             processes: 1,
+            launch: Launch::Stream,
         }
     }
 }
@@ -325,14 +335,19 @@ pub struct MeasureOverrides {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_PROCESSES as i64))]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u32>,
+    /// Launch kernel-scope runs one by one on the stream, or replay them from a CUDA graph
+    /// captured once per case (default: the manifests', else stream).
+    #[arg(long, value_enum)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Launch>,
 }
 
-/// One override: its flag, the `[measure]` key it replaces, and its value (as f64, which holds
-/// every count and duration exactly), if given.
+/// One override: its flag, the `[measure]` key it replaces, and its value as the flag takes it,
+/// if given.
 struct OverrideEntry {
     flag: &'static str,
     key: &'static str,
-    value: Option<f64>,
+    value: Option<String>,
 }
 
 impl MeasureOverrides {
@@ -350,28 +365,37 @@ impl MeasureOverrides {
             max_time_s: Some(settings.max_time_s),
             timeout_s: Some(settings.timeout_s),
             processes: Some(settings.processes),
+            launch: Some(settings.launch),
         }
     }
 
     /// Each override with its flag and key, in the order `--help` lists them.
-    fn entries(&self) -> [OverrideEntry; 6] {
+    fn entries(&self) -> [OverrideEntry; 7] {
+        fn text(value: Option<impl ToString>) -> Option<String> {
+            value.map(|v| v.to_string())
+        }
         let entry = |flag, key, value| OverrideEntry { flag, key, value };
         [
-            entry("--warmup", "warmup", self.warmup.map(f64::from)),
+            entry("--warmup", "warmup", text(self.warmup)),
+            entry("--min-samples", "min_samples", text(self.min_samples)),
+            entry("--max-samples", "max_samples", text(self.max_samples)),
+            entry("--max-time-s", "max_time_s", text(self.max_time_s)),
+            entry("--timeout-s", "timeout_s", text(self.timeout_s)),
+            entry("--processes", "processes", text(self.processes)),
             entry(
-                "--min-samples",
-                "min_samples",
-                self.min_samples.map(f64::from),
+                "--launch",
+                "launch",
+                self.launch.map(|l| l.name().to_string()),
             ),
-            entry(
-                "--max-samples",
-                "max_samples",
-                self.max_samples.map(f64::from),
-            ),
-            entry("--max-time-s", "max_time_s", self.max_time_s),
-            entry("--timeout-s", "timeout_s", self.timeout_s),
-            entry("--processes", "processes", self.processes.map(f64::from)),
         ]
+    }
+
+    /// The overrides given, as the flags that give them again (`compare --retest`'s run).
+    pub fn args(&self) -> Vec<String> {
+        (self.entries().into_iter())
+            .filter_map(|e| Some([e.flag.to_string(), e.value?]))
+            .flatten()
+            .collect()
     }
 
     /// Refuses overrides that contradict each other, before anything is loaded.
@@ -394,6 +418,7 @@ impl MeasureOverrides {
         s.max_time_s = self.max_time_s.unwrap_or(s.max_time_s);
         s.timeout_s = self.timeout_s.unwrap_or(s.timeout_s);
         s.processes = self.processes.unwrap_or(s.processes);
+        s.launch = self.launch.unwrap_or(s.launch);
         s
     }
 
@@ -1136,6 +1161,13 @@ pub struct GpuTimer {
     pub method: TimerMethod,
     /// Why the stream was not held, when it was not.
     pub unblocked_reason: Option<String>,
+    /// Whether each run was replayed from a CUDA graph captured once (`[measure] launch =
+    /// "graph"`), rather than launched kernel by kernel.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub launched_as_graph: bool,
+    /// Why a case asked to launch as a graph was launched on the stream instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_refused: Option<String>,
     /// Runs per sample: 1 in single mode.
     pub runs_per_sample: u32,
     /// Whether the L2 was flushed before each sample (never in batch mode).
@@ -1226,6 +1258,8 @@ impl GpuTimer {
         GpuTimer {
             method,
             unblocked_reason: None,
+            launched_as_graph: false,
+            graph_refused: None,
             runs_per_sample,
             cold_l2,
             cupti_samples_s: Vec::new(),

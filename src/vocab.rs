@@ -176,6 +176,39 @@ pub enum TimingMode {
     Batch,
 }
 
+/// How a kernel-scope run's launches are queued: one by one on the stream, as the algorithm
+/// issues them; or captured once into a CUDA graph that each run replays. On an H100 the
+/// two-kernel reductions at n = 1000 sat at levels about 1 us apart from sample to sample and
+/// process to process when launched one by one, and within 4% across processes as a graph
+/// (`scripts/lab/pad_probe.py`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Deserialize,
+    Serialize,
+    schemars::JsonSchema,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Launch {
+    #[default]
+    Stream,
+    Graph,
+}
+
+impl Launch {
+    pub fn name(self) -> &'static str {
+        match self {
+            Launch::Stream => "stream",
+            Launch::Graph => "graph",
+        }
+    }
+}
+
 /// One axis value: sizes and block sizes are integers, floats are floats, dtypes, choices and
 /// files are strings.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]

@@ -336,3 +336,46 @@ fn cuptis_profiler_times_runs_of_one_kernel_as_the_events_do_and_leaves_the_acti
         );
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn graph_launches_replay_what_the_stream_launches_and_a_launcher_that_cannot_be_replayed_says_why()
+{
+    // reduce's two- and three-kernel runs and its one-kernel run replay from a graph; the
+    // single-pass scan passes each launch its own epoch and is launched on the stream.
+    let reduce = "[study]\nname = \"graph-reduce\"\nalgorithm = \"reduce\"\nseed = 17\n\
+         [grid]\nn = [1, 1000, 1_000_003]\ndtype = [\"i32\", \"f64\"]\nblock = 256\n\
+         [[variant]]\nname = \"multi\"\nbackend = \"cuda\"\nkernel = \"reduce_optimized\"\n\
+         [[variant]]\nname = \"single\"\nbackend = \"cuda\"\nkernel = \"reduce_fast\"\n\
+         [measure]\nwarmup = 2\nmin_samples = 10\nmax_samples = 20\nlaunch = \"graph\"\n";
+    let cases = run_manifest(reduce, KernelSource::default());
+    assert_all_passed(&cases);
+    assert_eq!(cases.len(), 12);
+    for case in &cases {
+        let timer = gpu_timer(case);
+        assert!(timer.launched_as_graph, "{}: {timer:?}", case.variant);
+        assert_eq!(timer.graph_refused, None);
+        assert_eq!(timer.method, TimerMethod::BlockedEvents);
+        if let Some(why) = &timer.profiler_skipped {
+            assert!(why.contains("CUDA graph"), "{why}");
+        }
+    }
+    let scan = "[study]\nname = \"graph-scan\"\nalgorithm = \"scan\"\nseed = 18\n\
+         [grid]\nn = [1, 100_003]\nblock = 256\n\
+         [[variant]]\nname = \"lookback\"\nbackend = \"cuda\"\nkernel = \"scan_lookback\"\n\
+         params = { block = [512] }\n\
+         [[variant]]\nname = \"blelloch\"\nbackend = \"cuda\"\nkernel = \"scan_blelloch\"\n\
+         [measure]\nwarmup = 2\nmin_samples = 10\nmax_samples = 20\nlaunch = \"graph\"\n";
+    let cases = run_manifest(scan, KernelSource::default());
+    assert_all_passed(&cases);
+    for case in &cases {
+        let timer = gpu_timer(case);
+        if case.variant == "lookback" {
+            assert!(!timer.launched_as_graph);
+            let why = timer.graph_refused.as_deref().unwrap_or_default();
+            assert!(why.contains("epoch"), "{why}");
+        } else {
+            assert!(timer.launched_as_graph, "{timer:?}");
+        }
+    }
+}

@@ -228,6 +228,11 @@ impl Launcher for Seed<'_> {
     fn launches_per_run(&self) -> usize {
         2 + self.scan.launches_per_run()
     }
+
+    /// The flags and the scatter keep their arguments: as replayable as the scan between them.
+    fn graph_refused(&self) -> Option<&'static str> {
+        self.scan.graph_refused()
+    }
 }
 
 #[cfg(test)]

@@ -318,6 +318,11 @@ impl Launcher for MultiPass<'_> {
     fn launches_per_run(&self) -> usize {
         self.passes.len()
     }
+
+    /// Every run queues the same launches with the same arguments.
+    fn graph_refused(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// `reduce_fast`: one launch over a resident grid, each block reducing a grid-stride share, the
@@ -379,6 +384,11 @@ impl Launcher for Fast<'_> {
         // unsigned long long n). `in` is a whole allocation (16-byte aligned) of >= n elements,
         // `partials` holds >= grid elements, `blocks_done` one zeroed word.
         unsafe { self.kernel.launch(self.dims, &self.args) }
+    }
+
+    /// Every run queues the same launches with the same arguments.
+    fn graph_refused(&self) -> Option<&'static str> {
+        None
     }
 }
 

@@ -280,6 +280,11 @@ impl Launcher for Blelloch<'_> {
     fn launches_per_run(&self) -> usize {
         self.launches.len()
     }
+
+    /// Every run queues the same launches with the same arguments.
+    fn graph_refused(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The single-pass kernels' tile bookkeeping: the tile counter and one status word per tile
@@ -367,6 +372,10 @@ impl Launcher for LookBack<'_> {
         // launches * tickets_per_launch so far, as first_ticket says; the dynamic shared memory
         // is STAGES tiles of `items` ints a worker, and the kernel's limit was raised to it in `new`.
         unsafe { self.kernel.launch(self.dims, &args) }
+    }
+
+    fn graph_refused(&self) -> Option<&'static str> {
+        Some("each launch passes its own first ticket and epoch (the look-back's status words must not be mistaken for an earlier launch's), which a replayed graph would repeat")
     }
 }
 

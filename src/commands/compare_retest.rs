@@ -16,7 +16,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::record::{MeasureOverrides, ResultsDoc};
+use crate::record::ResultsDoc;
 
 /// What a retest ran and where its results are.
 pub struct RetestRun {
@@ -58,7 +58,7 @@ pub fn run_retest(
     for case in cases {
         command.arg("--case").arg(case);
     }
-    command.args(override_args(&new.manifest.overrides));
+    command.args(new.manifest.overrides.args());
     if let Some(dir) = kernels_dir {
         command.arg("--kernels-dir").arg(dir);
     }
@@ -124,33 +124,11 @@ fn manifest_to_run(
     ))
 }
 
-/// The command-line flags that give `overrides` again.
-fn override_args(overrides: &MeasureOverrides) -> Vec<String> {
-    let mut args = Vec::new();
-    let mut flag = |name: &str, value: Option<String>| {
-        if let Some(value) = value {
-            args.push(name.to_string());
-            args.push(value);
-        }
-    };
-    flag("--warmup", overrides.warmup.map(|v| v.to_string()));
-    flag(
-        "--min-samples",
-        overrides.min_samples.map(|v| v.to_string()),
-    );
-    flag(
-        "--max-samples",
-        overrides.max_samples.map(|v| v.to_string()),
-    );
-    flag("--max-time-s", overrides.max_time_s.map(|v| v.to_string()));
-    flag("--timeout-s", overrides.timeout_s.map(|v| v.to_string()));
-    flag("--processes", overrides.processes.map(|v| v.to_string()));
-    args
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::MeasureOverrides;
+    use crate::vocab::Launch;
 
     #[test]
     fn overrides_are_given_again_as_flags_and_names_never_repeat() {
@@ -158,20 +136,23 @@ mod tests {
             max_time_s: Some(0.25),
             min_samples: Some(3),
             processes: Some(4),
+            launch: Some(Launch::Graph),
             ..MeasureOverrides::default()
         };
         assert_eq!(
-            override_args(&overrides),
+            overrides.args(),
             [
                 "--min-samples",
                 "3",
                 "--max-time-s",
                 "0.25",
                 "--processes",
-                "4"
+                "4",
+                "--launch",
+                "graph"
             ]
         );
-        assert!(override_args(&MeasureOverrides::default()).is_empty());
+        assert!(MeasureOverrides::default().args().is_empty());
         let dir = tempfile::tempdir().unwrap();
         let (first, n) = free_name(dir.path(), "20261124T1").unwrap();
         assert_eq!(n, 1);

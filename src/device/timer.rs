@@ -64,6 +64,13 @@ pub trait Launcher<S = super::Stream> {
     fn waits_for_device(&self) -> Option<&'static str> {
         None
     }
+    /// `Some(why)` where a run cannot be replayed from a CUDA graph captured once
+    /// (`[measure] launch = "graph"`): its launches or their arguments change from run to run,
+    /// or it does host work between them. The default: not known to be replayable. A launcher
+    /// whose every run queues the same launches with the same arguments returns None.
+    fn graph_refused(&self) -> Option<&'static str> {
+        Some("this algorithm's launcher does not say that its runs can be replayed from a CUDA graph (its launches may change from run to run)")
+    }
     /// Queues the run's work on elements `first .. first + count` alone, on `stream`: how a
     /// variant with `streams` overlaps its copies and kernels chunk by chunk. Only elementwise
     /// work can (each output element depends on the inputs' element of the same index); chunks

@@ -15,13 +15,15 @@ use crate::algos::{BoundCase, Buffers, CaseData};
 use crate::device::cupti_profiler::MAX_PROFILED_LAUNCHES;
 use crate::device::nvml::{ClockReading, EnergyReading};
 use crate::device::timer::{batch_runs, Sample, SamplePlan, PROFILED_RUNS};
-use crate::device::{Device, DeviceBuf, DeviceIo, Gpu, Launcher, PinnedBuf, Stream, CHUNK_ALIGN};
+use crate::device::{
+    Device, DeviceBuf, DeviceIo, Gpu, Graph, Launcher, PinnedBuf, Stream, CHUNK_ALIGN,
+};
 use crate::measure::{self, Deadline, Measured, Taken};
 use crate::record::{
     ClockRecord, DeviceFingerprint, EnergyRecord, GpuTimer, MeasureSettings, TimerMethod,
 };
 use crate::stats;
-use crate::vocab::{CacheMode, DType, HostData, HostMemory, Scope, TimingMode};
+use crate::vocab::{CacheMode, DType, HostData, HostMemory, Launch, Scope, TimingMode};
 
 /// A range of elements, (first, count): a chunk of a case's arrays.
 pub type Chunk = (usize, usize);
@@ -77,6 +79,12 @@ pub trait Primitives {
         &'s self,
         io: &'s DeviceIo<Self::Buf>,
     ) -> Result<Box<dyn Launcher<Self::Stream> + 's>>;
+    /// `launcher`'s run captured once into a CUDA graph, as a launcher that replays it; Err:
+    /// the launcher back, with why the capture failed.
+    fn graph_launcher<'s>(
+        &'s self,
+        launcher: Box<dyn Launcher<Self::Stream> + 's>,
+    ) -> Result<Box<dyn Launcher<Self::Stream> + 's>, CaptureFailed<'s, Self::Stream>>;
     /// Why the stream cannot be held on this device, if it cannot.
     fn hold_refused(&self) -> Option<&str>;
     /// One kernel-scope sample of `launcher`'s runs over `io`, as `plan` says.
@@ -123,6 +131,31 @@ pub trait Primitives {
     /// Sets the persisting-L2 carve-out to 0 and resets persisting lines, before a case; Err:
     /// why it could not.
     fn reset_persisting_l2(&self) -> Result<(), String>;
+}
+
+/// A launcher whose run could not be captured into a graph, with the error.
+pub type CaptureFailed<'s, S> = (Box<dyn Launcher<S> + 's>, anyhow::Error);
+
+/// A case's run replayed from the CUDA graph it was captured into (`[measure] launch =
+/// "graph"`); the captured launcher keeps its buffers alive and answers for its guards and facts.
+struct GraphReplay<'s> {
+    graph: Graph,
+    captured: Box<dyn Launcher + 's>,
+}
+
+impl Launcher for GraphReplay<'_> {
+    fn launch(&mut self) -> Result<()> {
+        self.graph.launch()
+    }
+    fn graph_refused(&self) -> Option<&'static str> {
+        None
+    }
+    fn check_guards(&self) -> Result<()> {
+        self.captured.check_guards()
+    }
+    fn facts(&mut self) -> Result<Vec<(String, f64)>> {
+        self.captured.facts()
+    }
 }
 
 /// Runs CUDA variants on the worker's GPU.
@@ -248,6 +281,18 @@ impl Primitives for Cuda<'_> {
     }
     fn launcher<'s>(&'s self, io: &'s DeviceIo) -> Result<Box<dyn Launcher + 's>> {
         self.bound.cuda(self.kernel, self.gpu, io)
+    }
+    fn graph_launcher<'s>(
+        &'s self,
+        mut launcher: Box<dyn Launcher + 's>,
+    ) -> Result<Box<dyn Launcher + 's>, CaptureFailed<'s, Stream>> {
+        match self.gpu.capture(|| launcher.launch()) {
+            Ok(graph) => Ok(Box::new(GraphReplay {
+                graph,
+                captured: launcher,
+            })),
+            Err(e) => Err((launcher, e)),
+        }
     }
     fn hold_refused(&self) -> Option<&str> {
         self.device.hold_refused()
@@ -413,7 +458,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
                 io.pristine.push((name, pristine));
             }
         }
-        let mut launcher = device.launcher(&io)?;
+        let mut launcher = self.launched_as_asked(device.launcher(&io)?, record.timer);
         let clocks = &mut *record.clocks;
         // The plan's sizing runs and the samples untraced: CUPTI's kernel records slow a kernel
         // of many blocks (SAXPY of one element a thread at 2^28 on an H100: 1186.8 us traced,
@@ -445,6 +490,33 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         self.energy(&measured, record.timer, &mut || launcher.launch())?;
         record.timer.fresh_input_copies = io.refreshes.get();
         Ok(measured)
+    }
+
+    /// The case's launcher as `[measure] launch` asks: with `graph`, its run captured once into
+    /// a CUDA graph that every run replays, where the launcher allows it and the capture works;
+    /// otherwise the launcher itself, and the record says why it is not a graph.
+    fn launched_as_asked<'s>(
+        &'s self,
+        launcher: Box<dyn Launcher<P::Stream> + 's>,
+        timer: &mut GpuTimer,
+    ) -> Box<dyn Launcher<P::Stream> + 's> {
+        if self.settings.launch != Launch::Graph {
+            return launcher;
+        }
+        if let Some(why) = launcher.waits_for_device().or(launcher.graph_refused()) {
+            timer.graph_refused = Some(why.to_string());
+            return launcher;
+        }
+        match self.device.graph_launcher(launcher) {
+            Ok(replay) => {
+                timer.launched_as_graph = true;
+                replay
+            }
+            Err((launcher, e)) => {
+                timer.graph_refused = Some(format!("the capture into a CUDA graph failed: {e:#}"));
+                launcher
+            }
+        }
     }
 
     /// The device buffers and the launcher persist; each sample copies the inputs over from the
@@ -744,6 +816,12 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         timer: &mut GpuTimer,
     ) -> Result<()> {
         if !self.device.has_profiler() {
+            return Ok(());
+        }
+        if timer.launched_as_graph {
+            timer.profiler_skipped = Some(
+                "launched as a CUDA graph: CUPTI's range profiler sees no kernel in a graph launch, nor in the worker after one".to_string(),
+            );
             return Ok(());
         }
         timer.profiler_skipped = match profiler_skip_reason(

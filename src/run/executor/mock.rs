@@ -69,7 +69,7 @@ use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::cuda::{Chunk, Primitives, Scoped};
+use super::cuda::{CaptureFailed, Chunk, Primitives, Scoped};
 use super::{CaseError, Executed, Executor, Job};
 use crate::algos::{Buffers, CaseData};
 use crate::device::nvml::{ClockReading, EnergyReading};
@@ -807,6 +807,13 @@ impl Primitives for MockRun<'_> {
     ) -> Result<Box<dyn Launcher<MockStream> + 's>> {
         Ok(Box::new(StandIn { run: self, io }))
     }
+    /// The mock has no graphs: the stand-in's run is what a replay would time.
+    fn graph_launcher<'s>(
+        &'s self,
+        launcher: Box<dyn Launcher<MockStream> + 's>,
+    ) -> Result<Box<dyn Launcher<MockStream> + 's>, CaptureFailed<'s, MockStream>> {
+        Ok(launcher)
+    }
     fn hold_refused(&self) -> Option<&str> {
         None
     }
@@ -960,6 +967,9 @@ struct StandIn<'s, 'a> {
 impl Launcher<MockStream> for StandIn<'_, '_> {
     fn launch(&mut self) -> Result<()> {
         self.run.kernel(self.io, None)
+    }
+    fn graph_refused(&self) -> Option<&'static str> {
+        None
     }
     /// Any case whose arrays split into chunks (`cuda::chunks` checks) runs chunk by chunk here.
     fn launch_chunk(&mut self, first: usize, count: usize, _stream: &MockStream) -> Result<()> {

@@ -12,6 +12,18 @@ graph, stop]). If the level follows PAD within one process, the queue's layout m
 graph's medians agree across processes while the launches' do not, a graph removes it.
 
     for i in 1 2 3 4 5 6; do python3 scripts/lab/pad_probe.py --samples 40; done
+    for i in 1 2 3 4; do python3 scripts/lab/pad_probe.py --blocks --samples 40; done
+
+Measured on an H100 (2026-11-28; medians, with even / odd samples of each way):
+  - round-robin, six processes: launched on the stream, every PAD's even samples 6.6-7.0 us and
+    odd 7.5-7.9 us, medians 7.0-7.6 us (one disturbed process 9.5-13.8 us); the graph 5.71-5.89
+    us, even and odd alike (5.79 in the disturbed process too);
+  - --blocks (each way's samples in a row, with 0, 1 or 2 empty launches queued first), four
+    processes: with none and with one, mostly one level per block (7.2-7.9 us); with two, even
+    and odd 0.5-1.0 us apart in seven of eight blocks; the graph 5.86-6.08 us.
+  The level follows the commands queued on the stream, not the pad alone; a graph removes it.
+  (--n 1000003 needs a third launch: reduce_optimized's second pass then has 3907 partials for
+  one block, and the check fails.)
 """
 
 import argparse

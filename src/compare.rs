@@ -254,7 +254,8 @@ fn not_compared_reason(base_runs: &[&CaseResult], new: &CaseResult) -> String {
 }
 
 /// Refuses files that cannot be compared meaningfully: different studies, cases measured in
-/// different numbers of processes, or different machines unless `allow_different_device`.
+/// different numbers of processes or launched differently (stream or graph), or different
+/// machines unless `allow_different_device`.
 pub fn check_comparable(
     base: &ResultsDoc,
     new: &ResultsDoc,

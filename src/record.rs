@@ -382,11 +382,7 @@ impl MeasureOverrides {
             entry("--max-time-s", "max_time_s", text(self.max_time_s)),
             entry("--timeout-s", "timeout_s", text(self.timeout_s)),
             entry("--processes", "processes", text(self.processes)),
-            entry(
-                "--launch",
-                "launch",
-                self.launch.map(|l| l.name().to_string()),
-            ),
+            entry("--launch", "launch", text(self.launch.map(Launch::name))),
         ]
     }
 

@@ -179,7 +179,7 @@ pub enum TimingMode {
 /// How a kernel-scope run's launches are queued: one by one on the stream, as the algorithm
 /// issues them; or captured once into a CUDA graph that each run replays. On an H100 the
 /// two-kernel reductions at n = 1000 sat at levels about 1 us apart from sample to sample and
-/// process to process when launched one by one, and within 4% across processes as a graph
+/// process to process when launched one by one, and at 5.71-5.89 us in six processes as a graph
 /// (`scripts/lab/pad_probe.py`).
 #[derive(
     Debug,

@@ -339,8 +339,7 @@ fn cuptis_profiler_times_runs_of_one_kernel_as_the_events_do_and_leaves_the_acti
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn graph_launches_replay_what_the_stream_launches_and_a_launcher_that_cannot_be_replayed_says_why()
-{
+fn graph_launches_replay_exact_runs_and_a_launcher_that_cannot_be_replayed_says_why() {
     // reduce's two- and three-kernel runs and its one-kernel run replay from a graph; the
     // single-pass scan passes each launch its own epoch and is launched on the stream.
     let reduce = "[study]\nname = \"graph-reduce\"\nalgorithm = \"reduce\"\nseed = 17\n\

@@ -319,7 +319,6 @@ impl Launcher for MultiPass<'_> {
         self.passes.len()
     }
 
-    /// Every run queues the same launches with the same arguments.
     fn graph_refused(&self) -> Option<&'static str> {
         None
     }
@@ -386,7 +385,6 @@ impl Launcher for Fast<'_> {
         unsafe { self.kernel.launch(self.dims, &self.args) }
     }
 
-    /// Every run queues the same launches with the same arguments.
     fn graph_refused(&self) -> Option<&'static str> {
         None
     }

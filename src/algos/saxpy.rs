@@ -166,7 +166,6 @@ impl Launcher for Elementwise<'_> {
         unsafe { self.kernel.launch(self.dims, &self.args) }
     }
 
-    /// Every run queues the same launches with the same arguments.
     fn graph_refused(&self) -> Option<&'static str> {
         None
     }

@@ -281,7 +281,6 @@ impl Launcher for Blelloch<'_> {
         self.launches.len()
     }
 
-    /// Every run queues the same launches with the same arguments.
     fn graph_refused(&self) -> Option<&'static str> {
         None
     }

@@ -83,7 +83,6 @@ impl Launcher for CustomLauncher<'_> {
         self.launches.len()
     }
 
-    /// Every run queues the planned launches with the arguments resolved once.
     fn graph_refused(&self) -> Option<&'static str> {
         None
     }

@@ -99,9 +99,9 @@ pub struct Device {
     /// The third timer, when CUPTI's range profiler can be used. Declared first so that it is
     /// dropped first, while the context it is enabled on still lives.
     profiler: Option<cupti_profiler::KernelProfiler>,
-    /// Set once a profiled run saw no kernel: CUPTI 13.0's range profiler sees none in a CUDA
-    /// graph launch, and none at all in the process after one (seen on an H100), so no later
-    /// case of this worker is profiled.
+    /// Set once a profiled run saw no kernel, or a CUDA graph was captured: CUPTI 13.0's range
+    /// profiler sees none in a graph launch, and none at all in the process after one (seen on
+    /// an H100), so no later case of this worker is profiled.
     profiler_blind: std::cell::Cell<bool>,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -725,6 +725,9 @@ impl<'a> Gpu<'a> {
         let graph = ended
             .map_err(driver_error)?
             .ok_or_else(|| anyhow!("the CUDA graph capture recorded nothing"))?;
+        // The graph is captured to be launched, and after a graph launch CUPTI's range profiler
+        // sees no kernel in this process: later cases are not profiled, and say why.
+        self.device.profiler_blind.set(true);
         Ok(Graph(graph))
     }
 }

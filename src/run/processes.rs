@@ -284,7 +284,8 @@ fn merge_timers(parts: &[&GpuTimer], samples_s: &[f64], settings: &MeasureSettin
     let first = parts[0];
     let mut timer = GpuTimer::new(first.method, first.runs_per_sample, first.cold_l2);
     timer.unblocked_reason = parts.iter().find_map(|t| t.unblocked_reason.clone());
-    timer.launched_as_graph = first.launched_as_graph;
+    // Replayed only if every process replayed it; else the first refusal says why not.
+    timer.launched_as_graph = parts.iter().all(|t| t.launched_as_graph);
     timer.graph_refused = parts.iter().find_map(|t| t.graph_refused.clone());
     timer.profiler_samples_s = (parts.iter())
         .flat_map(|t| t.profiler_samples_s.iter().copied())

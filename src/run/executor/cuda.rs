@@ -147,8 +147,10 @@ impl Launcher for GraphReplay<'_> {
     fn launch(&mut self) -> Result<()> {
         self.graph.launch()
     }
-    fn graph_refused(&self) -> Option<&'static str> {
-        None
+    /// Each kernel of the graph takes its own place in the queue behind a held stream, as it
+    /// does launched one by one: the hold's limit counts them all.
+    fn launches_per_run(&self) -> usize {
+        self.captured.launches_per_run()
     }
     fn check_guards(&self) -> Result<()> {
         self.captured.check_guards()
@@ -833,7 +835,7 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         ) {
             Some(why) => Some(why),
             None if self.device.profiler_is_blind() => Some(
-                "an earlier case's profiled run saw no kernel (after a CUDA graph launch CUPTI's range profiler sees none in this worker)".to_string(),
+                "CUPTI's range profiler sees no kernel in this worker any more (it captured a CUDA graph, or an earlier profiled run saw none)".to_string(),
             ),
             None => match self.device.profile_kernel(io, launcher, timer.cold_l2) {
                 Ok(runs) if runs.iter().any(|&(_, kernels)| kernels == 0) => Some(

@@ -70,6 +70,15 @@ fn graph_launches_are_recorded_per_case_and_not_profiled() {
         assert!(why.contains("CUDA graph"), "{timer}");
     }
 
+    // The HTML report's settings say so.
+    let html = common::kbench()
+        .current_dir(dir.path())
+        .args(["report", "g.json", "--format", "html"])
+        .output()
+        .unwrap();
+    let html = String::from_utf8_lossy(&html.stdout);
+    assert!(html.contains("kernel-scope runs replayed from CUDA graphs"));
+
     // The same study launched on the stream: nothing about graphs, and profiled.
     let (code, stderr, doc) = run(dir.path(), &manifest(""), "s.json", &[]);
     assert_eq!(code, 0, "{stderr}");

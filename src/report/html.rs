@@ -14,7 +14,7 @@ use anyhow::Result;
 use super::format::{Format, Report};
 use super::{case_table, declared_tables, plots};
 use crate::record::{CaseStatus, ClaimStatus, ResultsDoc};
-use crate::vocab::describe_params;
+use crate::vocab::{describe_params, Launch};
 
 pub const FORMAT: Format = Format {
     name: "html",
@@ -342,10 +342,14 @@ fn environment(doc: &ResultsDoc) -> String {
         1 => String::new(),
         k => format!(", each case in {k} worker processes"),
     };
+    let launch = match m.launch {
+        Launch::Stream => "",
+        Launch::Graph => ", kernel-scope runs replayed from CUDA graphs",
+    };
     rows.push((
         "measure",
         format!(
-            "{} warm-up runs, {} to {} samples, {} s budget, target CI ±{}%, timeout {} s{processes}",
+            "{} warm-up runs, {} to {} samples, {} s budget, target CI ±{}%, timeout {} s{processes}{launch}",
             m.warmup,
             m.min_samples,
             m.max_samples,

@@ -29,7 +29,7 @@ use super::{
     u32_size, Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OnDevice,
     OutputSpec, Spec,
 };
-use crate::device::{Arg, DeviceBuf, Dims, Gpu, Graph, Kernel, KernelFile, Launcher};
+use crate::device::{Arg, DeviceBuf, Dims, Gpu, Kernel, KernelFile, Launcher};
 use crate::numerics::{compensated_sum, Real};
 use crate::record::step_latency;
 use crate::vocab::{DType, HostData, Tolerance};
@@ -263,7 +263,9 @@ impl Algorithm for Durbin {
         KernelImpl::new("durbin_graph", |p, on| {
             let (shape, r, y) = on_device(p, &on)?;
             let steps = Steps::new(on.gpu, shape, on.function(p.dtype)?, r, y)?;
-            Ok(Box::new(GraphReplay::new(on.gpu, steps)?))
+            // The step launches captured once, replayed in every run, so kernel-scope samples
+            // time the replay alone (in program scope each sample captures anew).
+            on.gpu.replay(Box::new(steps)).map_err(|(_, e)| e)
         }),
         KernelImpl::new("durbin_persistent", |p, on| {
             let (shape, r, y) = on_device(p, &on)?;
@@ -712,39 +714,6 @@ impl Launcher for Steps<'_> {
 
     fn launches_per_run(&self) -> usize {
         self.shape.n as usize
-    }
-}
-
-/// `durbin_graph`: the step launches captured once into a CUDA graph, replayed in every run, so
-/// kernel-scope samples time the replay alone (in program scope each sample captures anew).
-struct GraphReplay<'a> {
-    graph: Option<Graph>,
-    /// Owns the buffers the graph's launches use.
-    steps: Steps<'a>,
-}
-
-impl<'a> GraphReplay<'a> {
-    fn new(gpu: Gpu<'a>, mut steps: Steps<'a>) -> Result<Self> {
-        let graph = if steps.shape.n == 0 {
-            None
-        } else {
-            Some(gpu.capture(|| steps.launch())?)
-        };
-        Ok(GraphReplay { graph, steps })
-    }
-}
-
-impl Launcher for GraphReplay<'_> {
-    fn launch(&mut self) -> Result<()> {
-        match &self.graph {
-            Some(graph) => graph.launch(),
-            None => Ok(()),
-        }
-    }
-
-    /// One submission, but each of its n kernels takes a place in the launch queue.
-    fn launches_per_run(&self) -> usize {
-        self.steps.launches_per_run()
     }
 }
 

@@ -730,6 +730,61 @@ impl<'a> Gpu<'a> {
         self.device.profiler_blind.set(true);
         Ok(Graph(graph))
     }
+
+    /// `launcher`'s run captured once into a CUDA graph, as a launcher that replays it (a run of
+    /// no launches is not captured: its replay does nothing); Err: the launcher back, with why
+    /// the capture failed.
+    pub fn replay<'l>(
+        &self,
+        mut launcher: Box<dyn Launcher + 'l>,
+    ) -> Result<Box<dyn Launcher + 'l>, CaptureFailed<'l>> {
+        let graph = if launcher.launches_per_run() == 0 {
+            None
+        } else {
+            match self.capture(|| launcher.launch()) {
+                Ok(graph) => Some(graph),
+                Err(e) => return Err((launcher, e)),
+            }
+        };
+        Ok(Box::new(Replay {
+            graph,
+            captured: launcher,
+        }))
+    }
+}
+
+/// A launcher whose run could not be captured into a graph, given back with the error.
+pub type CaptureFailed<'l, S = Stream> = (Box<dyn Launcher<S> + 'l>, anyhow::Error);
+
+/// A launcher's run replayed from the CUDA graph it was captured into (`Gpu::replay`); the
+/// captured launcher keeps the buffers its launches use alive and answers for its guards and
+/// facts.
+struct Replay<'l> {
+    graph: Option<Graph>,
+    captured: Box<dyn Launcher + 'l>,
+}
+
+impl Launcher for Replay<'_> {
+    fn launch(&mut self) -> Result<()> {
+        match &self.graph {
+            Some(graph) => graph.launch(),
+            None => Ok(()),
+        }
+    }
+    /// One submission, but each of its kernels takes its own place in the launch queue behind a
+    /// held stream, as launched one by one: the hold's limit counts them all.
+    fn launches_per_run(&self) -> usize {
+        self.captured.launches_per_run()
+    }
+    fn graph_refused(&self) -> Option<&'static str> {
+        Some("its runs are replayed from a CUDA graph already")
+    }
+    fn check_guards(&self) -> Result<()> {
+        self.captured.check_guards()
+    }
+    fn facts(&mut self) -> Result<Vec<(String, f64)>> {
+        self.captured.facts()
+    }
 }
 
 /// A captured sequence of launches.

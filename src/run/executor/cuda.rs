@@ -16,7 +16,7 @@ use crate::device::cupti_profiler::MAX_PROFILED_LAUNCHES;
 use crate::device::nvml::{ClockReading, EnergyReading};
 use crate::device::timer::{batch_runs, Sample, SamplePlan, PROFILED_RUNS};
 use crate::device::{
-    Device, DeviceBuf, DeviceIo, Gpu, Graph, Launcher, PinnedBuf, Stream, CHUNK_ALIGN,
+    CaptureFailed, Device, DeviceBuf, DeviceIo, Gpu, Launcher, PinnedBuf, Stream, CHUNK_ALIGN,
 };
 use crate::measure::{self, Deadline, Measured, Taken};
 use crate::record::{
@@ -131,33 +131,6 @@ pub trait Primitives {
     /// Sets the persisting-L2 carve-out to 0 and resets persisting lines, before a case; Err:
     /// why it could not.
     fn reset_persisting_l2(&self) -> Result<(), String>;
-}
-
-/// A launcher whose run could not be captured into a graph, with the error.
-pub type CaptureFailed<'s, S> = (Box<dyn Launcher<S> + 's>, anyhow::Error);
-
-/// A case's run replayed from the CUDA graph it was captured into (`[measure] launch =
-/// "graph"`); the captured launcher keeps its buffers alive and answers for its guards and facts.
-struct GraphReplay<'s> {
-    graph: Graph,
-    captured: Box<dyn Launcher + 's>,
-}
-
-impl Launcher for GraphReplay<'_> {
-    fn launch(&mut self) -> Result<()> {
-        self.graph.launch()
-    }
-    /// Each kernel of the graph takes its own place in the queue behind a held stream, as it
-    /// does launched one by one: the hold's limit counts them all.
-    fn launches_per_run(&self) -> usize {
-        self.captured.launches_per_run()
-    }
-    fn check_guards(&self) -> Result<()> {
-        self.captured.check_guards()
-    }
-    fn facts(&mut self) -> Result<Vec<(String, f64)>> {
-        self.captured.facts()
-    }
 }
 
 /// Runs CUDA variants on the worker's GPU.
@@ -286,15 +259,9 @@ impl Primitives for Cuda<'_> {
     }
     fn graph_launcher<'s>(
         &'s self,
-        mut launcher: Box<dyn Launcher + 's>,
-    ) -> Result<Box<dyn Launcher + 's>, CaptureFailed<'s, Stream>> {
-        match self.gpu.capture(|| launcher.launch()) {
-            Ok(graph) => Ok(Box::new(GraphReplay {
-                graph,
-                captured: launcher,
-            })),
-            Err(e) => Err((launcher, e)),
-        }
+        launcher: Box<dyn Launcher + 's>,
+    ) -> Result<Box<dyn Launcher + 's>, CaptureFailed<'s>> {
+        self.gpu.replay(launcher)
     }
     fn hold_refused(&self) -> Option<&str> {
         self.device.hold_refused()

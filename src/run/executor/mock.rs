@@ -69,12 +69,12 @@ use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::cuda::{CaptureFailed, Chunk, Primitives, Scoped};
+use super::cuda::{Chunk, Primitives, Scoped};
 use super::{CaseError, Executed, Executor, Job};
 use crate::algos::{Buffers, CaseData};
 use crate::device::nvml::{ClockReading, EnergyReading};
 use crate::device::timer::{take_sample, Sample, SampleOps, SamplePlan, PROFILED_RUNS};
-use crate::device::{fits_memory, DeviceIo, KernelFile, Launcher};
+use crate::device::{fits_memory, CaptureFailed, DeviceIo, KernelFile, Launcher};
 use crate::manifest::ManifestError;
 use crate::measure::Deadline;
 use crate::record::DeviceFingerprint;

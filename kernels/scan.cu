@@ -192,8 +192,7 @@ __device__ __forceinline__ unsigned int look_back(const volatile unsigned long l
 //     element needs only its own tile for (the sums within the tile; find_repeats' indices);
 //   look back (warp 0): learn the total of all earlier tiles from their published status and
 //     publish the tile's own prefix;
-//   back (workers): write the tile's outputs with the earlier tiles' total added (repeats_fused
-//     takes them into registers, lets the stage refill, then writes them: EARLY_REFILL).
+//   back (workers): write the tile's outputs with the earlier tiles' total added.
 // The front of the next tile runs while warp 0 looks back for this one, and a tile's aggregate is
 // published one tile ahead of its look-back, so the look-back waits on tiles that are loaded,
 // not on other blocks' look-backs; the next STAGES - 2 tiles are loading meanwhile.
@@ -300,16 +299,13 @@ __device__ __forceinline__ void start_load(const int* __restrict__ in, int4* sta
 // gridDim.x.
 //   front(stage, tile) -> aggregate: by the workers, around tile_front;
 //   back(stage, tile, before, aggregate): by the workers, once the earlier tiles' total is known;
-//   after_refill(tile, before, aggregate): with EARLY_REFILL, by the workers once the stage the
-//     back left has started loading its next tile, STAGES tiles on (the back must be done with
-//     the stage; what it still has to write waits in registers). Without EARLY_REFILL it is
-//     never called (pass a no-op), and the stage refills after the back.
-template <bool EARLY_REFILL, typename Front, typename Back, typename AfterRefill>
+//     the stage refills after it.
+template <typename Front, typename Back>
 __device__ __forceinline__ void for_each_tile(const int* __restrict__ in, unsigned long long n,
                                               unsigned int items, unsigned long long* counter,
                                               unsigned long long first_ticket,
                                               volatile unsigned long long* status, unsigned int epoch,
-                                              Front front, Back back, AfterRefill after_refill) {
+                                              Front front, Back back) {
     __shared__ unsigned long long stage_tile[STAGES];
     __shared__ unsigned int stage_aggregate[STAGES], stage_before[STAGES];
     const unsigned int stage_vectors = items / 4 * (blockDim.x - 32);
@@ -365,23 +361,10 @@ __device__ __forceinline__ void for_each_tile(const int* __restrict__ in, unsign
                 stage_tile[s] = t;
             }
         };
-        if constexpr (EARLY_REFILL) {
-            // The stage refills between the back and after_refill, as soon as every worker's
-            // back is done with it.
-            if (is_worker) {
-                back(stages + s * stage_vectors, tile, stage_before[s], stage_aggregate[s]);
-                next_ticket();
-                sync_workers();
-                start_load(in, stages + s * stage_vectors, items, stage_tile[s], tiles, n);
-                after_refill(tile, stage_before[s], stage_aggregate[s]);
-            }
-            __syncthreads();  // warp 0 sees the stage's next tile
-        } else {
-            if (is_worker) back(stages + s * stage_vectors, tile, stage_before[s], stage_aggregate[s]);
-            next_ticket();
-            __syncthreads();  // the stage is free, and its next tile known
-            if (is_worker) start_load(in, stages + s * stage_vectors, items, stage_tile[s], tiles, n);
-        }
+        if (is_worker) back(stages + s * stage_vectors, tile, stage_before[s], stage_aggregate[s]);
+        next_ticket();
+        __syncthreads();  // the stage is free, and its next tile known
+        if (is_worker) start_load(in, stages + s * stage_vectors, items, stage_tile[s], tiles, n);
         if (next_tile >= tiles) break;  // tickets rise stage by stage: the rest are past the end
         s = next;
     }
@@ -433,9 +416,7 @@ scan_lookback(const int* __restrict__ in, int* __restrict__ out, unsigned long l
             }
         }
     };
-    auto none = [](unsigned long long, unsigned int, unsigned int) {};
-    for_each_tile<false>(in, n, items, tile_counter, first_ticket, tile_status, epoch, front, back,
-                         none);
+    for_each_tile(in, n, items, tile_counter, first_ticket, tile_status, epoch, front, back);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -458,74 +439,211 @@ repeats_seed_scatter(const int* __restrict__ flags, const int* __restrict__ posi
     }
 }
 
+// A worker's repeat flags (bit j: element j of its `items` repeats in the next one), from its
+// items / 4 vectors in shared memory and the element after them. Unrolled for the tile shapes the
+// host chooses, so that the vectors are read together: with `items` known only at run time the
+// loop read them one at a time, and the front took about 2.9 us of a tile's 5.2 (H200,
+// scripts/lab/scan_lab.py at 2^28 and 60 x 480; unrolled, the kernel is 12-13% faster there).
+template <unsigned int WORKER_ITEMS>
+__device__ __forceinline__ unsigned long long repeat_flags_of(const int4* mine, int after) {
+    unsigned int lo = 0, hi = 0;
+#pragma unroll
+    for (unsigned int q = 0; q < WORKER_ITEMS / 4; ++q) {
+        const int4 x = mine[q];
+        const int next = q + 1 < WORKER_ITEMS / 4 ? mine[q + 1].x : after;
+        const unsigned int nibble = (unsigned int)(x.x == x.y) | (unsigned int)(x.y == x.z) << 1 |
+                                    (unsigned int)(x.z == x.w) << 2 | (unsigned int)(x.w == next) << 3;
+        if (q < 8) lo |= nibble << (4 * q); else hi |= nibble << (4 * q - 32);
+    }
+    return (unsigned long long)hi << 32 | lo;
+}
+
+__device__ __forceinline__ unsigned long long repeat_flags(const int4* mine, unsigned int items, int after) {
+    switch (items) {  // every choice of the host's (ITEMS_CHOICES in src/algos/scan.rs)
+    case 60: return repeat_flags_of<60>(mine, after);
+    case 52: return repeat_flags_of<52>(mine, after);
+    case 44: return repeat_flags_of<44>(mine, after);
+    case 36: return repeat_flags_of<36>(mine, after);
+    case 28: return repeat_flags_of<28>(mine, after);
+    case 20: return repeat_flags_of<20>(mine, after);
+    case 12: return repeat_flags_of<12>(mine, after);
+    case 4: return repeat_flags_of<4>(mine, after);
+    default: break;  // another items the launch contract allows: read in a loop
+    }
+    unsigned long long flags = 0;
+    int4 x = mine[0];
+    for (unsigned int q = 0; q < items / 4; ++q) {
+        const int next = q + 1 < items / 4 ? mine[q + 1].x : after;
+        flags |= (unsigned long long)(x.x == x.y) << (4 * q);
+        flags |= (unsigned long long)(x.y == x.z) << (4 * q + 1);
+        flags |= (unsigned long long)(x.z == x.w) << (4 * q + 2);
+        flags |= (unsigned long long)(x.w == next) << (4 * q + 3);
+        if (q + 1 < items / 4) x = mine[q + 1];
+    }
+    return flags;
+}
+
+// repeats_fused's loop (two stages): as for_each_tile, except that a tile's stage is refilled
+// right after its front, one tile earlier, whenever its indices fit in the workers' registers
+// (HELD a worker, as 16-bit offsets within the tile, two to a register): the front gathers them
+// in the stage, each worker takes its share into registers, and the stage starts loading the tile
+// after next while the block still looks back for, and writes, the tiles before. A tile with more
+// indices keeps them in its stage and refills it after its back, as for_each_tile does.
+//
+// cp.async groups complete in order, so every iteration commits two groups, empty or not: F
+// after the front (an early refill) and K after the back (a late one). The tile the next front
+// needs was committed three groups ago if its load was early, else in the last group.
+#define HELD 8
+static_assert(STAGES == 2, "repeats_fused's early refill is written for two stages");
+
+__device__ __forceinline__ void cp_async_wait(bool three_pending) {
+    if (three_pending) {
+        asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+    } else {
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    }
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
 extern "C" __global__ void __launch_bounds__(1024, 1)
 repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restrict__ count,
               unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
               unsigned int items, unsigned long long first_ticket, unsigned int epoch) {
+    __shared__ unsigned long long stage_tile[2], stage_next[2];
+    __shared__ unsigned int stage_aggregate[2], stage_before[2];
+    __shared__ bool refilled_early[2];
     const unsigned int workers = blockDim.x - 32;
+    const unsigned int stage_vectors = items / 4 * workers;
+    const unsigned long long tile_ints = (unsigned long long)items * workers;
     const unsigned long long tiles = tile_count(n, items);
-    auto front = [&](int4* tile_smem, unsigned long long tile) {
+    int4* stages = reinterpret_cast<int4*>(dyn_smem);
+    volatile unsigned long long* status = tile_status;
+    const bool is_worker = threadIdx.x >= 32;
+    const bool drawer = threadIdx.x == blockDim.x - 1;
+    bool exhausted = false;
+    auto draw = [&]() {
+        const unsigned long long t = exhausted ? tiles : atomicAdd(tile_counter, 1ull) - first_ticket;
+        exhausted = t >= tiles;
+        return t;
+    };
+    // The element after `tile`, for its last worker (0 past n, and for the other workers).
+    auto after_tile = [&](unsigned long long tile) {
+        return worker() + 1 == workers && (tile + 1) * tile_ints < n ? __ldg(a + (tile + 1) * tile_ints) : 0;
+    };
+    // The front of `tile` in `stage` (by the workers): flags, the tile's aggregate published, its
+    // indices gathered at the stage's start. Returns the aggregate.
+    auto front = [&](int4* tile_smem, unsigned long long tile, int after_last) {
         const unsigned long long first = (tile * workers + worker()) * items;
-        // The element after this worker's last: the next worker's first, or past the tile's end.
-        int after;
-        if (worker() + 1 < workers) {
-            after = tile_smem[(worker() + 1) * (items / 4)].x;
-        } else {
-            after = first + items < n ? __ldg(a + first + items) : 0;
-        }
-        unsigned long long flags = 0;  // bit j: element first + j repeats in the next one
-        int4 x = worker_vector(tile_smem, items, 0);
-        for (unsigned int q = 0; q < items / 4; ++q) {
-            const int next = q + 1 < items / 4 ? worker_vector(tile_smem, items, q + 1).x : after;
-            flags |= (unsigned long long)(x.x == x.y) << (4 * q);
-            flags |= (unsigned long long)(x.y == x.z) << (4 * q + 1);
-            flags |= (unsigned long long)(x.z == x.w) << (4 * q + 2);
-            flags |= (unsigned long long)(x.w == next) << (4 * q + 3);
-            if (q + 1 < items / 4) x = worker_vector(tile_smem, items, q + 1);
-        }
-        // The last element (index n - 1) has no successor, and nothing past it repeats. `>=`, not
-        // `>`: a worker whose elements end exactly at n compared its last with the padding's 0.
+        // The element after this worker's last: the next worker's first, or the tile's next.
+        const int after = worker() + 1 < workers ? tile_smem[(worker() + 1) * (items / 4)].x : after_last;
+        unsigned long long flags = repeat_flags(tile_smem + worker() * (items / 4), items, after);
         if (first + items >= n) flags &= first + 1 >= n ? 0ull : (1ull << (n - 1 - first)) - 1ull;
-        // Each worker puts its indices at their places within the tile, in shared memory: the
-        // tile's elements have all been read (tile_front's barrier), so its stage is free, and the
-        // indices leave as one contiguous, coalesced run instead of each worker's scattered few.
         int* gathered = reinterpret_cast<int*>(tile_smem);
-        return tile_front(__popcll(flags), tile_status, tile, epoch, [&](unsigned int k) {
+        return tile_front(__popcll(flags), status, tile, epoch, [&](unsigned int k) {
             for (; flags; flags &= flags - 1) gathered[k++] = (int)(first + __ffsll(flags) - 1);
         });
     };
-    // The back takes the tile's indices out of the stage into registers (up to HELD a worker),
-    // the stage refills (with the tile after next), and only then are they stored, so that
-    // those loads leave before the stores. With more indices the back stores them from the
-    // stage itself (the refill then waits for the stores, as before, and for one more barrier).
-    constexpr unsigned int HELD = 8;
-    int held[HELD];
-    auto back = [&](const int4* tile_smem, unsigned long long, unsigned int before, unsigned int found) {
-        const int* gathered = reinterpret_cast<const int*>(tile_smem);
-        if (found <= HELD * workers) {
+    // After a front (by the workers): the tile's indices into `held` and the stage refilled with
+    // its next tile, where they fit; else nothing (an empty group). Commits group F.
+    auto after_front = [&](int s, unsigned int found, unsigned int (&held)[HELD / 2]) {
+        const bool early = found <= HELD * workers;
+        sync_workers();  // the gathered indices are all written
+        if (early) {
+            const int* gathered = reinterpret_cast<const int*>(stages + s * stage_vectors);
+            const unsigned int base = (unsigned int)(stage_tile[s] * tile_ints);
 #pragma unroll
-            for (unsigned int k = 0; k < HELD; ++k) {
-                const unsigned int w = worker() + k * workers;
-                held[k] = w < found ? gathered[w] : 0;
+            for (unsigned int k = 0; k < HELD; k += 2) {
+                const unsigned int w0 = worker() + k * workers, w1 = w0 + workers;
+                const unsigned int lo = w0 < found ? (unsigned int)gathered[w0] - base : 0u;
+                const unsigned int hi = w1 < found ? (unsigned int)gathered[w1] - base : 0u;
+                held[k / 2] = lo | (hi << 16);
+            }
+            sync_workers();  // every worker has its share: the stage is free
+            start_load(a, stages + s * stage_vectors, items, stage_next[s], tiles, n);
+        } else {
+            cp_async_commit();
+        }
+        if (threadIdx.x == 32) {
+            stage_aggregate[s] = found;
+            refilled_early[s] = early;
+        }
+    };
+    unsigned int held_front[HELD / 2], held_back[HELD / 2];
+    if (drawer) {
+        stage_tile[0] = draw();
+        stage_tile[1] = draw();
+        stage_next[0] = draw();
+    }
+    if (threadIdx.x == 0) refilled_early[1] = true;  // its load sits where an early one would
+    __syncthreads();
+    if (stage_tile[0] >= tiles) return;
+    if (is_worker) {
+        // Groups: T0, T1 (in F's place), an empty K, then F after T0's front, an empty K.
+        start_load(a, stages, items, stage_tile[0], tiles, n);
+        start_load(a, stages + stage_vectors, items, stage_tile[1], tiles, n);
+        cp_async_commit();
+        asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+        sync_workers();
+        const unsigned int found = front(stages, stage_tile[0], after_tile(stage_tile[0]));
+        after_front(0, found, held_front);
+        cp_async_commit();
+#pragma unroll
+        for (int k = 0; k < HELD / 2; ++k) held_back[k] = held_front[k];
+    }
+    __syncthreads();
+    for (int s = 0;;) {
+        const int next = s ^ 1;
+        const unsigned long long tile = stage_tile[s], next_tile = stage_tile[next];
+        if (!is_worker) {
+            const unsigned int before = tile > 0 ? look_back(status, tile, epoch) : 0u;
+            if (threadIdx.x == 0) {
+                if (tile > 0) status[tile] = status_word(epoch, STATUS_PREFIX, before + stage_aggregate[s]);
+                stage_before[s] = before;
             }
         } else {
-#ifndef LAB_NO_BACK
-            for (unsigned int w = worker(); w < found; w += workers) indices[before + w] = gathered[w];
-#endif
-        }
-    };
-    auto after_refill = [&](unsigned long long tile, unsigned int before, unsigned int found) {
-#ifndef LAB_NO_BACK
-        if (found <= HELD * workers) {
-#pragma unroll
-            for (unsigned int k = 0; k < HELD; ++k) {
-                const unsigned int w = worker() + k * workers;
-                if (w < found) indices[before + w] = held[k];
+            if (drawer) stage_next[next] = draw();  // the refill after next_tile's front
+            if (next_tile < tiles) {
+                cp_async_wait(refilled_early[next]);
+                sync_workers();  // every worker's copies into the next stage have landed
+                const unsigned int found = front(stages + next * stage_vectors, next_tile, after_tile(next_tile));
+                after_front(next, found, held_front);
+            } else {
+                cp_async_commit();
             }
         }
+        __syncthreads();
+        if (is_worker) {
+            const unsigned int before = stage_before[s], found = stage_aggregate[s];
+#ifndef LAB_NO_BACK
+            if (refilled_early[s]) {
+                const unsigned int base = (unsigned int)(tile * tile_ints);
+#pragma unroll
+                for (unsigned int k = 0; k < HELD; ++k) {
+                    const unsigned int w = worker() + k * workers;
+                    const unsigned int offset = (held_back[k / 2] >> (16 * (k & 1))) & 0xffffu;
+                    if (w < found) indices[before + w] = (int)(base + offset);
+                }
+            } else {
+                const int* gathered = reinterpret_cast<const int*>(stages + s * stage_vectors);
+                for (unsigned int w = worker(); w < found; w += workers) indices[before + w] = gathered[w];
+            }
 #endif
-        if (worker() == 0 && tile == tiles - 1) count[0] = (int)(before + found);
-    };
-    for_each_tile<true>(a, n, items, tile_counter, first_ticket, tile_status, epoch, front, back,
-                        after_refill);
+            if (refilled_early[s]) {
+                cp_async_commit();
+            } else {
+                sync_workers();  // the stage's indices are written: it is free
+                start_load(a, stages + s * stage_vectors, items, stage_next[s], tiles, n);
+            }
+            if (worker() == 0 && tile == tiles - 1) count[0] = (int)(before + found);
+#pragma unroll
+            for (int k = 0; k < HELD / 2; ++k) held_back[k] = held_front[k];
+        }
+        if (threadIdx.x == 32) stage_tile[s] = stage_next[s];
+        __syncthreads();
+        if (next_tile >= tiles) break;
+        s = next;
+    }
 }

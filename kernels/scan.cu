@@ -184,9 +184,10 @@ __device__ __forceinline__ unsigned int look_back(const volatile unsigned long l
 
 // The single-pass kernels' blocks are one look-back warp (warp 0) and W = blockDim.x - 32 worker
 // threads. A tile is `items` consecutive elements for each worker (items a multiple of 4, at most
-// 64: repeats_fused keeps a worker's flags in one 64-bit word; the host chooses it, see
-// src/algos/scan.rs). Each block loops over tiles taken in order from a counter, holding STAGES of
-// them in shared memory, and for each tile in turn:
+// 64: repeats_fused keeps a worker's flags in one 64-bit word, and its tile's offsets in 16 bits,
+// so items * W < 65536; the host chooses it, see src/algos/scan.rs). Each block loops over tiles
+// taken in order from a counter, holding STAGES of them in shared memory, and for each tile in
+// turn:
 //   front (workers): once loaded, sum each worker's elements, scan the sums across the workers,
 //     publish the tile's total (its aggregate), and rewrite the tile in place as what each
 //     element needs only its own tile for (the sums within the tile; find_repeats' indices);
@@ -196,6 +197,7 @@ __device__ __forceinline__ unsigned int look_back(const volatile unsigned long l
 // The front of the next tile runs while warp 0 looks back for this one, and a tile's aggregate is
 // published one tile ahead of its look-back, so the look-back waits on tiles that are loaded,
 // not on other blocks' look-backs; the next STAGES - 2 tiles are loading meanwhile.
+// (scan_lookback runs this loop, for_each_tile; repeats_fused runs its own, further down.)
 #ifndef STAGES
 #define STAGES 2
 #endif
@@ -483,18 +485,18 @@ __device__ __forceinline__ unsigned long long repeat_flags(const int4* mine, uns
     return flags;
 }
 
-// repeats_fused's loop (two stages): as for_each_tile, except that a tile's stage is refilled
-// right after its front, one tile earlier, whenever its indices fit in the workers' registers
-// (HELD a worker, as 16-bit offsets within the tile, two to a register): the front gathers them
-// in the stage, each worker takes its share into registers, and the stage starts loading the tile
-// after next while the block still looks back for, and writes, the tiles before. A tile with more
-// indices keeps them in its stage and refills it after its back, as for_each_tile does.
+// repeats_fused's loop (two stages, whatever STAGES says): as for_each_tile, except that a tile's
+// stage is refilled right after its front, before the tile's look-back and back, whenever its
+// indices fit in the workers' registers (HELD a worker, as 16-bit offsets within the tile, two to
+// a register): the front gathers them in the stage, each worker takes its share into registers,
+// and the stage starts loading the tile after next while the block still looks back for, and
+// writes, the tiles before. A tile with more indices keeps them in its stage and refills it after
+// its back, as for_each_tile does.
 //
 // cp.async groups complete in order, so every iteration commits two groups, empty or not: F
 // after the front (an early refill) and K after the back (a late one). The tile the next front
-// needs was committed three groups ago if its load was early, else in the last group.
+// needs is followed by three committed groups if its load was early, else it is the last group.
 #define HELD 8
-static_assert(STAGES == 2, "repeats_fused's early refill is written for two stages");
 
 __device__ __forceinline__ void cp_async_wait(bool three_pending) {
     if (three_pending) {
@@ -571,7 +573,7 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
             refilled_early[s] = early;
         }
     };
-    unsigned int held_front[HELD / 2], held_back[HELD / 2];
+    unsigned int held_front[HELD / 2] = {}, held_back[HELD / 2];  // unused after a late refill
     if (drawer) {
         stage_tile[0] = draw();
         stage_tile[1] = draw();

@@ -408,7 +408,7 @@ mod tests {
     #[test]
     fn repeats_fused_unrolls_its_front_for_every_items_the_host_may_choose() {
         // An items without its case still counts right, through the loop that reads one vector
-        // at a time, but that loop made the kernel 12-13% slower (H200, scan_lab.py).
+        // at a time, but that loop made the kernel about 6% slower (H200, scan_lab.py).
         for items in ITEMS_CHOICES {
             let case = format!("case {items}: return repeat_flags_of<{items}>(mine, after);");
             assert!(KERNEL_FILE.source.contains(&case), "scan.cu has no `{case}`");

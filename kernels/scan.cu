@@ -182,6 +182,18 @@ __device__ __forceinline__ unsigned int look_back(const volatile unsigned long l
     return exclusive;
 }
 
+// Warp 0's part of a tile: the total of every tile before it into `before` (shared), and the
+// tile's own prefix (that total plus its `aggregate`) published for the tiles after it.
+__device__ __forceinline__ void look_back_and_publish(volatile unsigned long long* status,
+                                                      unsigned long long tile, unsigned int epoch,
+                                                      unsigned int aggregate, unsigned int& before) {
+    const unsigned int total = tile > 0 ? look_back(status, tile, epoch) : 0u;
+    if (threadIdx.x == 0) {
+        if (tile > 0) status[tile] = status_word(epoch, STATUS_PREFIX, total + aggregate);
+        before = total;
+    }
+}
+
 // The single-pass kernels' blocks are one look-back warp (warp 0) and W = blockDim.x - 32 worker
 // threads. A tile is `items` consecutive elements for each worker (items a multiple of 4, at most
 // 64: repeats_fused keeps a worker's flags in one 64-bit word, and its tile's offsets in 16 bits,
@@ -342,11 +354,7 @@ __device__ __forceinline__ void for_each_tile(const int* __restrict__ in, unsign
         unsigned long long ticket = 0;
         if (drawer && !exhausted) ticket = atomicAdd(counter, 1ull);
         if (!is_worker) {
-            const unsigned int before = tile > 0 ? look_back(status, tile, epoch) : 0u;
-            if (threadIdx.x == 0) {
-                if (tile > 0) status[tile] = status_word(epoch, STATUS_PREFIX, before + stage_aggregate[s]);
-                stage_before[s] = before;
-            }
+            look_back_and_publish(status, tile, epoch, stage_aggregate[s], stage_before[s]);
         } else if (next_tile < tiles) {
             asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
             sync_workers();  // every worker's copies into the next stage have landed
@@ -446,13 +454,15 @@ repeats_seed_scatter(const int* __restrict__ flags, const int* __restrict__ posi
 // host chooses, so that the vectors are read together: with `items` known only at run time the
 // loop read them one at a time, and the front took about 2.9 us of a tile's 5.2 (H200,
 // scripts/lab/scan_lab.py at 2^28 and 60 x 480; unrolled, 455-462 us against 485-489 in one call).
-template <unsigned int WORKER_ITEMS>
-__device__ __forceinline__ unsigned long long repeat_flags_of(const int4* mine, int after) {
+template <unsigned int WORKER_ITEMS>  // 0: `items` is known only at run time
+__device__ __forceinline__ unsigned long long repeat_flags_of(const int4* mine, unsigned int items,
+                                                              int after) {
+    const unsigned int vectors = (WORKER_ITEMS ? WORKER_ITEMS : items) / 4;
     unsigned int lo = 0, hi = 0;
 #pragma unroll
-    for (unsigned int q = 0; q < WORKER_ITEMS / 4; ++q) {
+    for (unsigned int q = 0; q < vectors; ++q) {
         const int4 x = mine[q];
-        const int next = q + 1 < WORKER_ITEMS / 4 ? mine[q + 1].x : after;
+        const int next = q + 1 < vectors ? mine[q + 1].x : after;
         const unsigned int nibble = (unsigned int)(x.x == x.y) | (unsigned int)(x.y == x.z) << 1 |
                                     (unsigned int)(x.z == x.w) << 2 | (unsigned int)(x.w == next) << 3;
         if (q < 8) lo |= nibble << (4 * q); else hi |= nibble << (4 * q - 32);
@@ -462,27 +472,16 @@ __device__ __forceinline__ unsigned long long repeat_flags_of(const int4* mine, 
 
 __device__ __forceinline__ unsigned long long repeat_flags(const int4* mine, unsigned int items, int after) {
     switch (items) {  // every choice of the host's (ITEMS_CHOICES in src/algos/scan.rs)
-    case 60: return repeat_flags_of<60>(mine, after);
-    case 52: return repeat_flags_of<52>(mine, after);
-    case 44: return repeat_flags_of<44>(mine, after);
-    case 36: return repeat_flags_of<36>(mine, after);
-    case 28: return repeat_flags_of<28>(mine, after);
-    case 20: return repeat_flags_of<20>(mine, after);
-    case 12: return repeat_flags_of<12>(mine, after);
-    case 4: return repeat_flags_of<4>(mine, after);
-    default: break;  // another items the launch contract allows: read in a loop
+    case 60: return repeat_flags_of<60>(mine, items, after);
+    case 52: return repeat_flags_of<52>(mine, items, after);
+    case 44: return repeat_flags_of<44>(mine, items, after);
+    case 36: return repeat_flags_of<36>(mine, items, after);
+    case 28: return repeat_flags_of<28>(mine, items, after);
+    case 20: return repeat_flags_of<20>(mine, items, after);
+    case 12: return repeat_flags_of<12>(mine, items, after);
+    case 4: return repeat_flags_of<4>(mine, items, after);
+    default: return repeat_flags_of<0>(mine, items, after);  // another items the contract allows
     }
-    unsigned long long flags = 0;
-    int4 x = mine[0];
-    for (unsigned int q = 0; q < items / 4; ++q) {
-        const int next = q + 1 < items / 4 ? mine[q + 1].x : after;
-        flags |= (unsigned long long)(x.x == x.y) << (4 * q);
-        flags |= (unsigned long long)(x.y == x.z) << (4 * q + 1);
-        flags |= (unsigned long long)(x.z == x.w) << (4 * q + 2);
-        flags |= (unsigned long long)(x.w == next) << (4 * q + 3);
-        if (q + 1 < items / 4) x = mine[q + 1];
-    }
-    return flags;
 }
 
 // repeats_fused's loop (two stages, whatever STAGES says): as for_each_tile, except that a tile's
@@ -600,11 +599,7 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
         const int next = s ^ 1;
         const unsigned long long tile = stage_tile[s], next_tile = stage_tile[next];
         if (!is_worker) {
-            const unsigned int before = tile > 0 ? look_back(status, tile, epoch) : 0u;
-            if (threadIdx.x == 0) {
-                if (tile > 0) status[tile] = status_word(epoch, STATUS_PREFIX, before + stage_aggregate[s]);
-                stage_before[s] = before;
-            }
+            look_back_and_publish(status, tile, epoch, stage_aggregate[s], stage_before[s]);
         } else {
             if (drawer) stage_next[next] = draw();  // the refill after next_tile's front
             if (next_tile < tiles) {

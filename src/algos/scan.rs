@@ -410,7 +410,7 @@ mod tests {
         // An items without its case still counts right, through the loop that reads one vector
         // at a time, but that loop made the kernel about 6% slower (H200, scan_lab.py).
         for items in ITEMS_CHOICES {
-            let case = format!("case {items}: return repeat_flags_of<{items}>(mine, after);");
+            let case = format!("case {items}: return repeat_flags_of<{items}>(mine, items, after);");
             assert!(KERNEL_FILE.source.contains(&case), "scan.cu has no `{case}`");
         }
     }

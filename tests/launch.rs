@@ -24,24 +24,7 @@ fn manifest(measure: &str) -> String {
 
 /// `kbench run` in `dir` with `args`: the exit code and, where one was written, the results.
 fn run(dir: &Path, text: &str, results: &str, args: &[&str]) -> (i32, String, Option<Value>) {
-    std::fs::write(dir.join("study.toml"), text).unwrap();
-    std::fs::write(dir.join("mock.toml"), MOCK).unwrap();
-    let out = common::kbench()
-        .current_dir(dir)
-        .env("KBENCH_MOCK_GPU", "mock.toml")
-        .args([
-            "run",
-            "study.toml",
-            "--out-dir",
-            "out",
-            "--results",
-            results,
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    let path = dir.join(results);
-    let doc = path.exists().then(|| common::read(&path));
+    let (out, doc) = common::run_on_mock(dir, text, MOCK, results, args, &[]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     (out.status.code().unwrap(), stderr, doc)
 }

@@ -55,30 +55,8 @@ fn run_with_fault(manifest: &str, mock: &str, fault: &str) -> (Output, Value) {
 
 fn run_in_env(manifest: &str, mock: &str, args: &[&str], env: &[(&str, &str)]) -> (Output, Value) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("study.toml"), manifest).unwrap();
-    std::fs::write(dir.path().join("mock.toml"), mock).unwrap();
-    let out = Command::new(common::kbench_exe())
-        .current_dir(dir.path())
-        .env("KBENCH_MOCK_GPU", "mock.toml")
-        .envs(env.iter().copied())
-        .args([
-            "run",
-            "study.toml",
-            "--out-dir",
-            "out",
-            "--results",
-            "r.json",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    let path = dir.path().join("r.json");
-    assert!(
-        path.exists(),
-        "no results: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc = common::read(&path);
+    let (out, doc) = common::run_on_mock(dir.path(), manifest, mock, "r.json", args, env);
+    let doc = doc.unwrap_or_else(|| panic!("no results: {}", String::from_utf8_lossy(&out.stderr)));
     (out, doc)
 }
 

@@ -37,6 +37,39 @@ pub fn kbench_exe() -> PathBuf {
     }
 }
 
+/// `kbench run study.toml` in `dir` on the mock device: `manifest` and the mock's settings are
+/// written there first, then run with `args` and `env`, the results to `dir/results`. The run's
+/// output and, where one was written, the results.
+pub fn run_on_mock(
+    dir: &Path,
+    manifest: &str,
+    mock: &str,
+    results: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Output, Option<serde_json::Value>) {
+    std::fs::write(dir.join("study.toml"), manifest).unwrap();
+    std::fs::write(dir.join("mock.toml"), mock).unwrap();
+    let out = std::process::Command::new(kbench_exe())
+        .current_dir(dir)
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .envs(env.iter().copied())
+        .args([
+            "run",
+            "study.toml",
+            "--out-dir",
+            "out",
+            "--results",
+            results,
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    let path = dir.join(results);
+    let doc = path.exists().then(|| read(&path));
+    (out, doc)
+}
+
 /// Runs a manifest given as text into a temporary output folder (returned, to keep it alive).
 pub fn run_study(text: &str, kernels: KernelSource) -> (tempfile::TempDir, ResultsFile) {
     run_study_with(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_all_passed, run_study, QUICK};
+use common::{assert_all_passed, gpu_test_grid_manifest, run_study, QUICK};
 use kbench::device::KernelSource;
 use kbench::record::step_latency::StepLatency;
 use kbench::record::{CaseResult, CaseStatus, TimerMethod};
@@ -38,21 +38,9 @@ fn gpu_timer(case: &CaseResult) -> &kbench::record::GpuTimer {
 fn every_kernel_of_every_algorithm_passes_on_its_gpu_test_grid() {
     for algorithm in kbench::algos::all() {
         let spec = algorithm.spec();
-        let mut text = format!(
-            "[study]\nname = \"gpu-{name}\"\nalgorithm = \"{name}\"\nseed = 11\n[grid]\n{grid}\n",
-            name = spec.name,
-            grid = spec.gpu_test_grid
-        );
         // Under compute-sanitizer (KBENCH_SANITIZER=1) the small sizes keep the run short.
-        if std::env::var("KBENCH_SANITIZER").is_ok() && spec.axis("n").is_some() {
-            text += "where = \"n <= 70000\"\n";
-        }
-        for kernel in &spec.kernels {
-            text += &format!(
-                "[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
-            );
-        }
-        text += QUICK;
+        let small_only = std::env::var("KBENCH_SANITIZER").is_ok() && spec.axis("n").is_some();
+        let text = gpu_test_grid_manifest(spec, small_only.then_some("n <= 70000"));
         let cases = run_manifest(&text, KernelSource::default());
         assert!(cases.len() >= spec.kernels.len() * 4, "{}", spec.name);
         assert_all_passed(&cases);

@@ -86,3 +86,16 @@ fn the_harness_fails_what_is_wrong() {
     assert_eq!(result.status, kbench::record::CaseStatus::AccuracyFailed);
     assert!(result.reason.unwrap().contains("`sum`"));
 }
+
+/// tests/gpu.rs runs these only on a GPU machine; a grid the manifest rules reject (a block that
+/// is not a power of two, say) would be found there first. Here it is found without one.
+#[test]
+fn every_algorithms_gpu_test_grid_is_a_manifest_kbench_accepts() {
+    for algorithm in kbench::algos::all() {
+        let spec = algorithm.spec();
+        let text = common::gpu_test_grid_manifest(spec, None);
+        if let Err(e) = kbench::manifest::parse(Path::new("gpu-test-grid.toml"), &text) {
+            panic!("{}'s GPU test grid: {e}\n{text}", spec.name);
+        }
+    }
+}

@@ -99,6 +99,25 @@ pub fn run_study_with(text: &str, options: &RunOptions) -> (tempfile::TempDir, R
 /// Settings that take one sample after one warm-up: correctness runs, not measurements.
 pub const QUICK: &str = "[measure]\nwarmup = 1\nmin_samples = 1\nmax_samples = 1\n";
 
+/// The study tests/gpu.rs runs for an algorithm: every kernel of it on its GPU test grid, one
+/// sample a case, the cases narrowed by `where_` if given.
+pub fn gpu_test_grid_manifest(spec: &kbench::algos::Spec, where_: Option<&str>) -> String {
+    let mut text = format!(
+        "[study]\nname = \"gpu-{name}\"\nalgorithm = \"{name}\"\nseed = 11\n[grid]\n{grid}\n",
+        name = spec.name,
+        grid = spec.gpu_test_grid
+    );
+    if let Some(condition) = where_ {
+        text += &format!("where = \"{condition}\"\n");
+    }
+    for kernel in &spec.kernels {
+        text += &format!(
+            "[[variant]]\nname = \"{kernel}\"\nbackend = \"cuda\"\nkernel = \"{kernel}\"\n"
+        );
+    }
+    text + QUICK
+}
+
 pub fn assert_all_passed(cases: &[CaseResult]) {
     let bad: Vec<String> = cases
         .iter()

@@ -34,8 +34,8 @@ fn gpu_timer(case: &CaseResult) -> &kbench::record::GpuTimer {
 }
 
 /// The algorithms the grid test below runs: every one, or those KBENCH_GPU_TEST_ALGORITHMS names
-/// (comma-separated). The whole test takes more than six minutes on an H200, longer than one call
-/// to a lent GPU may run, so it can be run in parts; a name kbench does not know fails the test.
+/// (comma-separated). The whole test takes more than six minutes on an H200, so it can be run in
+/// parts where a machine's calls are short; a name kbench does not know fails the test.
 fn algorithms_under_test() -> Vec<kbench::algos::AlgorithmRef> {
     match std::env::var("KBENCH_GPU_TEST_ALGORITHMS") {
         Err(_) => kbench::algos::all().to_vec(),

@@ -115,9 +115,18 @@ def check(shape, n, rng):
     assert cp.array_equal(out[:n], (want & 0xFFFFFFFF).astype(cp.uint32).view(cp.int32)), \
         f"{shape.name}: scan wrong at n={n}"
     # A third of the elements repeat, and a tenth (each element equal to the one before with
-    # probability 0.1).
+    # probability 0.1); and tiles that hold their indices in registers (few repeats) next to tiles
+    # that keep them in their stage (many): runs of half a tile to two tiles at 2% or 50%.
+    tile = shape.items * shape.workers
+    rates = __import__("numpy").empty(n)
+    start = 0
+    while start < n:
+        length = int(rng.integers(tile // 2, 2 * tile + 1))
+        rates[start:start + length] = rng.choice([0.02, 0.5])
+        start += length
     for r in (cp.asarray(rng.integers(0, 3, size=n, dtype="int32")),
-              cp.cumsum(cp.asarray(rng.random(n) >= 0.1, dtype=cp.int32), dtype=cp.int32)):
+              cp.cumsum(cp.asarray(rng.random(n) >= 0.1, dtype=cp.int32), dtype=cp.int32),
+              cp.cumsum(cp.asarray(rng.random(n) >= rates, dtype=cp.int32), dtype=cp.int32)):
         idx = cp.empty(max(n, 1), dtype=cp.int32)
         count = cp.zeros(1, dtype=cp.int32)
         shape.run("repeats_fused", n, (r, idx, count))

@@ -48,8 +48,11 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     // checks that one of them ends in a 0, as the padding past n does. On an H100 or H200 the
     // blocks here take 60 (64, 256) and 28 (1024) elements a worker; the other unrolled fronts in
     // scan.cu run on GPUs with less shared memory, and scripts/lab/scan_lab.py runs them on any.
+    // repeats_fused keeps a tile's indices in registers when it has at most HELD (8) a worker, else
+    // in its stage; 0.133 and 0.286 put the tiles of 60 and 28 items a worker on either side of
+    // that line, so that both kinds follow one another in one launch (the test below checks it).
     gpu_test_grid: "n = [0, 1, 2, 3, 1000, 4_099, 16_800, 65_520, 65_537, 1_000_003]\n\
-                    repeats = [0.0, 0.1, 1.0]\nblock = [64, 256, 1024]",
+                    repeats = [0.0, 0.1, 0.133, 0.286, 1.0]\nblock = [64, 256, 1024]",
     ..Spec::implementing(FindRepeats::CPU, FindRepeats::KERNELS)
 });
 
@@ -267,6 +270,53 @@ mod tests {
                 !found.is_empty(),
                 "block {block} ({items} items a worker): no such input in {}",
                 SPEC.gpu_test_grid
+            );
+        }
+    }
+    /// repeats_fused handles a tile in one of two ways by its count of repeats (at most HELD a
+    /// worker: indices held in registers and the stage refilled early; more: indices kept in the
+    /// stage), and the two must follow one another correctly (cp.async groups, refill order). The
+    /// GPU test must meet, at each of its blocks, an input where whole tiles change kind, both ways,
+    /// more than once.
+    #[test]
+    fn the_gpu_test_grid_mixes_tiles_with_few_and_many_repeats() {
+        let held: usize = KERNEL_FILE
+            .source
+            .lines()
+            .find_map(|line| line.strip_prefix("#define HELD "))
+            .expect("scan.cu defines HELD")
+            .trim()
+            .parse()
+            .unwrap();
+        let grid: toml::Table = SPEC.gpu_test_grid.parse().unwrap();
+        let list = |key: &str| grid[key].as_array().unwrap().clone();
+        for block in list("block").iter().map(|v| v.as_integer().unwrap() as u32) {
+            let shape = SinglePass::new(block, H100_SHARED_BYTES).unwrap();
+            let tile = shape.tile_elements() as usize;
+            let held_per_tile = held * shape.workers as usize;
+            let mixed = list("n").iter().any(|n| {
+                let n = n.as_integer().unwrap() as usize;
+                list("repeats").iter().any(|share| {
+                    let p = Params { n, repeats: share.as_float().unwrap(), block: None };
+                    let data = FindRepeats.prepare(&p, 11).unwrap();
+                    // Whole tiles only: a short last tile is one of few repeats whatever the share.
+                    let mut per_tile = vec![0; n / tile];
+                    for i in repeats(data.inputs.get::<i32>("a").unwrap()) {
+                        if let Some(count) = per_tile.get_mut(i / tile) {
+                            *count += 1;
+                        }
+                    }
+                    let many: Vec<bool> = per_tile.iter().map(|&c| c > held_per_tile).collect();
+                    let to_many = many.windows(2).filter(|w| !w[0] && w[1]).count();
+                    let to_few = many.windows(2).filter(|w| w[0] && !w[1]).count();
+                    to_many >= 2 && to_few >= 2
+                })
+            });
+            assert!(
+                mixed,
+                "block {block} ({} items a worker): in no input of {} do whole tiles of at most \
+                 {held} repeats a worker and tiles of more follow one another, both ways, twice",
+                shape.items, SPEC.gpu_test_grid
             );
         }
     }

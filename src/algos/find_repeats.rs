@@ -245,34 +245,54 @@ mod tests {
     use super::super::scan::{SinglePass, H100_SHARED_BYTES};
     use super::*;
 
-    /// The GPU test (tests/gpu.rs, study seed 11) must meet, at each of its blocks, an input
-    /// that ends exactly at a worker chunk's end with a last element of 0: repeats_fused once
-    /// compared that element with the padding's 0 and counted a repeat past the end. The chunks
-    /// are those on an H100 (227 KiB of shared memory a block).
+    /// The GPU test grid's values of `key`.
+    fn gpu_grid(key: &str) -> Vec<toml::Value> {
+        let grid: toml::Table = SPEC.gpu_test_grid.parse().unwrap();
+        grid[key].as_array().unwrap().clone()
+    }
+
+    /// Each block of the GPU test grid with its single-pass shape on an H100 (227 KiB of shared
+    /// memory a block).
+    fn gpu_grid_shapes() -> Vec<(u32, SinglePass)> {
+        gpu_grid("block")
+            .iter()
+            .map(|v| v.as_integer().unwrap() as u32)
+            .map(|block| (block, SinglePass::new(block, H100_SHARED_BYTES).unwrap()))
+            .collect()
+    }
+
+    /// Every input `a` of the GPU test grid, as the GPU test (tests/gpu.rs, study seed 11) makes it.
+    fn gpu_grid_inputs() -> Vec<Vec<i32>> {
+        let mut inputs = Vec::new();
+        for n in gpu_grid("n").iter().map(|v| v.as_integer().unwrap() as usize) {
+            for repeats in gpu_grid("repeats").iter().map(|v| v.as_float().unwrap()) {
+                let p = Params { n, repeats, block: None };
+                let data = FindRepeats.prepare(&p, 11).unwrap();
+                inputs.push(data.inputs.get::<i32>("a").unwrap().to_vec());
+            }
+        }
+        inputs
+    }
+
+    /// The GPU test must meet, at each of its blocks, an input that ends exactly at a worker
+    /// chunk's end with a last element of 0: repeats_fused once compared that element with the
+    /// padding's 0 and counted a repeat past the end.
     #[test]
     fn the_gpu_test_grid_has_an_input_ending_in_zero_at_a_chunks_end() {
-        let grid: toml::Table = SPEC.gpu_test_grid.parse().unwrap();
-        let list = |key: &str| grid[key].as_array().unwrap().clone();
-        for block in list("block").iter().map(|v| v.as_integer().unwrap() as u32) {
-            let items = SinglePass::new(block, H100_SHARED_BYTES).unwrap().items as usize;
-            let mut found = Vec::new();
-            for n in list("n").iter().map(|v| v.as_integer().unwrap() as usize) {
-                for repeats in list("repeats").iter().map(|v| v.as_float().unwrap()) {
-                    let p = Params { n, repeats, block: None };
-                    let data = FindRepeats.prepare(&p, 11).unwrap();
-                    let a = data.inputs.get::<i32>("a").unwrap();
-                    if n > 0 && n % items == 0 && a[n - 1] == 0 {
-                        found.push((n, repeats));
-                    }
-                }
-            }
+        let inputs = gpu_grid_inputs();
+        for (block, shape) in gpu_grid_shapes() {
+            let items = shape.items as usize;
+            let found = inputs
+                .iter()
+                .any(|a| !a.is_empty() && a.len() % items == 0 && a[a.len() - 1] == 0);
             assert!(
-                !found.is_empty(),
+                found,
                 "block {block} ({items} items a worker): no such input in {}",
                 SPEC.gpu_test_grid
             );
         }
     }
+
     /// repeats_fused handles a tile in one of two ways by its count of repeats (at most HELD a
     /// worker: indices held in registers and the stage refilled early; more: indices kept in the
     /// stage), and the two must follow one another correctly (cp.async groups, refill order). The
@@ -288,29 +308,22 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        let grid: toml::Table = SPEC.gpu_test_grid.parse().unwrap();
-        let list = |key: &str| grid[key].as_array().unwrap().clone();
-        for block in list("block").iter().map(|v| v.as_integer().unwrap() as u32) {
-            let shape = SinglePass::new(block, H100_SHARED_BYTES).unwrap();
+        let inputs = gpu_grid_inputs();
+        for (block, shape) in gpu_grid_shapes() {
             let tile = shape.tile_elements() as usize;
             let held_per_tile = held * shape.workers as usize;
-            let mixed = list("n").iter().any(|n| {
-                let n = n.as_integer().unwrap() as usize;
-                list("repeats").iter().any(|share| {
-                    let p = Params { n, repeats: share.as_float().unwrap(), block: None };
-                    let data = FindRepeats.prepare(&p, 11).unwrap();
-                    // Whole tiles only: a short last tile is one of few repeats whatever the share.
-                    let mut per_tile = vec![0; n / tile];
-                    for i in repeats(data.inputs.get::<i32>("a").unwrap()) {
-                        if let Some(count) = per_tile.get_mut(i / tile) {
-                            *count += 1;
-                        }
+            let mixed = inputs.iter().any(|a| {
+                // Whole tiles only: a short last tile is one of few repeats whatever the share.
+                let mut per_tile = vec![0; a.len() / tile];
+                for i in repeats(a) {
+                    if let Some(count) = per_tile.get_mut(i / tile) {
+                        *count += 1;
                     }
-                    let many: Vec<bool> = per_tile.iter().map(|&c| c > held_per_tile).collect();
-                    let to_many = many.windows(2).filter(|w| !w[0] && w[1]).count();
-                    let to_few = many.windows(2).filter(|w| w[0] && !w[1]).count();
-                    to_many >= 2 && to_few >= 2
-                })
+                }
+                let many: Vec<bool> = per_tile.iter().map(|&c| c > held_per_tile).collect();
+                let to_many = many.windows(2).filter(|w| !w[0] && w[1]).count();
+                let to_few = many.windows(2).filter(|w| w[0] && !w[1]).count();
+                to_many >= 2 && to_few >= 2
             });
             assert!(
                 mixed,

@@ -275,6 +275,12 @@ __device__ __forceinline__ void copy_async_16(void* shared, const void* global) 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(global) : "memory");
 }
 
+// Closes this thread's cp.async copies issued since the last commit into one group (empty or
+// not), which cp.async.wait_group counts.
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
 // Called by the workers: starts loading tile `tile` into `stage` (zeros past n; nothing when the
 // tile is past the last) and commits it as one cp.async group, empty or not, so that groups and
 // stages stay in step.
@@ -303,7 +309,7 @@ __device__ __forceinline__ void start_load(const int* __restrict__ in, int4* sta
             }
         }
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    cp_async_commit();
 }
 
 // The loop every block of the single-pass kernels runs (a persistent grid: at most as many blocks
@@ -505,10 +511,6 @@ __device__ __forceinline__ void cp_async_wait(bool three_pending) {
     }
 }
 
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
 extern "C" __global__ void __launch_bounds__(1024, 1)
 repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restrict__ count,
               unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
@@ -541,7 +543,12 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
         // The element after this worker's last: the next worker's first, or the tile's next.
         const int after = worker() + 1 < workers ? tile_smem[(worker() + 1) * (items / 4)].x : after_last;
         unsigned long long flags = repeat_flags(tile_smem + worker() * (items / 4), items, after);
+        // The last element (index n - 1) has no successor, and nothing past it repeats. `>=`, not
+        // `>`: a worker whose elements end exactly at n compared its last with the padding's 0.
         if (first + items >= n) flags &= first + 1 >= n ? 0ull : (1ull << (n - 1 - first)) - 1ull;
+        // Each worker puts its indices at their places within the tile, in shared memory: the
+        // tile's elements have all been read (tile_front's barrier), so its stage is free, and the
+        // indices leave as one contiguous, coalesced run instead of each worker's scattered few.
         int* gathered = reinterpret_cast<int*>(tile_smem);
         return tile_front(__popcll(flags), status, tile, epoch, [&](unsigned int k) {
             for (; flags; flags &= flags - 1) gathered[k++] = (int)(first + __ffsll(flags) - 1);

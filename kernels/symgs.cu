@@ -139,17 +139,18 @@ __device__ __forceinline__ void st_value(double* p, double v) {
                  : "memory");
 }
 
-// Waits until the row behind p has its value. Waiting lanes back off between polls: polling
-// flat out, thousands of lanes hammer the few lines being waited on and slow the rows that would
-// end the wait (a sweep of HPCG 104^3 took 30x longer with every resident warp polling). With
-// symgs_levels' smaller grid, HPCG 104^3 in the natural order (float64, H100): sleeps of 64 ns
-// 1.980 ms, 32 ns 1.951, 16 ns 1.941, none 1.965-1.981. 32 ns was measured in two A B rounds
-// (16 ns once, within 0.5% of it); symgs_levels_wide in colour order read 568-572 us with
-// either 32 or 64 ns.
+// Waiting lanes back off between polls: polling flat out, thousands of lanes hammer the few lines
+// being waited on and slow the rows that would end the wait (a sweep of HPCG 104^3 took 30x
+// longer with every resident warp polling). symgs_levels on HPCG 104^3 in the natural order
+// (float64, H200, 2026-11-28, A B A B in one call): 16 ns 1.361 and 1.360 ms, 32 ns 1.366 and
+// 1.366 ms. symgs_levels_wide in colour order read 568-572 us with either 32 or 64 ns (H100).
+#define POLL_SLEEP_NS 16
+
+// Waits until the row behind p has its value.
 template <typename T>
 __device__ __forceinline__ T wait_for_value(const T* p, T v) {
     while (is_pending(v)) {
-        __nanosleep(32);
+        __nanosleep(POLL_SLEEP_NS);
         v = ld_value(p);
     }
     return v;
@@ -190,8 +191,9 @@ __device__ __forceinline__ Entry<T> load_entry(const int* __restrict__ col,
 // unless |r_i / a_ii| exceeds |x|'s largest by 10^5 (float64) or 10^3 (float32). Finishing with
 // (r_i - sum) * (1 / a_ii) bounds it by x_i's units, as levels_sweep does.
 // The wide kernel uses it: HPCG 104^3 in colour order, float64, 550 -> 481 us a sweep pair (H200).
-// In levels_sweep the same change made the natural order 49% slower (2.05 -> 3.06 ms), which is
-// not understood; levels_sweep is given 1 / a_ii instead (made on the host with the schedule).
+// In levels_sweep the same change made the natural order 49% slower (2.05 -> 3.06 ms, when its
+// lanes still waited each in its own loop), which is not understood; levels_sweep is given
+// 1 / a_ii instead (made on the host with the schedule).
 // The reverse does not hold either: the wide kernel given 1 / a_ii, with or without this peeled
 // step, took 652-659 us against this form's 570-573 (H100, 2026-11-28), also not understood.
 template <typename T>
@@ -221,7 +223,13 @@ __device__ __forceinline__ T term(const Entry<T>& e, const T* x_new) {
     return e.a * (e.waits ? wait_for_value(&x_new[e.j], e.v) : e.v);
 }
 
-// A warp a row: lane l takes entries begin + l, + 32, ...
+// A warp a row: lane l takes entries begin + l, + 32, ... The terms whose values are at hand
+// at the first load are summed across the warp at once; the warp then polls for the others as
+// one, a ballot a round, and adds each round's arrivals with one more reduction. Lanes that
+// wait each in its own loop (wait_for_value, as levels_sweep_wide's do) diverge, and the
+// scheduler runs the diverged loops one after another: HPCG 104^3 in the natural order, float64,
+// took 1.949 ms that way and 1.366 ms this way (H200, 2026-11-28, A B A B in one call). Adding
+// a lone arrival by one shuffle from its lane, instead of a reduction, made no difference.
 template <typename T>
 __device__ void levels_sweep(const int* __restrict__ row_ptr, const int* __restrict__ col,
                              const T* __restrict__ val, const T* __restrict__ inv_diag,
@@ -235,10 +243,24 @@ __device__ void levels_sweep(const int* __restrict__ row_ptr, const int* __restr
         const T r_i = r[i];
         const T inv_diag_i = inv_diag[i];
         T sum = T(0);
-        for (int k = row_ptr[i] + (int)lane; k < end; k += 32) {
-            sum += term(load_entry(col, val, x_old, x_new, i, k, end, backward), x_new);
+        for (int k = row_ptr[i] + (int)lane; k - (int)lane < end; k += 32) {
+            const Entry<T> e = load_entry(col, val, x_old, x_new, i, k, end, backward);
+            bool pending = e.waits && is_pending(e.v);
+            sum += warp_sum(pending ? T(0) : e.a * e.v);
+            unsigned int awaited = __ballot_sync(0xFFFFFFFFu, pending);
+            while (awaited != 0u) {
+                __nanosleep(POLL_SLEEP_NS);
+                T arrived = T(0);
+                if (pending) {
+                    const T v = ld_value(&x_new[e.j]);
+                    pending = is_pending(v);
+                    if (!pending) arrived = e.a * v;
+                }
+                const unsigned int still = __ballot_sync(0xFFFFFFFFu, pending);
+                if (still != awaited) sum += warp_sum(arrived);
+                awaited = still;
+            }
         }
-        sum = warp_sum(sum);
         if (lane == 0) st_value(&x_new[i], (r_i - sum) * inv_diag_i);
     }
 }
@@ -250,6 +272,9 @@ __device__ void levels_sweep(const int* __restrict__ row_ptr, const int* __restr
 // independent thread scheduling of sm_70 and later (kbench builds for sm_80 and sm_90), under
 // which a spinning half cannot starve the other. A waiting half also slows the other, which is
 // why this layout is for wide levels only, where rows rarely wait.
+// Its lanes wait each in its own loop: polling as one half, as levels_sweep's warp does, made
+// HPCG 104^3 in colour order slower (float64: 475 -> 582 us; greedy colouring 363 -> 410 us;
+// H200, 2026-11-28) and spilled 28 bytes in float64.
 template <typename T>
 __device__ void levels_sweep_wide(const int* __restrict__ row_ptr, const int* __restrict__ col,
                                   const T* __restrict__ val, const T* __restrict__ diag,

@@ -818,7 +818,9 @@ struct LevelSweep<'a> {
 /// 1.973, 3.4 1.951, 4.2 2.038 (cuSPARSE 3.054 ms in the same call); polling without sleeps,
 /// 2.7 levels 1.932 ms and 4.2 2.426: 1% faster at its best, measured once, and far slower
 /// where the grid is larger, so the sleeps stay (unsleeping polls on a matrix with wider
-/// levels would cost more). The grid is sized from the mean level: a matrix of one
+/// levels would cost more). With the warp polling as one (symgs.cu's levels_sweep, H200,
+/// 2026-11-28, each twice in one call): 2.7 levels 1.444 ms, 3.4 1.361-1.362, 4.2 1.357-1.358,
+/// 5.0 1.403-1.404, so 3.4 stays. The grid is sized from the mean level: a matrix of one
 /// very wide level among many narrow ones would run that level on few blocks.
 const LEVELS_AHEAD: f64 = 3.4;
 

@@ -227,9 +227,10 @@ __device__ __forceinline__ T term(const Entry<T>& e, const T* x_new) {
 // at the first load are summed across the warp at once; the warp then polls for the others as
 // one, a ballot a round, and adds each round's arrivals with one more reduction. Lanes that
 // wait each in its own loop (wait_for_value, as levels_sweep_wide's do) diverge, and the
-// scheduler runs the diverged loops one after another: HPCG 104^3 in the natural order, float64,
-// took 1.949 ms that way and 1.366 ms this way (H200, 2026-11-28, A B A B in one call). Adding
-// a lone arrival by one shuffle from its lane, instead of a reduction, made no difference.
+// scheduler then runs the diverged loops one after another (a reading, not profiled). HPCG
+// 104^3 in the natural order, float64, took 1.949 ms that way and 1.366 ms this way (H200,
+// 2026-11-28, A B A B in one call). Adding a lone arrival by one shuffle from its lane, instead
+// of a reduction, made no difference.
 template <typename T>
 __device__ void levels_sweep(const int* __restrict__ row_ptr, const int* __restrict__ col,
                              const T* __restrict__ val, const T* __restrict__ inv_diag,

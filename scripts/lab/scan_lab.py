@@ -15,6 +15,7 @@ import pathlib
 import statistics
 
 import cupy as cp
+import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -118,7 +119,7 @@ def check(shape, n, rng):
     # probability 0.1); and tiles that hold their indices in registers (few repeats) next to tiles
     # that keep them in their stage (many): runs of half a tile to two tiles at 2% or 50%.
     tile = shape.items * shape.workers
-    rates = __import__("numpy").empty(n)
+    rates = np.empty(n)
     start = 0
     while start < n:
         length = int(rng.integers(tile // 2, 2 * tile + 1))
@@ -143,7 +144,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     n = args.n
-    rng = __import__("numpy").random.default_rng(1)
+    rng = np.random.default_rng(1)
     print(cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "n =", n)
     shapes = [Shape(s) for s in args.shapes.split(",")]
     for shape in (s for s in shapes if s.exact):

@@ -284,7 +284,7 @@ mod tests {
             let items = shape.items as usize;
             let found = inputs
                 .iter()
-                .any(|a| !a.is_empty() && a.len() % items == 0 && a[a.len() - 1] == 0);
+                .any(|a| a.len() % items == 0 && a.last() == Some(&0));
             assert!(
                 found,
                 "block {block} ({items} items a worker): no such input in {}",

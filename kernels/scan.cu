@@ -43,6 +43,8 @@
 //       As scan_lookback, over the flags computed on the fly: one pass reads a, gathers each
 //       tile's indices in shared memory, writes them as one contiguous run, and writes the count.
 //       Block, items, grid and dynamic shared as scan_lookback.
+//   repeats_direct, repeats_direct_wide: as repeats_fused (without items), read into registers by
+//       several blocks an SM; their contract is with their code at the end of this file.
 
 #include "common.cuh"
 
@@ -650,4 +652,255 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
         if (next_tile >= tiles) break;
         s = next;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// repeats_direct: find_repeats with the input read straight into registers (as reduce_fast reads)
+// by several blocks an SM, instead of through repeats_fused's two large stages (one block an SM).
+// Warp 0 of a block looks back; each of the other W = blockDim.x / 32 - 1 warps owns
+// DIRECT_ROUNDS * 512 consecutive elements of a tile (tile = W * DIRECT_ROUNDS * 512 elements) and
+// reads them a round of 512 at a time: 16 bytes a lane, four loads, contiguous across the warp.
+// Each round passes through the warp's shared memory once (transposed, so that a lane holds 16
+// consecutive elements and its flags are 16 consecutive bits). A tile's indices are written one
+// tile later: while warp 0 looks back for tile T, the workers write T - 1's (whose prefix warp 0
+// found during the tile before) and read T + 1's first round; they never wait for a look-back.
+// On an H200 at 2^28 with 10% repeats, block 256 (three blocks an SM): 326.1 us against
+// repeats_fused's 344.4 (block 512) in one call of find_repeats_bench.toml; below about 10^7
+// elements it has too few tiles to fill the GPU and repeats_fused is faster (README, find_repeats).
+//
+//   repeats_direct(const int* a, int* indices, int* count, unsigned long long* tile_counter,
+//                  unsigned long long* tile_status, n, unsigned long long first_ticket,
+//                  unsigned int epoch)
+//       B = 64..256, a multiple of 32: built for three blocks of 256 an SM, 80 registers a thread
+//       (with 72, as a bound of 896 threads gives, it spilled and ran 6% slower).
+//       repeats_direct_wide: the same for B up to 1024, with 64 registers a thread; it spills, and
+//       is there so that every block runs, not for speed.
+//       Tiles = max(1, ceil(n / tile)); dynamic shared = W * DIRECT_GATHER_INTS ints; grid as
+//       scan_lookback (persistent, at most the blocks that fit at once, at most tiles); counter,
+//       status, first_ticket and epoch as scan_lookback, except that a block draws its tickets
+//       ahead (up to three beyond the tile in hand), still exactly one past the last tile.
+#define DIRECT_ROUNDS 8
+#define DIRECT_ROUND_INTS 512                         // a warp's round: 4 vectors of 16 bytes a lane
+#define DIRECT_GATHER_INTS (2 * DIRECT_ROUND_INTS)    // a worker warp's shared memory, in ints
+#define DIRECT_FLAG_WORDS (DIRECT_ROUNDS / 2)         // a lane's flags: 16 bits a round
+static_assert(DIRECT_ROUNDS % 2 == 0, "two rounds of flags a register");
+
+// One round of a warp: its four vectors, the element after it (0 past n), and whether the round
+// and that element are all below n.
+struct DirectRound {
+    int4 v[4];
+    int after;
+    bool full;
+};
+
+// Loads the round that starts at element `first` (vector j of a lane at first + 4 (32 j + lane)).
+__device__ __forceinline__ void direct_load(DirectRound& round, const int* __restrict__ a,
+                                            unsigned long long n, unsigned long long first) {
+    const unsigned int lane = threadIdx.x & 31u;
+    const int4* src = reinterpret_cast<const int4*>(a + first);
+    round.full = first + DIRECT_ROUND_INTS < n;
+    if (round.full) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) round.v[j] = __ldg(src + j * 32 + lane);
+        round.after = __ldg(a + first + DIRECT_ROUND_INTS);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const unsigned long long i = first + (j * 32 + lane) * 4ull;
+            if (i + 4 <= n) {
+                round.v[j] = src[j * 32 + lane];
+            } else {
+                round.v[j].x = i < n ? a[i] : 0;
+                round.v[j].y = i + 1 < n ? a[i + 1] : 0;
+                round.v[j].z = i + 2 < n ? a[i + 2] : 0;
+                round.v[j].w = i + 3 < n ? a[i + 3] : 0;
+            }
+        }
+        round.after = 0;
+    }
+}
+
+// The 16-byte slot of vector v (0..127) of a round in the warp's shared memory: XOR-swizzled so
+// that the stores (lanes at consecutive vectors) and the reads (lanes 4 vectors apart) each hit 8
+// different 16-byte bank groups in a quarter warp.
+__device__ __forceinline__ unsigned int direct_slot(unsigned int v) {
+    return v ^ ((v >> 3) & 7u);
+}
+
+// The round's flags of this lane: bit b when element first + 16 lane + b equals the next one
+// (and that one is below n). `transpose` is the warp's shared memory.
+__device__ __forceinline__ unsigned int direct_flags(const DirectRound& round, int4* transpose,
+                                                     unsigned long long n, unsigned long long first) {
+    const unsigned int lane = threadIdx.x & 31u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) transpose[direct_slot(j * 32 + lane)] = round.v[j];
+    __syncwarp();
+    int e[17];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const int4 x = transpose[direct_slot(lane * 4 + q)];
+        e[4 * q] = x.x;
+        e[4 * q + 1] = x.y;
+        e[4 * q + 2] = x.z;
+        e[4 * q + 3] = x.w;
+    }
+    __syncwarp();  // read before the next use of the warp's shared memory overwrites it
+    const int next_lane_first = __shfl_down_sync(0xffffffffu, e[0], 1);
+    e[16] = lane == 31 ? round.after : next_lane_first;
+    unsigned int flags = 0;
+#pragma unroll
+    for (int b = 0; b < 16; ++b) flags |= (unsigned int)(e[b] == e[b + 1]) << b;
+    if (!round.full) {
+        const unsigned long long mine = first + lane * 16ull;
+        const unsigned long long with_next = mine + 1 >= n ? 0 : n - 1 - mine;  // elements with a successor
+        flags &= with_next >= 16 ? 0xffffu : (1u << with_next) - 1u;
+    }
+    return flags;
+}
+
+// The first element of this worker warp's part of `tile` (its round r starts DIRECT_ROUND_INTS r
+// further on).
+__device__ __forceinline__ unsigned long long direct_part(unsigned long long tile) {
+    const unsigned int workers = blockDim.x / 32 - 1, worker_warp = threadIdx.x / 32 - 1;
+    return (tile * workers + worker_warp) * (DIRECT_ROUNDS * DIRECT_ROUND_INTS);
+}
+
+// The worker warp's indices of its part of `tile`, from its lanes' flags, written from
+// indices[run] on: each
+// round's gathered in the warp's shared memory at their places (one scan over the lanes counts
+// three rounds, 10 bits a round: at most 16 a lane, 512 a warp), and written as one contiguous run
+// when another round might not fit, and at the end.
+__device__ __forceinline__ void direct_store(int* __restrict__ indices, int* gathered,
+                                             const unsigned int (&flags)[DIRECT_FLAG_WORDS],
+                                             unsigned int run, unsigned long long tile) {
+    const unsigned int lane = threadIdx.x & 31u;
+    unsigned int fill = 0;
+    auto round_flags = [&](int r) { return (flags[r / 2] >> (16 * (r & 1))) & 0xffffu; };
+#pragma unroll
+    for (int r0 = 0; r0 < DIRECT_ROUNDS; r0 += 3) {
+        unsigned int packed = 0;
+#pragma unroll
+        for (int k = 0; k < 3 && r0 + k < DIRECT_ROUNDS; ++k) packed |= __popc(round_flags(r0 + k)) << (10 * k);
+        const unsigned int inclusive = warp_inclusive_scan(packed);
+        const unsigned int warp_counts = __shfl_sync(0xffffffffu, inclusive, 31);
+        const unsigned int lanes_before = inclusive - packed;
+#pragma unroll
+        for (int k = 0; k < 3 && r0 + k < DIRECT_ROUNDS; ++k) {
+            const int r = r0 + k;
+            unsigned int f = round_flags(r);
+            unsigned int at = fill + ((lanes_before >> (10 * k)) & 0x3ffu);
+            const int mine = (int)(direct_part(tile) + r * DIRECT_ROUND_INTS + lane * 16u);
+            for (; f; f &= f - 1) gathered[at++] = mine + __ffs(f) - 1;
+            fill += (warp_counts >> (10 * k)) & 0x3ffu;
+            if (r + 1 == DIRECT_ROUNDS || fill > DIRECT_GATHER_INTS - DIRECT_ROUND_INTS) {
+                __syncwarp();
+#ifndef LAB_NO_BACK
+                for (unsigned int w = lane; w < fill; w += 32) indices[run + w] = gathered[w];
+#endif
+                __syncwarp();  // written out before the next round's gather overwrites it
+                run += fill;
+                fill = 0;
+            }
+        }
+    }
+}
+
+// Tickets: a block holds the tile in hand and the next three, slot t % 4 for its t-th ticket:
+// the workers need the next tile when they start a tile (to read its first round at the end), so
+// warp 0 draws three ahead, and a drawn ticket reaches the workers through the barrier after.
+__device__ __forceinline__ void repeats_direct_body(const int* __restrict__ a, int* __restrict__ indices,
+                                                    int* __restrict__ count, unsigned long long* tile_counter,
+                                                    volatile unsigned long long* status, unsigned long long n,
+                                                    unsigned long long first_ticket, unsigned int epoch) {
+    __shared__ unsigned long long tile_slot[4];
+    __shared__ unsigned int warp_totals[2][32];  // by the tile's parity: written before the tile's
+    __shared__ unsigned int before_slot[2];      // barrier, read after it, two tiles apart
+    const unsigned int lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    const unsigned int workers = blockDim.x / 32 - 1;
+    const unsigned long long tile_ints = (unsigned long long)workers * DIRECT_ROUNDS * DIRECT_ROUND_INTS;
+    const unsigned long long tiles = n == 0 ? 1 : (n + tile_ints - 1) / tile_ints;
+    auto draw = [&]() { return atomicAdd(tile_counter, 1ull) - first_ticket; };
+    if (threadIdx.x == 0) {  // draws until it has drawn one past the last tile
+        tile_slot[0] = draw();
+        tile_slot[1] = tile_slot[0] < tiles ? draw() : tiles;
+        tile_slot[2] = tile_slot[1] < tiles ? draw() : tiles;
+    }
+    __syncthreads();
+    if (tile_slot[0] >= tiles) return;
+    if (warp == 0) {
+        // Per tile: the workers' totals summed and published, the total of the tiles before it
+        // found and published, and the ticket three tiles ahead.
+        for (unsigned int i = 0;; ++i) {
+            const unsigned long long tile = tile_slot[i & 3], next = tile_slot[(i + 1) & 3],
+                                     ahead = tile_slot[(i + 2) & 3];
+            __syncthreads();  // the workers' totals of `tile`
+            unsigned long long ticket = tiles;
+            if (lane == 0 && ahead < tiles) ticket = draw();
+            const unsigned int aggregate = warp_sum(lane < workers ? warp_totals[i & 1][lane] : 0u);
+            if (lane == 0) status[tile] = status_word(epoch, tile == 0 ? STATUS_PREFIX : STATUS_AGGREGATE, aggregate);
+            look_back_and_publish(status, tile, epoch, aggregate, before_slot[i & 1]);
+            if (lane == 0) {
+                tile_slot[(i + 3) & 3] = ticket;
+                if (tile == tiles - 1) count[0] = (int)(before_slot[i & 1] + aggregate);
+            }
+            if (next >= tiles) {
+                __syncthreads();  // the last tile's total before it, to the workers
+                return;
+            }
+        }
+    }
+    const unsigned int worker_warp = warp - 1;
+    int* gathered = reinterpret_cast<int*>(dyn_smem) + worker_warp * DIRECT_GATHER_INTS;
+    int4* transpose = reinterpret_cast<int4*>(gathered);  // a round's, between the gathers
+    DirectRound round;
+    direct_load(round, a, n, direct_part(tile_slot[0]));
+    unsigned int held[DIRECT_FLAG_WORDS];  // the previous tile's flags, until its prefix is known
+    unsigned int held_warp_before = 0;
+    unsigned long long held_tile = tiles;  // none yet
+    for (unsigned int i = 0;; ++i) {
+        const unsigned long long tile = tile_slot[i & 3], next = tile_slot[(i + 1) & 3];
+        unsigned int flags[DIRECT_FLAG_WORDS] = {};
+        unsigned int mine = 0;
+#pragma unroll
+        for (int r = 0; r < DIRECT_ROUNDS; ++r) {
+            const unsigned long long first = direct_part(tile) + r * DIRECT_ROUND_INTS;
+            if (r > 0) direct_load(round, a, n, first);
+            const unsigned int f = direct_flags(round, transpose, n, first);
+            // The next tile's first round leaves now, to arrive during the barrier and stores.
+            if (r + 1 == DIRECT_ROUNDS && next < tiles) direct_load(round, a, n, direct_part(next));
+            flags[r / 2] |= f << (16 * (r & 1));
+            mine += __popc(f);
+        }
+        const unsigned int warp_total = warp_sum(mine);
+        if (lane == 0) warp_totals[i & 1][worker_warp] = warp_total;
+        __syncthreads();
+        const unsigned int over = warp_inclusive_scan(lane < workers ? warp_totals[i & 1][lane] : 0u);
+        const unsigned int warp_before = __shfl_sync(0xffffffffu, over, worker_warp) - warp_total;
+        if (held_tile < tiles) {  // warp 0 found its total before it during the last tile
+            direct_store(indices, gathered, held, before_slot[(i - 1) & 1] + held_warp_before, held_tile);
+        }
+#pragma unroll
+        for (int k = 0; k < DIRECT_FLAG_WORDS; ++k) held[k] = flags[k];
+        held_warp_before = warp_before;
+        held_tile = tile;
+        if (next >= tiles) {
+            __syncthreads();  // warp 0 has found this tile's total before it
+            direct_store(indices, gathered, held, before_slot[i & 1] + held_warp_before, held_tile);
+            return;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 3)
+repeats_direct(const int* __restrict__ a, int* __restrict__ indices, int* __restrict__ count,
+               unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
+               unsigned long long first_ticket, unsigned int epoch) {
+    repeats_direct_body(a, indices, count, tile_counter, tile_status, n, first_ticket, epoch);
+}
+
+extern "C" __global__ void __launch_bounds__(1024, 1)
+repeats_direct_wide(const int* __restrict__ a, int* __restrict__ indices, int* __restrict__ count,
+                    unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
+                    unsigned long long first_ticket, unsigned int epoch) {
+    repeats_direct_body(a, indices, count, tile_counter, tile_status, n, first_ticket, epoch);
 }

@@ -14,9 +14,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
-use super::scan::{Blelloch, LookBack, KERNEL_FILE};
+use super::scan::{Blelloch, LookBack, LookBackState, Tiling, KERNEL_FILE};
 use super::{
-    Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OutputSpec, Spec,
+    Algorithm, AxisDef, Buffers, CaseData, CpuImpl, CpuRun, KernelImpl, OnDevice, OutputSpec, Spec,
 };
 use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, Launcher};
 use crate::vocab::{DType, HostData, Tolerance};
@@ -51,7 +51,8 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     // repeats_fused keeps a tile's indices in registers when it has at most HELD (8) a worker, else
     // in its stage; 0.133 and 0.286 put the tiles of 60 and 28 items a worker on either side of
     // that line, so that both kinds follow one another in one launch (the test below checks it).
-    gpu_test_grid: "n = [0, 1, 2, 3, 1000, 4_099, 16_800, 65_520, 65_537, 1_000_003]\n\
+    // 28,672 is a whole number of repeats_direct's tiles at blocks 64 and 256 (4096 and 28,672).
+    gpu_test_grid: "n = [0, 1, 2, 3, 1000, 4_099, 16_800, 28_672, 65_520, 65_537, 1_000_003]\n\
                     repeats = [0.0, 0.1, 0.133, 0.286, 1.0]\nblock = [64, 256, 1024]",
     ..Spec::implementing(FindRepeats::CPU, FindRepeats::KERNELS)
 });
@@ -76,18 +77,16 @@ impl Algorithm for FindRepeats {
             Ok(Box::new(seed))
         }),
         KernelImpl::new("repeats_fused", |p, on| {
-            let [a, indices, count] = buffers(on.io)?;
-            let args = |tiles: &super::scan::LookBackState| {
-                vec![
-                    a.arg(),
-                    indices.arg(),
-                    count.arg(),
-                    tiles.counter.arg(),
-                    tiles.status.arg(),
-                ]
+            single_pass(p, on, on.kernel, Tiling::Staged)
+        }),
+        KernelImpl::new("repeats_direct", |p, on| {
+            // Blocks over 256 threads need the build with fewer registers a thread (scan.cu).
+            let entry = if block(p)? <= 256 {
+                "repeats_direct"
+            } else {
+                "repeats_direct_wide"
             };
-            let look_back = LookBack::new(on.gpu, on.io, on.kernel, block(p)?, p.n, args)?;
-            Ok(Box::new(look_back))
+            single_pass(p, on, entry, Tiling::Direct)
         }),
     ];
 
@@ -148,6 +147,27 @@ fn cpu() -> CpuRun {
         }
         Ok(())
     })
+}
+
+/// A single-pass kernel (`repeats_fused`, `repeats_direct`) over the case's buffers.
+fn single_pass<'a>(
+    p: &Params,
+    on: OnDevice<'a>,
+    entry: &str,
+    tiling: Tiling,
+) -> Result<Box<dyn Launcher + 'a>> {
+    let [a, indices, count] = buffers(on.io)?;
+    let args = |tiles: &LookBackState| {
+        vec![
+            a.arg(),
+            indices.arg(),
+            count.arg(),
+            tiles.counter.arg(),
+            tiles.status.arg(),
+        ]
+    };
+    let look_back = LookBack::new(on.gpu, on.io, entry, tiling, block(p)?, p.n, args)?;
+    Ok(Box::new(look_back))
 }
 
 fn block(p: &Params) -> Result<u32> {
@@ -289,6 +309,23 @@ mod tests {
                 found,
                 "block {block} ({items} items a worker): no such input in {}",
                 SPEC.gpu_test_grid
+            );
+        }
+    }
+
+    /// repeats_direct's last tile is either short or whole; the GPU test must meet a whole one.
+    #[test]
+    fn the_gpu_test_grid_ends_exactly_at_a_tile_of_repeats_direct() {
+        let sizes: Vec<u64> = gpu_grid("n").iter().map(|v| v.as_integer().unwrap() as u64).collect();
+        for block in gpu_grid("block").iter().map(|v| v.as_integer().unwrap() as u32) {
+            if block == 1024 {
+                continue;  // a tile of 126,976: 1,000,003 gives it several tiles and a short one
+            }
+            let (tile, _, _) = Tiling::Direct.plan(block, 1 << 20).unwrap();
+            assert!(
+                sizes.iter().any(|&n| n > 0 && n % tile == 0),
+                "block {block}: no n of {:?} is a whole number of tiles of {tile}",
+                sizes
             );
         }
     }

@@ -98,6 +98,50 @@ impl SinglePass {
     }
 }
 
+/// `repeats_direct`'s rounds a worker warp takes of a tile, and the elements of a round
+/// (DIRECT_ROUNDS and DIRECT_ROUND_INTS in scan.cu).
+pub(super) const DIRECT_ROUNDS: u64 = 8;
+pub(super) const DIRECT_ROUND_INTS: u64 = 512;
+/// The shared memory of a worker warp of `repeats_direct`, in ints (DIRECT_GATHER_INTS).
+const DIRECT_GATHER_INTS: u64 = 2 * DIRECT_ROUND_INTS;
+
+/// How a single-pass kernel lays out its tiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tiling {
+    /// `scan_lookback`, `repeats_fused`: STAGES tiles in shared memory, `items` elements a worker
+    /// thread (a kernel argument; see SinglePass).
+    Staged,
+    /// `repeats_direct`: DIRECT_ROUNDS rounds of DIRECT_ROUND_INTS elements a worker warp, read
+    /// into registers; DIRECT_GATHER_INTS ints of shared memory a worker warp.
+    Direct,
+}
+
+impl Tiling {
+    /// A tile's elements, the dynamic shared memory a block needs, and `items` where the kernel
+    /// takes it, for blocks of `block` threads with `shared_bytes` of shared memory to use.
+    pub(super) fn plan(self, block: u32, shared_bytes: u64) -> Result<(u64, u64, Option<u32>)> {
+        match self {
+            Tiling::Staged => {
+                let shape = SinglePass::new(block, shared_bytes)?;
+                Ok((shape.tile_elements(), STAGES * shape.tile_bytes(), Some(shape.items)))
+            }
+            Tiling::Direct => {
+                anyhow::ensure!(
+                    (64..=1024).contains(&block) && block.is_multiple_of(32),
+                    "repeats_direct needs a block of 64 to 1024 threads, a multiple of 32 (one \
+                     warp looks back, the others work), not {block}"
+                );
+                let worker_warps = (block / 32 - 1) as u64;
+                Ok((
+                    worker_warps * DIRECT_ROUNDS * DIRECT_ROUND_INTS,
+                    worker_warps * DIRECT_GATHER_INTS * 4,
+                    None,
+                ))
+            }
+        }
+    }
+}
+
 impl Algorithm for Scan {
     type Params = Params;
 
@@ -118,7 +162,8 @@ impl Algorithm for Scan {
                     tiles.status.arg(),
                 ]
             };
-            let look_back = LookBack::new(on.gpu, on.io, on.kernel, block, p.n, args)?;
+            let look_back =
+                LookBack::new(on.gpu, on.io, on.kernel, Tiling::Staged, block, p.n, args)?;
             Ok(Box::new(look_back))
         }),
     ];
@@ -294,15 +339,16 @@ pub(super) struct LookBackState {
     pub status: DeviceBuf,
 }
 
-/// A single-pass kernel with decoupled look-back (`scan_lookback`, `repeats_fused`): one launch
-/// of a persistent grid (as many blocks as fit the GPU at once, at most one per tile) over
-/// max(1, ceil(n / tile)) tiles. Each launch takes the next run of tickets from the counter and
-/// its own epoch, so no bookkeeping is cleared between runs.
+/// A single-pass kernel with decoupled look-back (`scan_lookback`, `repeats_fused`,
+/// `repeats_direct`): one launch of a persistent grid (as many blocks as fit the GPU at once, at
+/// most one per tile) over max(1, ceil(n / tile)) tiles. Each launch takes the next run of tickets
+/// from the counter and its own epoch, so no bookkeeping is cleared between runs.
 pub(super) struct LookBack<'a> {
     kernel: Kernel,
     dims: Dims,
     n: u64,
-    items: u32,
+    /// Elements a worker thread, for the staged kernels.
+    items: Option<u32>,
     /// Tickets a launch draws: one a tile, and one past the last tile for each block.
     tickets_per_launch: u64,
     launches: u64,
@@ -318,6 +364,7 @@ impl<'a> LookBack<'a> {
         gpu: Gpu<'a>,
         io: &'a DeviceIo,
         entry: &str,
+        tiling: Tiling,
         block: u32,
         n: usize,
         leading: impl Fn(&LookBackState) -> Vec<Arg>,
@@ -325,8 +372,13 @@ impl<'a> LookBack<'a> {
         let kernel = gpu.kernel(entry)?;
         let available = (gpu.shared_optin_bytes() as u64)
             .saturating_sub(kernel.static_shared_bytes()? as u64);
-        let shape = SinglePass::new(block, available)?;
-        let shared_bytes = u32::try_from(STAGES * shape.tile_bytes())?;
+        let (tile_elements, shared_bytes, items) = tiling.plan(block, available)?;
+        anyhow::ensure!(
+            shared_bytes <= available,
+            "{entry}: a block of {block} threads needs {shared_bytes} bytes of shared memory, more \
+             than the {available} this GPU offers"
+        );
+        let shared_bytes = u32::try_from(shared_bytes)?;
         kernel.allow_dynamic_shared(shared_bytes)?;
         let per_sm = kernel.max_active_blocks_per_sm(block, shared_bytes)?;
         anyhow::ensure!(
@@ -334,7 +386,7 @@ impl<'a> LookBack<'a> {
             "{entry}: a block of {block} threads with {shared_bytes} bytes of shared memory fits \
              no SM"
         );
-        let tiles = (n as u64).div_ceil(shape.tile_elements()).max(1);
+        let tiles = (n as u64).div_ceil(tile_elements).max(1);
         let grid = tiles.min(gpu.sm_count() as u64 * per_sm as u64);
         let state = LookBackState {
             counter: gpu.alloc(DType::F64, 1)?,
@@ -344,7 +396,7 @@ impl<'a> LookBack<'a> {
             kernel,
             dims: Dims::linear(grid as u32, block, shared_bytes),
             n: n as u64,
-            items: shape.items,
+            items,
             tickets_per_launch: tiles + grid,
             launches: 0,
             leading: leading(&state),
@@ -357,20 +409,21 @@ impl<'a> LookBack<'a> {
 impl Launcher for LookBack<'_> {
     fn launch(&mut self) -> Result<()> {
         let mut args = self.leading.clone();
+        args.push(Arg::U64(self.n));
+        args.extend(self.items.map(Arg::U32));
         args.extend([
-            Arg::U64(self.n),
-            Arg::U32(self.items),
             Arg::U64(self.launches * self.tickets_per_launch),
             Arg::U32(self.launches as u32),
         ]);
         self.launches += 1;
         // SAFETY: scan_lookback(const int* in, int* out, u64* tile_counter, u64* tile_status,
-        // n, items, first_ticket, epoch) or repeats_fused(const int* a, int* indices, int* count,
-        // u64* tile_counter, u64* tile_status, n, items, first_ticket, epoch): the leading
-        // pointers are the case's whole buffers of >= n ints (indices: capacity n; count: 1) and
-        // the state's counter (one word) and status (one word per tile); the counter has counted
-        // launches * tickets_per_launch so far, as first_ticket says; the dynamic shared memory
-        // is STAGES tiles of `items` ints a worker, and the kernel's limit was raised to it in `new`.
+        // n, items, first_ticket, epoch), repeats_fused(const int* a, int* indices, int* count,
+        // u64* tile_counter, u64* tile_status, n, items, first_ticket, epoch) or
+        // repeats_direct(_1024)(the same without items): the leading pointers are the case's
+        // whole buffers of >= n ints (indices: capacity n; count: 1) and the state's counter (one
+        // word) and status (one word per tile); the counter has counted launches *
+        // tickets_per_launch so far, as first_ticket says; the dynamic shared memory is what
+        // Tiling::plan gives for the block, and the kernel's limit was raised to it in `new`.
         unsafe { self.kernel.launch(self.dims, &args) }
     }
 
@@ -423,6 +476,25 @@ mod tests {
         }
         let e = SinglePass::new(1024, 1000).unwrap_err().to_string();
         assert!(e.contains("do not fit 1000 bytes"), "{e}");
+    }
+
+    #[test]
+    fn repeats_direct_tiles_follow_scan_cu() {
+        for (name, value) in [("DIRECT_ROUNDS", DIRECT_ROUNDS), ("DIRECT_ROUND_INTS", DIRECT_ROUND_INTS)] {
+            let define = format!("#define {name} {value}");
+            assert!(KERNEL_FILE.source.contains(&define), "scan.cu has no `{define}`");
+        }
+        let gather = "#define DIRECT_GATHER_INTS (2 * DIRECT_ROUND_INTS)";
+        assert!(KERNEL_FILE.source.contains(gather) && DIRECT_GATHER_INTS == 2 * DIRECT_ROUND_INTS);
+        // Block 288: 8 worker warps of 8 rounds of 512 elements, 4 KiB of shared memory each.
+        assert_eq!(Tiling::Direct.plan(288, 1 << 20).unwrap(), (32_768, 32_768, None));
+        assert_eq!(Tiling::Direct.plan(64, 1 << 20).unwrap(), (4096, 4096, None));
+        for block in [0, 32, 100, 1056] {
+            let e = Tiling::Direct.plan(block, 1 << 20).unwrap_err().to_string();
+            assert!(e.contains("64 to 1024") && e.contains(&block.to_string()), "{e}");
+        }
+        let staged = Tiling::Staged.plan(512, H100_SHARED_BYTES).unwrap();
+        assert_eq!(staged, (480 * 60, 2 * 4 * 480 * 60, Some(60)));
     }
 
     #[test]

@@ -766,10 +766,9 @@ __device__ __forceinline__ unsigned long long direct_part(unsigned long long til
 }
 
 // The worker warp's indices of its part of `tile`, from its lanes' flags, written from
-// indices[run] on: each
-// round's gathered in the warp's shared memory at their places (one scan over the lanes counts
-// three rounds, 10 bits a round: at most 16 a lane, 512 a warp), and written as one contiguous run
-// when another round might not fit, and at the end.
+// indices[run] on: each round's gathered in the warp's shared memory at their places (one scan
+// over the lanes counts three rounds, 10 bits a round: at most 16 a lane, 512 a warp), and written
+// as one contiguous run when another round might not fit, and at the end.
 __device__ __forceinline__ void direct_store(int* __restrict__ indices, int* gathered,
                                              const unsigned int (&flags)[DIRECT_FLAG_WORDS],
                                              unsigned int run, unsigned long long tile) {

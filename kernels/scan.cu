@@ -283,6 +283,17 @@ __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
+// The vector of elements i .. i + 3 where it runs past n: the elements below n, zeros after.
+__device__ __forceinline__ int4 vector_before_end(const int* __restrict__ in, unsigned long long i,
+                                                  unsigned long long n) {
+    int4 x;
+    x.x = i < n ? in[i] : 0;
+    x.y = i + 1 < n ? in[i + 1] : 0;
+    x.z = i + 2 < n ? in[i + 2] : 0;
+    x.w = i + 3 < n ? in[i + 3] : 0;
+    return x;
+}
+
 // Called by the workers: starts loading tile `tile` into `stage` (zeros past n; nothing when the
 // tile is past the last) and commits it as one cp.async group, empty or not, so that groups and
 // stages stay in step.
@@ -301,12 +312,7 @@ __device__ __forceinline__ void start_load(const int* __restrict__ in, int4* sta
                 if (i + 4 <= n) {
                     copy_async_16(stage + v, src + v);
                 } else {
-                    int4 x;
-                    x.x = i < n ? in[i] : 0;
-                    x.y = i + 1 < n ? in[i + 1] : 0;
-                    x.z = i + 2 < n ? in[i + 2] : 0;
-                    x.w = i + 3 < n ? in[i + 3] : 0;
-                    stage[v] = x;
+                    stage[v] = vector_before_end(in, i, n);
                 }
             }
         }
@@ -710,10 +716,7 @@ __device__ __forceinline__ void direct_load(DirectRound& round, const int* __res
             if (i + 4 <= n) {
                 round.v[j] = src[j * 32 + lane];
             } else {
-                round.v[j].x = i < n ? a[i] : 0;
-                round.v[j].y = i + 1 < n ? a[i + 1] : 0;
-                round.v[j].z = i + 2 < n ? a[i + 2] : 0;
-                round.v[j].w = i + 3 < n ? a[i + 3] : 0;
+                round.v[j] = vector_before_end(a, i, n);
             }
         }
         round.after = 0;

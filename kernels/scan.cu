@@ -43,8 +43,8 @@
 //       As scan_lookback, over the flags computed on the fly: one pass reads a, gathers each
 //       tile's indices in shared memory, writes them as one contiguous run, and writes the count.
 //       Block, items, grid and dynamic shared as scan_lookback.
-//   repeats_direct, repeats_direct_wide: as repeats_fused (without items), read into registers by
-//       several blocks an SM; their contract is with their code at the end of this file.
+//   repeats_direct: as repeats_fused (without items), read into registers by several blocks an
+//       SM; its contract is with its code at the end of this file.
 
 #include "common.cuh"
 
@@ -141,13 +141,17 @@ __device__ unsigned long long lab_counts[4];  // look-backs, rereads, windows mo
 #define LAB_COUNT(i, v)
 #endif
 
+// How long warp 0 sleeps before it reads a window again whose tiles have not all published.
+#define LOOK_BACK_SLEEP_NS 32
+
 // The sum of every tile before `tile`, from their published status; called by all of warp 0.
 // Each lane looks at one of the 32 tiles before the window's end. The nearest tile with a prefix
 // ends the look-back once every tile nearer than it has published something (else the window is
 // read again); with no prefix in the window, its 32 aggregates are added and it moves back.
 // (Wider windows, each lane reading 2 or 4 words, were slower on an H100: scripts/lab/scan_lab.py.)
 __device__ __forceinline__ unsigned int look_back(const volatile unsigned long long* status,
-                                                  unsigned long long tile, unsigned int epoch) {
+                                                  unsigned long long tile, unsigned int epoch,
+                                                  unsigned int sleep_ns) {
     const unsigned int lane = threadIdx.x & 31u;
 #ifdef LAB_NO_LOOKBACK
     return 0;
@@ -170,7 +174,7 @@ __device__ __forceinline__ unsigned int look_back(const volatile unsigned long l
             prefixes ? 0xffffffffu >> (32 - __ffs(prefixes)) : 0xffffffffu;
         if (missing & needed) {
             if (lane == 0) LAB_COUNT(1, 1);
-            __nanosleep(32);
+            __nanosleep(sleep_ns);
             continue;
         }
         exclusive += warp_sum((1u << lane) & needed ? (unsigned int)s : 0u);
@@ -188,8 +192,9 @@ __device__ __forceinline__ unsigned int look_back(const volatile unsigned long l
 // tile's own prefix (that total plus its `aggregate`) published for the tiles after it.
 __device__ __forceinline__ void look_back_and_publish(volatile unsigned long long* status,
                                                       unsigned long long tile, unsigned int epoch,
-                                                      unsigned int aggregate, unsigned int& before) {
-    const unsigned int total = tile > 0 ? look_back(status, tile, epoch) : 0u;
+                                                      unsigned int aggregate, unsigned int& before,
+                                                      unsigned int sleep_ns) {
+    const unsigned int total = tile > 0 ? look_back(status, tile, epoch, sleep_ns) : 0u;
     if (threadIdx.x == 0) {
         if (tile > 0) status[tile] = status_word(epoch, STATUS_PREFIX, total + aggregate);
         before = total;
@@ -368,7 +373,7 @@ __device__ __forceinline__ void for_each_tile(const int* __restrict__ in, unsign
         unsigned long long ticket = 0;
         if (drawer && !exhausted) ticket = atomicAdd(counter, 1ull);
         if (!is_worker) {
-            look_back_and_publish(status, tile, epoch, stage_aggregate[s], stage_before[s]);
+            look_back_and_publish(status, tile, epoch, stage_aggregate[s], stage_before[s], LOOK_BACK_SLEEP_NS);
         } else if (next_tile < tiles) {
             asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
             sync_workers();  // every worker's copies into the next stage have landed
@@ -614,7 +619,7 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
         const int next = s ^ 1;
         const unsigned long long tile = stage_tile[s], next_tile = stage_tile[next];
         if (!is_worker) {
-            look_back_and_publish(status, tile, epoch, stage_aggregate[s], stage_before[s]);
+            look_back_and_publish(status, tile, epoch, stage_aggregate[s], stage_before[s], LOOK_BACK_SLEEP_NS);
         } else {
             if (drawer) stage_next[next] = draw();  // the refill after next_tile's front
             if (next_tile < tiles) {
@@ -667,28 +672,39 @@ repeats_fused(const int* __restrict__ a, int* __restrict__ indices, int* __restr
 // DIRECT_ROUNDS * 512 consecutive elements of a tile (tile = W * DIRECT_ROUNDS * 512 elements) and
 // reads them a round of 512 at a time: 16 bytes a lane, four loads, contiguous across the warp.
 // Each round passes through the warp's shared memory once (transposed, so that a lane holds 16
-// consecutive elements and its flags are 16 consecutive bits). A tile's indices are written one
-// tile later: while warp 0 looks back for tile T, the workers write T - 1's (whose prefix warp 0
-// found during the tile before) and read T + 1's first round; they never wait for a look-back.
-// On an H200 at 2^28 with 10% repeats, block 256 (three blocks an SM): 326.1 us against
-// repeats_fused's 344.4 (block 512) in one call of find_repeats_bench.toml; below about 10^7
-// elements it has too few tiles to fill the GPU and repeats_fused is faster (README, find_repeats).
+// consecutive elements and its flags are 16 consecutive bits), and its flags are kept there.
+// Warp 0 and the workers meet only through named barriers, as producer and consumer: the workers
+// arrive at A(i) once tile i's totals are written and go on reading; warp 0 waits at A(i), looks
+// back for tile i, and arrives at B(i) with each worker warp's first index. A worker waits at
+// B(i) only when it has read tile i + 2, and then writes tile i's indices. So the look-back of a
+// tile has two tiles' reading to finish in, and the workers never wait for one that is late.
+// On an H200 at 2^28 with 10% repeats: 300.3 us at block 512, 92.0% of the copy, against CUB's
+// 801.1 in one call of find_repeats_bench.toml; in the lab harness 313-316 us against 337-339
+// for the kernel before it, which met warp 0 at every tile with __syncthreads and ran 3 blocks of
+// 256 an SM with 80 registers (README, find_repeats). Up to about 1.7e7 elements repeats_fused is
+// faster: here a tile is 28,672 (block 256) or 61,440 (512) elements, too few to fill the GPU.
 //
 //   repeats_direct(const int* a, int* indices, int* count, unsigned long long* tile_counter,
 //                  unsigned long long* tile_status, n, unsigned long long first_ticket,
 //                  unsigned int epoch)
-//       B = 64..256, a multiple of 32: built for three blocks of 256 an SM, 80 registers a thread
-//       (with 72, as a bound of 896 threads gives, it spilled and ran 6% slower).
-//       repeats_direct_wide: the same for B up to 1024, with 64 registers a thread; it spills, and
-//       is there so that every block runs, not for speed.
-//       Tiles = max(1, ceil(n / tile)); dynamic shared = W * DIRECT_GATHER_INTS ints; grid as
-//       scan_lookback (persistent, at most the blocks that fit at once, at most tiles); counter,
-//       status, first_ticket and epoch as scan_lookback, except that a block draws its tickets
-//       ahead (up to three beyond the tile in hand), still exactly one past the last tile.
+//       B = 64..1024, a multiple of 32; built with 64 registers a thread, so that four blocks of
+//       256 (or two of 512) fit an SM. Tiles = max(1, ceil(n / tile)); dynamic shared = W *
+//       DIRECT_WARP_INTS ints; grid as scan_lookback (persistent, at most the blocks that fit at
+//       once, at most tiles); counter, status, first_ticket and epoch as scan_lookback, except
+//       that a block draws its tickets ahead (up to four beyond the tile in hand), still exactly
+//       one past the last tile.
 #define DIRECT_ROUNDS 8
 #define DIRECT_ROUND_INTS 512                         // a warp's round: 4 vectors of 16 bytes a lane
-#define DIRECT_GATHER_INTS (2 * DIRECT_ROUND_INTS)    // a worker warp's shared memory, in ints
+#define DIRECT_GATHER_INTS (2 * DIRECT_ROUND_INTS)    // a worker warp's gather, in ints
 #define DIRECT_FLAG_WORDS (DIRECT_ROUNDS / 2)         // a lane's flags: 16 bits a round
+#define DIRECT_HELD_TILES 4                           // tiles whose flags a worker warp keeps
+// A worker warp's shared memory, in ints: its gather (and a round's transpose), then its flags of
+// DIRECT_HELD_TILES tiles, [tile % 4][word][lane].
+#define DIRECT_WARP_INTS (DIRECT_GATHER_INTS + DIRECT_HELD_TILES * DIRECT_FLAG_WORDS * 32)
+// Warp 0 may lag two tiles, so it waits longer between reads of a window than the other kernels'
+// look-backs, and leaves L2 to the bulk traffic: 256 against 32 ns was 313-316 against 318-321 us
+// at 2^28, block 512 (H200, lab harness, one call).
+#define DIRECT_LOOK_BACK_SLEEP_NS 256
 static_assert(DIRECT_ROUNDS % 2 == 0, "two rounds of flags a register");
 
 // One round of a warp: its four vectors, the element after it (0 past n), and whether the round
@@ -807,16 +823,30 @@ __device__ __forceinline__ void direct_store(int* __restrict__ indices, int* gat
     }
 }
 
-// Tickets: a block holds the tile in hand and the next three, slot t % 4 for its t-th ticket:
-// the workers need the next tile when they start a tile (to read its first round at the end), so
-// warp 0 draws three ahead, and a drawn ticket reaches the workers through the barrier after.
-__device__ __forceinline__ void repeats_direct_body(const int* __restrict__ a, int* __restrict__ indices,
-                                                    int* __restrict__ count, unsigned long long* tile_counter,
-                                                    volatile unsigned long long* status, unsigned long long n,
-                                                    unsigned long long first_ticket, unsigned int epoch) {
-    __shared__ unsigned long long tile_slot[4];
-    __shared__ unsigned int warp_totals[2][32];  // by the tile's parity: written before the tile's
-    __shared__ unsigned int before_slot[2];      // barrier, read after it, two tiles apart
+// Named barriers 1..8 (0 is __syncthreads), four of each kind so that the up to three tiles in
+// flight between warp 0 and the workers never share one: A(i), the workers' totals of tile i are
+// in warp_totals; B(i), warp 0 has written tile i's run_start.
+__device__ __forceinline__ unsigned int totals_barrier(unsigned int i) { return 1 + (i & 3); }
+__device__ __forceinline__ unsigned int starts_barrier(unsigned int i) { return 5 + (i & 3); }
+__device__ __forceinline__ void barrier_arrive(unsigned int id) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(blockDim.x) : "memory");
+}
+__device__ __forceinline__ void barrier_wait(unsigned int id) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(blockDim.x) : "memory");
+}
+
+// Tickets: slot t % 8 holds a block's t-th ticket. Warp 0 draws four ahead (in its tile i, the
+// ticket of tile i + 4), so that a worker at tile i, which has passed B(i - 3), finds tile i + 1's
+// ticket (to read its first round at the end of tile i). Slots are reused eight tickets later,
+// after every warp is done with them.
+extern "C" __global__ void __launch_bounds__(1024, 1)
+repeats_direct(const int* __restrict__ a, int* __restrict__ indices, int* __restrict__ count,
+               unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
+               unsigned long long first_ticket, unsigned int epoch) {
+    __shared__ unsigned long long tile_slot[8];
+    __shared__ unsigned int warp_totals[4][32];  // [tile % 4][worker warp]
+    __shared__ unsigned int run_start[4][32];    // [tile % 4][worker warp]: its first index
+    volatile unsigned long long* status = tile_status;
     const unsigned int lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
     const unsigned int workers = blockDim.x / 32 - 1;
     const unsigned long long tile_ints = (unsigned long long)workers * DIRECT_ROUNDS * DIRECT_ROUND_INTS;
@@ -824,85 +854,72 @@ __device__ __forceinline__ void repeats_direct_body(const int* __restrict__ a, i
     auto draw = [&]() { return atomicAdd(tile_counter, 1ull) - first_ticket; };
     if (threadIdx.x == 0) {  // draws until it has drawn one past the last tile
         tile_slot[0] = draw();
-        tile_slot[1] = tile_slot[0] < tiles ? draw() : tiles;
-        tile_slot[2] = tile_slot[1] < tiles ? draw() : tiles;
+        for (int t = 1; t < 4; ++t) tile_slot[t] = tile_slot[t - 1] < tiles ? draw() : tiles;
     }
     __syncthreads();
     if (tile_slot[0] >= tiles) return;
     if (warp == 0) {
-        // Per tile: the workers' totals summed and published, the total of the tiles before it
-        // found and published, and the ticket three tiles ahead.
         for (unsigned int i = 0;; ++i) {
-            const unsigned long long tile = tile_slot[i & 3], next = tile_slot[(i + 1) & 3],
-                                     ahead = tile_slot[(i + 2) & 3];
-            __syncthreads();  // the workers' totals of `tile`
+            const unsigned long long tile = tile_slot[i & 7], next = tile_slot[(i + 1) & 7],
+                                     last_drawn = tile_slot[(i + 3) & 7];
+            barrier_wait(totals_barrier(i));
             unsigned long long ticket = tiles;
-            if (lane == 0 && ahead < tiles) ticket = draw();
-            const unsigned int aggregate = warp_sum(lane < workers ? warp_totals[i & 1][lane] : 0u);
+            if (lane == 0 && last_drawn < tiles) ticket = draw();
+            const unsigned int total = lane < workers ? warp_totals[i & 3][lane] : 0u;
+            const unsigned int through = warp_inclusive_scan(total);
+            const unsigned int aggregate = __shfl_sync(0xffffffffu, through, 31);
             if (lane == 0) status[tile] = status_word(epoch, tile == 0 ? STATUS_PREFIX : STATUS_AGGREGATE, aggregate);
-            look_back_and_publish(status, tile, epoch, aggregate, before_slot[i & 1]);
+            unsigned int before = 0;  // set by lane 0
+            look_back_and_publish(status, tile, epoch, aggregate, before, DIRECT_LOOK_BACK_SLEEP_NS);
+            before = __shfl_sync(0xffffffffu, before, 0);
+            if (lane < workers) run_start[i & 3][lane] = before + through - total;
             if (lane == 0) {
-                tile_slot[(i + 3) & 3] = ticket;
-                if (tile == tiles - 1) count[0] = (int)(before_slot[i & 1] + aggregate);
+                tile_slot[(i + 4) & 7] = ticket;
+                if (tile == tiles - 1) count[0] = (int)(before + aggregate);
             }
-            if (next >= tiles) {
-                __syncthreads();  // the last tile's total before it, to the workers
-                return;
-            }
+            barrier_arrive(starts_barrier(i));
+            if (next >= tiles) return;
         }
     }
     const unsigned int worker_warp = warp - 1;
-    int* gathered = reinterpret_cast<int*>(dyn_smem) + worker_warp * DIRECT_GATHER_INTS;
+    int* gathered = reinterpret_cast<int*>(dyn_smem) + worker_warp * DIRECT_WARP_INTS;
     int4* transpose = reinterpret_cast<int4*>(gathered);  // a round's, between the gathers
+    unsigned int* held = reinterpret_cast<unsigned int*>(gathered + DIRECT_GATHER_INTS);
+    auto held_word = [&](unsigned int i, int word) -> unsigned int& {
+        return held[((i & 3) * DIRECT_FLAG_WORDS + word) * 32 + lane];
+    };
+    auto store = [&](unsigned int i) {  // tile i's indices, once warp 0 has found where they go
+        barrier_wait(starts_barrier(i));
+        unsigned int flags[DIRECT_FLAG_WORDS];
+#pragma unroll
+        for (int w = 0; w < DIRECT_FLAG_WORDS; ++w) flags[w] = held_word(i, w);
+        direct_store(indices, gathered, flags, run_start[i & 3][worker_warp], tile_slot[i & 7]);
+    };
     DirectRound round;
     direct_load(round, a, n, direct_part(tile_slot[0]));
-    unsigned int held[DIRECT_FLAG_WORDS];  // the previous tile's flags, until its prefix is known
-    unsigned int held_warp_before = 0;
-    unsigned long long held_tile = tiles;  // none yet
     for (unsigned int i = 0;; ++i) {
-        const unsigned long long tile = tile_slot[i & 3], next = tile_slot[(i + 1) & 3];
-        unsigned int flags[DIRECT_FLAG_WORDS] = {};
+        const unsigned long long tile = tile_slot[i & 7], next = tile_slot[(i + 1) & 7];
         unsigned int mine = 0;
 #pragma unroll
         for (int r = 0; r < DIRECT_ROUNDS; ++r) {
             const unsigned long long first = direct_part(tile) + r * DIRECT_ROUND_INTS;
             if (r > 0) direct_load(round, a, n, first);
             const unsigned int f = direct_flags(round, transpose, n, first);
-            // The next tile's first round leaves now, to arrive during the barrier and stores.
+            // The next tile's first round leaves now, to arrive during the stores.
             if (r + 1 == DIRECT_ROUNDS && next < tiles) direct_load(round, a, n, direct_part(next));
-            flags[r / 2] |= f << (16 * (r & 1));
+            // Kept in shared memory, not registers: 64 registers a thread hold no more.
+            reinterpret_cast<unsigned short*>(&held_word(i, r / 2))[r & 1] = (unsigned short)f;
             mine += __popc(f);
         }
         const unsigned int warp_total = warp_sum(mine);
-        if (lane == 0) warp_totals[i & 1][worker_warp] = warp_total;
-        __syncthreads();
-        const unsigned int over = warp_inclusive_scan(lane < workers ? warp_totals[i & 1][lane] : 0u);
-        const unsigned int warp_before = __shfl_sync(0xffffffffu, over, worker_warp) - warp_total;
-        if (held_tile < tiles) {  // warp 0 found its total before it during the last tile
-            direct_store(indices, gathered, held, before_slot[(i - 1) & 1] + held_warp_before, held_tile);
-        }
-#pragma unroll
-        for (int k = 0; k < DIRECT_FLAG_WORDS; ++k) held[k] = flags[k];
-        held_warp_before = warp_before;
-        held_tile = tile;
+        if (lane == 0) warp_totals[i & 3][worker_warp] = warp_total;
+        __syncwarp();
+        barrier_arrive(totals_barrier(i));
+        if (i >= 2) store(i - 2);
         if (next >= tiles) {
-            __syncthreads();  // warp 0 has found this tile's total before it
-            direct_store(indices, gathered, held, before_slot[i & 1] + held_warp_before, held_tile);
+            // The tiles not written yet: this one and the one before (or tile 0 alone).
+            for (unsigned int j = i < 2 ? 0 : i - 1; j <= i; ++j) store(j);
             return;
         }
     }
-}
-
-extern "C" __global__ void __launch_bounds__(256, 3)
-repeats_direct(const int* __restrict__ a, int* __restrict__ indices, int* __restrict__ count,
-               unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
-               unsigned long long first_ticket, unsigned int epoch) {
-    repeats_direct_body(a, indices, count, tile_counter, tile_status, n, first_ticket, epoch);
-}
-
-extern "C" __global__ void __launch_bounds__(1024, 1)
-repeats_direct_wide(const int* __restrict__ a, int* __restrict__ indices, int* __restrict__ count,
-                    unsigned long long* tile_counter, unsigned long long* tile_status, unsigned long long n,
-                    unsigned long long first_ticket, unsigned int epoch) {
-    repeats_direct_body(a, indices, count, tile_counter, tile_status, n, first_ticket, epoch);
 }

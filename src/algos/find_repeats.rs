@@ -77,16 +77,10 @@ impl Algorithm for FindRepeats {
             Ok(Box::new(seed))
         }),
         KernelImpl::new("repeats_fused", |p, on| {
-            single_pass(p, on, on.kernel, Tiling::Staged)
+            single_pass(p, on, Tiling::Staged)
         }),
         KernelImpl::new("repeats_direct", |p, on| {
-            // Blocks over 256 threads need the build with fewer registers a thread (scan.cu).
-            let entry = if block(p)? <= 256 {
-                "repeats_direct"
-            } else {
-                "repeats_direct_wide"
-            };
-            single_pass(p, on, entry, Tiling::Direct)
+            single_pass(p, on, Tiling::Direct)
         }),
     ];
 
@@ -150,12 +144,7 @@ fn cpu() -> CpuRun {
 }
 
 /// A single-pass kernel (`repeats_fused`, `repeats_direct`) over the case's buffers.
-fn single_pass<'a>(
-    p: &Params,
-    on: OnDevice<'a>,
-    entry: &str,
-    tiling: Tiling,
-) -> Result<Box<dyn Launcher + 'a>> {
+fn single_pass<'a>(p: &Params, on: OnDevice<'a>, tiling: Tiling) -> Result<Box<dyn Launcher + 'a>> {
     let [a, indices, count] = buffers(on.io)?;
     let args = |tiles: &LookBackState| {
         vec![
@@ -166,7 +155,7 @@ fn single_pass<'a>(
             tiles.status.arg(),
         ]
     };
-    let look_back = LookBack::new(on.gpu, on.io, entry, tiling, block(p)?, p.n, args)?;
+    let look_back = LookBack::new(on.gpu, on.io, on.kernel, tiling, block(p)?, p.n, args)?;
     Ok(Box::new(look_back))
 }
 

@@ -102,8 +102,11 @@ impl SinglePass {
 /// (DIRECT_ROUNDS and DIRECT_ROUND_INTS in scan.cu).
 pub(super) const DIRECT_ROUNDS: u64 = 8;
 pub(super) const DIRECT_ROUND_INTS: u64 = 512;
-/// The shared memory of a worker warp of `repeats_direct`, in ints (DIRECT_GATHER_INTS).
+/// The shared memory of a worker warp of `repeats_direct`, in ints (DIRECT_WARP_INTS): its
+/// gather, then 16 bits of flags a round for each lane, of DIRECT_HELD_TILES tiles.
 const DIRECT_GATHER_INTS: u64 = 2 * DIRECT_ROUND_INTS;
+const DIRECT_HELD_TILES: u64 = 4;
+const DIRECT_WARP_INTS: u64 = DIRECT_GATHER_INTS + DIRECT_HELD_TILES * (DIRECT_ROUNDS / 2) * 32;
 
 /// How a single-pass kernel lays out its tiles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +115,7 @@ pub(super) enum Tiling {
     /// thread (a kernel argument; see SinglePass).
     Staged,
     /// `repeats_direct`: DIRECT_ROUNDS rounds of DIRECT_ROUND_INTS elements a worker warp, read
-    /// into registers; DIRECT_GATHER_INTS ints of shared memory a worker warp.
+    /// into registers; DIRECT_WARP_INTS ints of shared memory a worker warp.
     Direct,
 }
 
@@ -134,7 +137,7 @@ impl Tiling {
                 let worker_warps = (block / 32 - 1) as u64;
                 Ok((
                     worker_warps * DIRECT_ROUNDS * DIRECT_ROUND_INTS,
-                    worker_warps * DIRECT_GATHER_INTS * 4,
+                    worker_warps * DIRECT_WARP_INTS * 4,
                     None,
                 ))
             }
@@ -484,11 +487,20 @@ mod tests {
             let define = format!("#define {name} {value}");
             assert!(KERNEL_FILE.source.contains(&define), "scan.cu has no `{define}`");
         }
-        let gather = "#define DIRECT_GATHER_INTS (2 * DIRECT_ROUND_INTS)";
-        assert!(KERNEL_FILE.source.contains(gather) && DIRECT_GATHER_INTS == 2 * DIRECT_ROUND_INTS);
-        // Block 288: 8 worker warps of 8 rounds of 512 elements, 4 KiB of shared memory each.
-        assert_eq!(Tiling::Direct.plan(288, 1 << 20).unwrap(), (32_768, 32_768, None));
-        assert_eq!(Tiling::Direct.plan(64, 1 << 20).unwrap(), (4096, 4096, None));
+        for define in [
+            "#define DIRECT_GATHER_INTS (2 * DIRECT_ROUND_INTS)",
+            "#define DIRECT_HELD_TILES 4",
+            "#define DIRECT_WARP_INTS (DIRECT_GATHER_INTS + DIRECT_HELD_TILES * DIRECT_FLAG_WORDS * 32)",
+            "#define DIRECT_FLAG_WORDS (DIRECT_ROUNDS / 2)",
+        ] {
+            assert!(KERNEL_FILE.source.contains(define), "scan.cu has no `{define}`");
+        }
+        // Block 288: 8 worker warps of 8 rounds of 512 elements, 6 KiB of shared memory each
+        // (4 KiB of gather, 2 KiB of flags).
+        assert_eq!(Tiling::Direct.plan(288, 1 << 20).unwrap(), (32_768, 49_152, None));
+        assert_eq!(Tiling::Direct.plan(64, 1 << 20).unwrap(), (4096, 6144, None));
+        // Block 1024: 31 worker warps, 186 KiB, within an H100's 227 KiB a block.
+        assert_eq!(Tiling::Direct.plan(1024, 1 << 20).unwrap(), (126_976, 190_464, None));
         for block in [0, 32, 100, 1056] {
             let e = Tiling::Direct.plan(block, 1 << 20).unwrap_err().to_string();
             assert!(e.contains("64 to 1024") && e.contains(&block.to_string()), "{e}");

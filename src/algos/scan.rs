@@ -422,7 +422,7 @@ impl Launcher for LookBack<'_> {
         // SAFETY: scan_lookback(const int* in, int* out, u64* tile_counter, u64* tile_status,
         // n, items, first_ticket, epoch), repeats_fused(const int* a, int* indices, int* count,
         // u64* tile_counter, u64* tile_status, n, items, first_ticket, epoch) or
-        // repeats_direct(_1024)(the same without items): the leading pointers are the case's
+        // repeats_direct(the same without items): the leading pointers are the case's
         // whole buffers of >= n ints (indices: capacity n; count: 1) and the state's counter (one
         // word) and status (one word per tile); the counter has counted launches *
         // tickets_per_launch so far, as first_ticket says; the dynamic shared memory is what

@@ -10,16 +10,58 @@ use crate::vocab::{DType, HostData};
 
 /// A `.npy` file's values as `dtype` exactly (a file of another dtype is refused: a buffer's
 /// contents are not converted behind the user's back), in C order. A file over `max_bytes` is
-/// refused.
+/// refused. bfloat16, which NumPy has no dtype for, is read from a float32 file whose every
+/// value is a bfloat16 (as `HostData::write_npy` writes it), or from a uint16 file of its bit
+/// patterns whose name ends in `.bf16.npy`.
 pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, String> {
     let npy = open(path, max_bytes)?;
     let order = Layout::of(&npy);
     let unreadable = |e: std::io::Error| format!("does not hold {} values: {e}", dtype.name());
-    Ok(match dtype {
-        DType::I32 => HostData::I32(order.to_c_order(npy.into_vec::<i32>().map_err(unreadable)?)),
-        DType::F32 => HostData::F32(order.to_c_order(npy.into_vec::<f32>().map_err(unreadable)?)),
-        DType::F64 => HostData::F64(order.to_c_order(npy.into_vec::<f64>().map_err(unreadable)?)),
-    })
+    if dtype == DType::BF16 {
+        return read_bf16(path, npy).map(|v| HostData::BF16(order.to_c_order(v)));
+    }
+    macro_rules! read {
+        ($($variant:ident $t:ty),*) => {
+            match dtype {
+                DType::BF16 => unreachable!("read above"),
+                $(DType::$variant => HostData::$variant(
+                    order.to_c_order(npy.into_vec::<$t>().map_err(unreadable)?),
+                ),)*
+            }
+        };
+    }
+    Ok(read!(I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64, F16 half::f16, F32 f32, F64 f64))
+}
+
+/// The file name suffix that marks a uint16 `.npy` file as bfloat16 bit patterns.
+pub const BF16_BITS_SUFFIX: &str = ".bf16.npy";
+
+fn read_bf16(
+    path: &Path,
+    npy: npyz::NpyFile<std::io::Cursor<Vec<u8>>>,
+) -> Result<Vec<half::bf16>, String> {
+    let as_bits = (path.file_name().and_then(|n| n.to_str()))
+        .is_some_and(|n| n.ends_with(BF16_BITS_SUFFIX));
+    if as_bits {
+        let bits = (npy.into_vec::<u16>()).map_err(|e| {
+            format!("does not hold uint16 values (a `{BF16_BITS_SUFFIX}` file holds bfloat16 bit patterns): {e}")
+        })?;
+        return Ok(bits.into_iter().map(half::bf16::from_bits).collect());
+    }
+    let values = npy.into_vec::<f32>().map_err(|e| {
+        format!("does not hold bf16 values: give float32 values that are each a bfloat16, or their bit patterns as uint16 in a file named `*{BF16_BITS_SUFFIX}` ({e})")
+    })?;
+    let mut out = Vec::with_capacity(values.len());
+    for (i, v) in values.into_iter().enumerate() {
+        let b = half::bf16::from_f32(v);
+        if b.to_f32().to_bits() != v.to_bits() && !(v.is_nan() && b.is_nan()) {
+            return Err(format!(
+                "holds {v} at index {i}, which is not a bfloat16 value (the nearest is {b}): round the file to bfloat16 first"
+            ));
+        }
+        out.push(b);
+    }
+    Ok(out)
 }
 
 /// A `.npy` file's values as f64, in C order whatever order the file was written in; any
@@ -40,6 +82,7 @@ pub fn read_f64(path: &Path, max_bytes: u64) -> Result<Vec<f64>, String> {
     let values: Vec<f64> = match (type_str.type_char(), type_str.size_field()) {
         (Float, 8) => npy.into_vec::<f64>().map_err(unreadable)?,
         (Float, 4) => widen(npy.into_vec::<f32>().map_err(unreadable)?),
+        (Float, 2) => widen(npy.into_vec::<half::f16>().map_err(unreadable)?),
         (Int, 8) => npy
             .into_vec::<i64>()
             .map_err(unreadable)?

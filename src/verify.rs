@@ -118,14 +118,19 @@ mod tests {
     }
 
     #[test]
-    fn integers_are_exact_whatever_the_manifest_says() {
+    fn the_float_overrides_leave_integer_tolerances_as_they_are() {
         let acc = crate::vocab::ToleranceOverrides {
             rel_tol_f32: Some(0.5),
+            abs_tol_f64: Some(3.0),
             ..Default::default()
         };
-        let tol = Tolerance { rel: 0.1, abs: 1.0 }.with_overrides(DType::I32, &acc);
+        let tol = Tolerance::EXACT.with_overrides(DType::I32, &acc);
         assert_eq!(tol, Tolerance::EXACT);
         assert!(!compare(&[41.0], &[42.0], tol).passed);
+        for dtype in [DType::U8, DType::I64] {
+            let off_by_one = Tolerance { rel: 0.0, abs: 1.0 };
+            assert_eq!(off_by_one.with_overrides(dtype, &acc), off_by_one);
+        }
         let f32_tol = Tolerance { rel: 0.1, abs: 1.0 }.with_overrides(DType::F32, &acc);
         assert_eq!(f32_tol, Tolerance { rel: 0.5, abs: 1.0 });
     }

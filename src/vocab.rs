@@ -22,18 +22,53 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
-    I32,
-    F32,
-    F64,
+    // The first three keep the discriminants they had before the others came: the built-in
+    // algorithms seed their random inputs with `dtype as u64`, and the order sorts tables.
+    I32 = 0,
+    F32 = 1,
+    F64 = 2,
+    I8 = 3,
+    U8 = 4,
+    I16 = 5,
+    U16 = 6,
+    U32 = 7,
+    I64 = 8,
+    U64 = 9,
+    F16 = 10,
+    BF16 = 11,
 }
 
 impl DType {
-    pub const ALL: [DType; 3] = [DType::I32, DType::F32, DType::F64];
+    pub const ALL: [DType; 12] = [
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ];
+    /// The types the built-in algorithms take (a custom study takes every type in `ALL`).
+    pub const BUILT_IN: [DType; 3] = [DType::I32, DType::F32, DType::F64];
     pub const FLOATS: [DType; 2] = [DType::F32, DType::F64];
 
     pub fn name(self) -> &'static str {
         match self {
+            DType::I8 => "i8",
+            DType::U8 => "u8",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
             DType::I32 => "i32",
+            DType::U32 => "u32",
+            DType::I64 => "i64",
+            DType::U64 => "u64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
         }
@@ -43,19 +78,79 @@ impl DType {
         DType::ALL.into_iter().find(|d| d.name() == name)
     }
 
+    /// Every type's name, for messages: "i8, u8, ..., f64".
+    pub fn names() -> String {
+        DType::ALL.map(DType::name).join(", ")
+    }
+
     pub fn size_bytes(self) -> u64 {
         match self {
-            DType::I32 | DType::F32 => 4,
-            DType::F64 => 8,
+            DType::I8 | DType::U8 => 1,
+            DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
+            DType::I64 | DType::U64 | DType::F64 => 8,
         }
     }
 
-    /// The unit roundoff's bound (machine epsilon); None for integers, which must be exact.
+    pub fn is_float(self) -> bool {
+        self.epsilon().is_some()
+    }
+
+    /// The unit roundoff's bound (machine epsilon, the gap above 1.0); None for integers, which
+    /// must be exact.
     pub fn epsilon(self) -> Option<f64> {
         match self {
-            DType::I32 => None,
+            DType::F16 => Some(f64::from(half::f16::EPSILON)),
+            DType::BF16 => Some(f64::from(half::bf16::EPSILON)),
             DType::F32 => Some(f32::EPSILON as f64),
             DType::F64 => Some(f64::EPSILON),
+            _ => None,
+        }
+    }
+
+    /// The smallest and largest value an integer type holds (None for floats). Every value of
+    /// every type but i64 and u64 is exact as f64, and kbench's ranges stay within 2^53 there.
+    pub fn integer_range(self) -> Option<(f64, f64)> {
+        Some(match self {
+            DType::I8 => (i8::MIN as f64, i8::MAX as f64),
+            DType::U8 => (0.0, u8::MAX as f64),
+            DType::I16 => (i16::MIN as f64, i16::MAX as f64),
+            DType::U16 => (0.0, u16::MAX as f64),
+            DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+            DType::U32 => (0.0, u32::MAX as f64),
+            DType::I64 => (-(2f64.powi(53)), 2f64.powi(53)),
+            DType::U64 => (0.0, 2f64.powi(53)),
+            _ => return None,
+        })
+    }
+
+    /// The largest finite value of a float type (None for integers).
+    pub fn float_max(self) -> Option<f64> {
+        match self {
+            DType::F16 => Some(f64::from(half::f16::MAX)),
+            DType::BF16 => Some(f64::from(half::bf16::MAX)),
+            DType::F32 => Some(f32::MAX as f64),
+            DType::F64 => Some(f64::MAX),
+            _ => None,
+        }
+    }
+
+    /// The CUDA C++ type a kernel declares for it (what the `T` define becomes). The 16-bit
+    /// floats need `<cuda_fp16.h>` and `<cuda_bf16.h>`, which kbench finds (`device::headers`).
+    pub fn c_type(self) -> &'static str {
+        match self {
+            DType::I8 => "signed char",
+            DType::U8 => "unsigned char",
+            DType::I16 => "short",
+            DType::U16 => "unsigned short",
+            DType::I32 => "int",
+            DType::U32 => "unsigned int",
+            DType::I64 => "long long",
+            DType::U64 => "unsigned long long",
+            DType::F16 => "__half",
+            DType::BF16 => "__nv_bfloat16",
+            DType::F32 => "float",
+            DType::F64 => "double",
         }
     }
 }
@@ -72,9 +167,54 @@ impl fmt::Display for DType {
 macro_rules! with_dtype {
     ($dtype:expr, |$t:ident| $body:expr) => {
         match $dtype {
+            $crate::vocab::DType::I8 => {
+                #[allow(dead_code)]
+                type $t = i8;
+                $body
+            }
+            $crate::vocab::DType::U8 => {
+                #[allow(dead_code)]
+                type $t = u8;
+                $body
+            }
+            $crate::vocab::DType::I16 => {
+                #[allow(dead_code)]
+                type $t = i16;
+                $body
+            }
+            $crate::vocab::DType::U16 => {
+                #[allow(dead_code)]
+                type $t = u16;
+                $body
+            }
             $crate::vocab::DType::I32 => {
                 #[allow(dead_code)]
                 type $t = i32;
+                $body
+            }
+            $crate::vocab::DType::U32 => {
+                #[allow(dead_code)]
+                type $t = u32;
+                $body
+            }
+            $crate::vocab::DType::I64 => {
+                #[allow(dead_code)]
+                type $t = i64;
+                $body
+            }
+            $crate::vocab::DType::U64 => {
+                #[allow(dead_code)]
+                type $t = u64;
+                $body
+            }
+            $crate::vocab::DType::F16 => {
+                #[allow(dead_code)]
+                type $t = half::f16;
+                $body
+            }
+            $crate::vocab::DType::BF16 => {
+                #[allow(dead_code)]
+                type $t = half::bf16;
                 $body
             }
             $crate::vocab::DType::F32 => {
@@ -91,7 +231,7 @@ macro_rules! with_dtype {
     };
 }
 
-/// As `with_dtype!`, for code that runs in f32 and f64 only: an i32 dtype is an error.
+/// As `with_dtype!`, for code that runs in f32 and f64 only: any other dtype is an error.
 #[macro_export]
 macro_rules! with_float_dtype {
     ($dtype:expr, |$t:ident| $body:expr) => {
@@ -297,17 +437,33 @@ pub fn describe_params(params: &Params) -> String {
         .join(" ")
 }
 
-/// A typed host buffer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum HostData {
-    I32(Vec<i32>),
-    F32(Vec<f32>),
-    F64(Vec<f64>),
+/// Calls `$m!` with every element type's variant name and Rust type, so the per-type code below
+/// is written once.
+macro_rules! for_each_element {
+    ($m:ident) => {
+        $m! {
+            I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64,
+            F16 half::f16, BF16 half::bf16, F32 f32, F64 f64
+        }
+    };
 }
 
+macro_rules! host_data_enum {
+    ($($variant:ident $t:ty),*) => {
+        /// A typed host buffer.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum HostData {
+            $($variant(Vec<$t>),)*
+        }
+    };
+}
+for_each_element!(host_data_enum);
+
 /// Written into integer outputs before each run so an element the code never writes cannot pass
-/// (floats get NaN).
+/// (floats get NaN). Every integer type is poisoned with bytes of 0xA5: this is its i32 value.
 pub const POISON_I32: i32 = -0x5A5A_5A5B;
+/// The byte integer outputs are filled with (see `POISON_I32`).
+pub const POISON_BYTE: u8 = 0xA5;
 
 /// A Rust type a buffer can hold: the bridge from `HostData` to typed slices.
 pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static {
@@ -318,58 +474,92 @@ pub trait Element: Copy + Send + Sync + PartialEq + fmt::Debug + 'static {
     fn slice_mut(data: &mut HostData) -> Option<&mut [Self]>;
     fn wrap(values: Vec<Self>) -> HostData;
     fn to_f64(self) -> f64;
+    /// The nearest value of the type (integers: rounded, and saturated at the type's range).
+    fn nearest(value: f64) -> Self;
 }
 
-macro_rules! element {
-    ($t:ty, $variant:ident, $poison:expr) => {
-        impl Element for $t {
-            const DTYPE: DType = DType::$variant;
-            const POISON: $t = $poison;
-            fn slice(data: &HostData) -> Option<&[$t]> {
-                match data {
-                    HostData::$variant(v) => Some(v),
-                    _ => None,
-                }
+macro_rules! element_accessors {
+    ($t:ty, $variant:ident) => {
+        const DTYPE: DType = DType::$variant;
+        fn slice(data: &HostData) -> Option<&[$t]> {
+            match data {
+                HostData::$variant(v) => Some(v),
+                _ => None,
             }
-            fn slice_mut(data: &mut HostData) -> Option<&mut [$t]> {
-                match data {
-                    HostData::$variant(v) => Some(v),
-                    _ => None,
-                }
+        }
+        fn slice_mut(data: &mut HostData) -> Option<&mut [$t]> {
+            match data {
+                HostData::$variant(v) => Some(v),
+                _ => None,
             }
-            fn wrap(values: Vec<$t>) -> HostData {
-                HostData::$variant(values)
-            }
-            fn to_f64(self) -> f64 {
-                self as f64
-            }
+        }
+        fn wrap(values: Vec<$t>) -> HostData {
+            HostData::$variant(values)
         }
     };
 }
 
-element!(i32, I32, POISON_I32);
-element!(f32, F32, f32::NAN);
-element!(f64, F64, f64::NAN);
+macro_rules! integer_element {
+    ($($variant:ident $t:ty),*) => {$(
+        impl Element for $t {
+            element_accessors!($t, $variant);
+            const POISON: $t = <$t>::from_ne_bytes([POISON_BYTE; std::mem::size_of::<$t>()]);
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn nearest(value: f64) -> $t {
+                // `as` rounds toward zero and saturates; round to nearest first.
+                value.round() as $t
+            }
+        }
+    )*};
+}
+integer_element!(I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64);
+
+macro_rules! float_element {
+    ($($variant:ident $t:ty, $nan:expr, $from:expr, $to:expr);*) => {$(
+        impl Element for $t {
+            element_accessors!($t, $variant);
+            const POISON: $t = $nan;
+            fn to_f64(self) -> f64 {
+                $to(self)
+            }
+            fn nearest(value: f64) -> $t {
+                $from(value)
+            }
+        }
+    )*};
+}
+float_element!(
+    F16 half::f16, half::f16::NAN, half::f16::from_f64, f64::from;
+    BF16 half::bf16, half::bf16::NAN, half::bf16::from_f64, f64::from;
+    F32 f32, f32::NAN, |v: f64| v as f32, f64::from;
+    F64 f64, f64::NAN, |v: f64| v, |v: f64| v
+);
 
 impl HostData {
     pub fn zeros(dtype: DType, len: usize) -> HostData {
-        with_dtype!(dtype, |T| T::wrap(vec![0 as T; len]))
+        with_dtype!(dtype, |T| T::wrap(vec![T::nearest(0.0); len]))
+    }
+
+    /// `values` rounded to `dtype` (see `Element::nearest`).
+    pub fn from_f64(dtype: DType, values: &[f64]) -> HostData {
+        with_dtype!(dtype, |T| T::wrap(
+            values.iter().map(|&v| T::nearest(v)).collect()
+        ))
     }
 
     pub fn dtype(&self) -> DType {
-        match self {
-            HostData::I32(_) => DType::I32,
-            HostData::F32(_) => DType::F32,
-            HostData::F64(_) => DType::F64,
+        macro_rules! dtype_of {
+            ($($variant:ident $t:ty),*) => {
+                match self { $(HostData::$variant(_) => DType::$variant,)* }
+            };
         }
+        for_each_element!(dtype_of)
     }
 
     pub fn len(&self) -> usize {
-        match self {
-            HostData::I32(v) => v.len(),
-            HostData::F32(v) => v.len(),
-            HostData::F64(v) => v.len(),
-        }
+        with_dtype!(self.dtype(), |T| T::slice(self).map_or(0, <[T]>::len))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -377,61 +567,75 @@ impl HostData {
     }
 
     pub fn truncate(&mut self, len: usize) {
-        match self {
-            HostData::I32(v) => v.truncate(len),
-            HostData::F32(v) => v.truncate(len),
-            HostData::F64(v) => v.truncate(len),
+        macro_rules! truncate {
+            ($($variant:ident $t:ty),*) => {
+                match self { $(HostData::$variant(v) => v.truncate(len),)* }
+            };
         }
+        for_each_element!(truncate)
     }
 
     /// NaN for floats, an unlikely pattern for integers.
     pub fn poison(&mut self) {
-        match self {
-            HostData::I32(v) => v.fill(i32::POISON),
-            HostData::F32(v) => v.fill(f32::POISON),
-            HostData::F64(v) => v.fill(f64::POISON),
-        }
+        with_dtype!(self.dtype(), |T| {
+            if let Some(v) = T::slice_mut(self) {
+                v.fill(T::POISON)
+            }
+        })
     }
 
     pub fn to_f64(&self) -> Vec<f64> {
-        match self {
-            HostData::I32(v) => v.iter().map(|&x| x as f64).collect(),
-            HostData::F32(v) => v.iter().map(|&x| x as f64).collect(),
-            HostData::F64(v) => v.clone(),
-        }
+        with_dtype!(self.dtype(), |T| T::slice(self)
+            .map(|v| v.iter().map(|x| x.to_f64()).collect())
+            .unwrap_or_default())
     }
 
     /// The buffer's bytes, as the device stores them.
     pub fn as_bytes(&self) -> &[u8] {
-        match self {
-            HostData::I32(v) => bytemuck::cast_slice(v),
-            HostData::F32(v) => bytemuck::cast_slice(v),
-            HostData::F64(v) => bytemuck::cast_slice(v),
+        macro_rules! bytes {
+            ($($variant:ident $t:ty),*) => {
+                match self { $(HostData::$variant(v) => bytemuck::cast_slice(v),)* }
+            };
         }
+        for_each_element!(bytes)
     }
 
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
-        match self {
-            HostData::I32(v) => bytemuck::cast_slice_mut(v),
-            HostData::F32(v) => bytemuck::cast_slice_mut(v),
-            HostData::F64(v) => bytemuck::cast_slice_mut(v),
+        macro_rules! bytes_mut {
+            ($($variant:ident $t:ty),*) => {
+                match self { $(HostData::$variant(v) => bytemuck::cast_slice_mut(v),)* }
+            };
         }
+        for_each_element!(bytes_mut)
     }
 
-    /// Writes the buffer as a NumPy `.npy` file.
+    /// Writes the buffer as a NumPy `.npy` file. bfloat16 has no NumPy dtype: it is written as
+    /// float32, which holds every bfloat16 value exactly.
     pub fn write_npy(&self, path: &std::path::Path) -> anyhow::Result<()> {
+        if let HostData::BF16(v) = self {
+            let widened: Vec<f32> = v.iter().map(|x| x.to_f32()).collect();
+            return HostData::F32(widened).write_npy(path);
+        }
         use npyz::WriterBuilder;
         let file = std::io::BufWriter::new(std::fs::File::create(path)?);
         let shape = [self.len() as u64];
-        with_dtype!(self.dtype(), |T| {
-            let mut writer = npyz::WriteOptions::<T>::new()
-                .default_dtype()
-                .shape(&shape)
-                .writer(file)
-                .begin_nd()?;
-            writer.extend(T::slice(self).expect("the dtype matches").iter().copied())?;
-            writer.finish()?;
-        });
+        macro_rules! write {
+            ($($variant:ident $t:ty),*) => {
+                match self {
+                    HostData::BF16(_) => unreachable!("written as float32 above"),
+                    $(HostData::$variant(v) => {
+                        let mut writer = npyz::WriteOptions::<$t>::new()
+                            .default_dtype()
+                            .shape(&shape)
+                            .writer(file)
+                            .begin_nd()?;
+                        writer.extend(v.iter().copied())?;
+                        writer.finish()?;
+                    })*
+                }
+            };
+        }
+        write!(I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64, F16 half::f16, F32 f32, F64 f64);
         Ok(())
     }
 }
@@ -450,12 +654,14 @@ impl Tolerance {
         Tolerance { rel, abs: 0.0 }
     }
 
-    /// The manifest's per-dtype overrides on top of an algorithm's default; integers stay exact.
+    /// The manifest's per-dtype overrides (f32 and f64 have them) on top of an algorithm's
+    /// default; the other types keep the default (an integer's is exact unless a custom
+    /// study's buffer says otherwise).
     pub fn with_overrides(self, dtype: DType, overrides: &ToleranceOverrides) -> Tolerance {
         let (rel, abs) = match dtype {
-            DType::I32 => return Tolerance::EXACT,
             DType::F32 => (overrides.rel_tol_f32, overrides.abs_tol_f32),
             DType::F64 => (overrides.rel_tol_f64, overrides.abs_tol_f64),
+            _ => return self,
         };
         Tolerance {
             rel: rel.unwrap_or(self.rel),

@@ -312,7 +312,7 @@ impl Algorithm for Durbin {
                 let reference = reference(p.form, &r);
                 (HostData::F64(r), reference)
             }
-            DType::I32 => anyhow::bail!("durbin runs in f32 or f64, not i32"),
+            other => anyhow::bail!("durbin runs in f32 or f64, not {other}"),
         };
         let n = p.n as u64;
         Ok(CaseData {

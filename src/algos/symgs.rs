@@ -957,7 +957,7 @@ fn reciprocals(diag: &DeviceBuf) -> Result<HostData> {
     Ok(match host {
         HostData::F32(d) => HostData::F32(d.iter().map(|&a| 1.0 / a).collect()),
         HostData::F64(d) => HostData::F64(d.iter().map(|&a| 1.0 / a).collect()),
-        HostData::I32(_) => bail!("the diagonal holds floats"),
+        other => bail!("the diagonal holds floats, not {}", other.dtype()),
     })
 }
 

@@ -15,7 +15,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::def::{c_type, AxisKindDecl, CustomDef, ElemType, Expected, Init, Role};
+use super::def::{AxisKindDecl, CustomDef, ElemType, Expected, Init, Role};
 use super::schedule::{self, case_dtype, param_value};
 use crate::algos::{
     AxisDef, AxisDefault, AxisKind, BoundCase, Buffers, CaseData, CpuRun, DynAlgorithm, Length,
@@ -90,9 +90,7 @@ impl Custom {
                 .map_err(|e| anyhow!("{e}"))?;
             let is_dtype = matches!(&value, Value::Str(s) if DType::parse(s).is_some());
             let text = match value {
-                Value::Str(s) if is_dtype => {
-                    c_type(DType::parse(&s).unwrap_or(DType::F32)).to_string()
-                }
+                Value::Str(s) if is_dtype => DType::parse(&s).map_or(s, |d| d.c_type().into()),
                 Value::Str(s) => s,
                 Value::Int(v) => v.to_string(),
                 Value::Float(x) => format!("{x:?}"),
@@ -252,11 +250,12 @@ impl CustomCase<'_> {
 
 /// The default tolerance of a float output checked against a reference kernel that sums in
 /// another order: loose enough for reordered float sums, tight enough to catch a wrong element.
+/// The 16-bit floats get 4 of their epsilons (about 2 roundings each way); integers are exact.
 fn default_tolerance(dtype: DType) -> Tolerance {
     match dtype {
-        DType::I32 => Tolerance::EXACT,
         DType::F32 => Tolerance::relative(1e-5),
         DType::F64 => Tolerance::relative(1e-12),
+        other => Tolerance::relative(4.0 * other.epsilon().unwrap_or(0.0)),
     }
 }
 
@@ -302,7 +301,8 @@ impl BoundCase for CustomCase<'_> {
                     capacity: len,
                     length: Length::Full,
                     reference,
-                    tolerance: decl.tolerance.unwrap_or(default_tolerance(dtype)),
+                    tolerance: (decl.tolerance)
+                        .map_or(default_tolerance(dtype), |t| t.for_type(dtype)),
                     in_place: (decl.role == Role::InOut).then_some(name),
                     checked: None,
                 });
@@ -375,8 +375,20 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
         Init::Npy(path) => return read_npy(path, dtype, len),
         Init::Zeros => vec![0.0; len],
         Init::Constant(c) => vec![*c; len],
-        Init::Iota => (0..len).map(|i| i as f64).collect(),
-        Init::Uniform { low, high } if dtype == DType::I32 => {
+        Init::Iota => match dtype.integer_range() {
+            // An integer iota wraps as C's conversion does: a byte buffer counts 0 .. 255, 0 ..
+            Some((low, high)) if high - low < 2f64.powi(40) => {
+                let span = high - low + 1.0;
+                (0..len)
+                    .map(|i| match (i as f64) % span {
+                        v if v > high => v - span,
+                        v => v,
+                    })
+                    .collect()
+            }
+            _ => (0..len).map(|i| i as f64).collect(),
+        },
+        Init::Uniform { low, high } if !dtype.is_float() => {
             let (low, high) = (low.ceil() as i64, high.floor() as i64);
             (0..len)
                 .map(|_| rng.random_range(low..=high) as f64)
@@ -391,11 +403,7 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
             })
             .collect(),
     };
-    Ok(match dtype {
-        DType::I32 => HostData::I32(values.iter().map(|&v| v.round() as i32).collect()),
-        DType::F32 => HostData::F32(values.iter().map(|&v| v as f32).collect()),
-        DType::F64 => HostData::F64(values),
-    })
+    Ok(HostData::from_f64(dtype, &values))
 }
 
 /// A `.npy` file's contents as a `len`-element buffer of `dtype`.

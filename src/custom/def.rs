@@ -173,7 +173,28 @@ pub struct BufferDecl {
     pub init: Init,
     /// Outputs: what they are checked against, and within what.
     pub expected: Option<Expected>,
-    pub tolerance: Option<Tolerance>,
+    pub tolerance: Option<ToleranceDecl>,
+}
+
+/// An output's tolerance as the manifest gives it: relative and absolute, and a relative part in
+/// units of the element type's epsilon (`rel_eps = 4`: four of its epsilons), which a buffer of
+/// type `dtype` settles per case.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ToleranceDecl {
+    pub rel: f64,
+    pub abs: f64,
+    pub rel_eps: f64,
+}
+
+impl ToleranceDecl {
+    /// The tolerance for an output of `dtype` (an integer type has no epsilon: `rel_eps` adds
+    /// nothing to it).
+    pub fn for_type(self, dtype: DType) -> Tolerance {
+        Tolerance {
+            rel: self.rel + self.rel_eps * dtype.epsilon().unwrap_or(0.0),
+            abs: self.abs,
+        }
+    }
 }
 
 /// One kernel sequence: what one run of a variant launches.
@@ -219,30 +240,57 @@ pub enum ArgDecl {
 /// The scalar C types an argument may have, and how each is passed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CType {
+    Char,
+    UnsignedChar,
+    Short,
+    UnsignedShort,
     Int,
     Unsigned,
     LongLong,
     UnsignedLongLong,
+    Half,
+    Bfloat16,
     Float,
     Double,
 }
 
 impl CType {
-    pub const NAMES: [(&'static str, CType); 6] = [
+    pub const NAMES: [(&'static str, CType); 12] = [
+        ("char", CType::Char),
+        ("unsigned char", CType::UnsignedChar),
+        ("short", CType::Short),
+        ("unsigned short", CType::UnsignedShort),
         ("int", CType::Int),
         ("unsigned", CType::Unsigned),
         ("long long", CType::LongLong),
         ("unsigned long long", CType::UnsignedLongLong),
+        ("__half", CType::Half),
+        ("__nv_bfloat16", CType::Bfloat16),
         ("float", CType::Float),
         ("double", CType::Double),
     ];
 
+    /// The other spellings each takes: `int32_t`, `size_t`, `half`, ...
+    const ALIASES: [(&'static str, &'static str); 13] = [
+        ("signed char", "char"),
+        ("int8_t", "char"),
+        ("uint8_t", "unsigned char"),
+        ("int16_t", "short"),
+        ("uint16_t", "unsigned short"),
+        ("int32_t", "int"),
+        ("unsigned int", "unsigned"),
+        ("uint32_t", "unsigned"),
+        ("int64_t", "long long"),
+        ("uint64_t", "unsigned long long"),
+        ("size_t", "unsigned long long"),
+        ("half", "__half"),
+        ("nv_bfloat16", "__nv_bfloat16"),
+    ];
+
     pub fn parse(name: &str) -> Option<CType> {
-        let name = match name {
-            "unsigned int" => "unsigned",
-            "size_t" => "unsigned long long",
-            other => other,
-        };
+        let name = (Self::ALIASES.iter())
+            .find(|(alias, _)| *alias == name)
+            .map_or(name, |(_, canonical)| canonical);
         Self::NAMES
             .iter()
             .find(|(n, _)| *n == name)
@@ -255,13 +303,19 @@ impl CType {
             .find(|(_, t)| *t == self)
             .map_or("?", |(n, _)| n)
     }
-}
 
-/// The C type of an element type, as a `T` define names it.
-pub fn c_type(dtype: DType) -> &'static str {
-    match dtype {
-        DType::I32 => "int",
-        DType::F32 => "float",
-        DType::F64 => "double",
+    /// The names a manifest may give, for messages.
+    pub fn known() -> String {
+        Self::NAMES.map(|(n, _)| n).join(", ")
+    }
+
+    /// The bytes a scalar of this type is passed in.
+    pub fn size_bytes(self) -> u64 {
+        match self {
+            CType::Char | CType::UnsignedChar => 1,
+            CType::Short | CType::UnsignedShort | CType::Half | CType::Bfloat16 => 2,
+            CType::Int | CType::Unsigned | CType::Float => 4,
+            CType::LongLong | CType::UnsignedLongLong | CType::Double => 8,
+        }
     }
 }

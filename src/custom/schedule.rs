@@ -287,10 +287,24 @@ fn plan_one(
     })
 }
 
-/// A value passed as C type `ctype`: integers must fit it; a float is not passed as an integer.
+/// A value passed as C type `ctype`: integers must fit it; a float is not passed as an integer;
+/// a float passed as a 16-bit float is rounded to it.
 pub fn scalar(ctype: CType, value: &Value) -> Result<Arg, String> {
     let doesnt_fit = |v: &dyn std::fmt::Display| format!("{v} does not fit a C `{}`", ctype.name());
+    let float = match value {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(x) => Some(*x),
+        _ => None,
+    };
     match (ctype, value) {
+        (CType::Char, Value::Int(i)) => (i8::try_from(*i).map(|v| Arg::U8(v as u8)))
+            .map_err(|_| doesnt_fit(i)),
+        (CType::UnsignedChar, Value::Int(i)) => u8::try_from(*i).map(Arg::U8).map_err(|_| doesnt_fit(i)),
+        (CType::Short, Value::Int(i)) => (i16::try_from(*i).map(|v| Arg::U16(v as u16)))
+            .map_err(|_| doesnt_fit(i)),
+        (CType::UnsignedShort, Value::Int(i)) => {
+            u16::try_from(*i).map(Arg::U16).map_err(|_| doesnt_fit(i))
+        }
         (CType::Int, Value::Int(i)) => i32::try_from(*i).map(Arg::I32).map_err(|_| doesnt_fit(i)),
         (CType::Unsigned, Value::Int(i)) => {
             u32::try_from(*i).map(Arg::U32).map_err(|_| doesnt_fit(i))
@@ -300,10 +314,27 @@ pub fn scalar(ctype: CType, value: &Value) -> Result<Arg, String> {
         (CType::UnsignedLongLong, Value::Int(i)) => {
             u64::try_from(*i).map(Arg::U64).map_err(|_| doesnt_fit(i))
         }
-        (CType::Float, Value::Int(i)) => Ok(Arg::F32(*i as f32)),
-        (CType::Float, Value::Float(x)) => Ok(Arg::F32(*x as f32)),
-        (CType::Double, Value::Int(i)) => Ok(Arg::F64(*i as f64)),
-        (CType::Double, Value::Float(x)) => Ok(Arg::F64(*x)),
+        (CType::Half | CType::Bfloat16 | CType::Float | CType::Double, _) if float.is_some() => {
+            let x = float.unwrap_or_default();
+            let finite = |fits: bool| if fits || !x.is_finite() { Ok(()) } else { Err(doesnt_fit(&x)) };
+            match ctype {
+                CType::Half => {
+                    let h = half::f16::from_f64(x);
+                    finite(h.is_finite())?;
+                    Ok(Arg::U16(h.to_bits()))
+                }
+                CType::Bfloat16 => {
+                    let b = half::bf16::from_f64(x);
+                    finite(b.is_finite())?;
+                    Ok(Arg::U16(b.to_bits()))
+                }
+                CType::Float => {
+                    finite((x as f32).is_finite())?;
+                    Ok(Arg::F32(x as f32))
+                }
+                _ => Ok(Arg::F64(x)),
+            }
+        }
         (_, v) => Err(format!("{v} cannot be passed as a C `{}`", ctype.name())),
     }
 }

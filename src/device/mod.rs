@@ -35,7 +35,7 @@ pub use nvrtc::{KernelFile, KernelSource};
 pub use timer::Launcher;
 
 use crate::record::DeviceFingerprint;
-use crate::vocab::{DType, HostData, POISON_I32};
+use crate::vocab::{DType, HostData};
 
 /// Whether the driver library can be loaded; `Err` holds the reason to show for skipped cases.
 pub fn driver_present() -> Result<(), String> {
@@ -819,6 +819,10 @@ impl Dims {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Arg {
     Ptr(u64),
+    /// A 1-byte scalar (`char`, `unsigned char`), as its bits.
+    U8(u8),
+    /// A 2-byte scalar (`short`, `__half`, `__nv_bfloat16`), as its bits.
+    U16(u16),
     I32(i32),
     U32(u32),
     U64(u64),
@@ -911,6 +915,8 @@ impl Kernel {
         for (param, arg) in params.iter_mut().zip(args) {
             *param = match arg {
                 Arg::Ptr(v) | Arg::U64(v) => v as *const u64 as *mut c_void,
+                Arg::U8(v) => v as *const u8 as *mut c_void,
+                Arg::U16(v) => v as *const u16 as *mut c_void,
                 Arg::I32(v) => v as *const i32 as *mut c_void,
                 Arg::U32(v) => v as *const u32 as *mut c_void,
                 Arg::F32(v) => v as *const f32 as *mut c_void,
@@ -1196,22 +1202,26 @@ impl DeviceBuf {
 
     /// Fills the buffer with NaN (floats) or an unlikely pattern (integers).
     pub fn poison(&self) -> Result<()> {
-        let stream = self.stream.cu_stream();
-        // SAFETY (both): the address and size come from this live allocation.
         match self.dtype {
-            DType::I32 | DType::F32 => {
-                let word = match self.dtype {
-                    DType::I32 => POISON_I32 as u32,
-                    _ => f32::NAN.to_bits(),
-                };
+            DType::F32 => {
+                let stream = self.stream.cu_stream();
+                // SAFETY: the address and size come from this live allocation.
                 unsafe {
-                    sys::cuMemsetD32Async(self.ptr, word, self.region_bytes() / 4, stream).result()
+                    sys::cuMemsetD32Async(
+                        self.ptr,
+                        f32::NAN.to_bits(),
+                        self.region_bytes() / 4,
+                        stream,
+                    )
                 }
+                .result()
+                .map_err(driver_error)
             }
-            // All-ones bytes are a NaN in float64.
-            DType::F64 => return self.fill_bytes(0xFF),
+            // All-ones bytes are a NaN in float64, float16 and bfloat16.
+            DType::F64 | DType::F16 | DType::BF16 => self.fill_bytes(0xFF),
+            // Every integer type: bytes of 0xA5 (`POISON_I32` in an int).
+            _ => self.fill_bytes(crate::vocab::POISON_BYTE),
         }
-        .map_err(driver_error)
     }
 }
 

@@ -19,13 +19,13 @@ use toml::Spanned;
 use super::{where_source_span, ManifestError, Validator};
 use crate::custom::def::{
     ArgDecl, AxisDecl, AxisKindDecl, BufferDecl, CType, CommandDecl, CustomDef, ElemType, Expected,
-    Init, LaunchDecl, Program, Repeat, Role, SourceFile, Traffic,
+    Init, LaunchDecl, Program, Repeat, Role, SourceFile, ToleranceDecl, Traffic,
 };
 use crate::custom::schedule::{self, DefError};
 use crate::expr::Expr;
 use crate::grid::{grid_points, AxisValues, WhereExpr};
 use crate::record::Variant;
-use crate::vocab::{DType, ParamValue, Tolerance};
+use crate::vocab::{DType, ParamValue};
 
 /// The most bytes one `.cu` source may have: NVRTC compiles it whole, and a device named as a
 /// source must not be read until memory runs out.
@@ -108,7 +108,7 @@ struct RawAxis {
     /// size (an element count), int, float, choice, dtype or block (threads per block).
     #[schemars(with = "String", extend("enum" = ["size", "int", "float", "choice", "dtype", "block"]))]
     kind: Spanned<String>,
-    /// A choice's names, or a dtype axis's types (default: i32, f32, f64).
+    /// A choice's names, or a dtype axis's types (default: every type).
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     values: Option<Spanned<Vec<String>>>,
@@ -127,9 +127,10 @@ struct RawAxis {
 struct RawBuffer {
     #[schemars(with = "String")]
     name: Spanned<String>,
-    /// i32, f32, f64, or dtype (the case's).
+    /// An element type (i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64), or dtype
+    /// (the case's).
     #[serde(rename = "type")]
-    #[schemars(with = "String", extend("enum" = ["i32", "f32", "f64", "dtype"]))]
+    #[schemars(with = "String", extend("enum" = ["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64", "dtype"]))]
     elem: Spanned<String>,
     /// Elements, as an expression of the axes (`n`, `m * n`, `ceil_div(n, 256)`).
     #[schemars(with = "String")]
@@ -138,14 +139,16 @@ struct RawBuffer {
     #[schemars(with = "String", extend("enum" = ["input", "output", "inout", "scratch"]))]
     role: Spanned<String>,
     /// An input's contents: "zeros", "iota", { uniform = [lo, hi] }, { normal = [mean, std] },
-    /// { constant = x } or { npy = "file.npy" }. Default: uniform in [0, 1) ([-100, 100] for i32).
+    /// { constant = x } or { npy = "file.npy" }. Default: uniform in [0, 1) (integers: [-100, 100]
+    /// within the type).
     #[schemars(with = "Option<serde_json::Value>")]
     init: Option<Spanned<toml::Value>>,
     /// An output's expected values: "reference" (the reference kernel's, the default) or a
     /// `.npy` file.
     #[schemars(with = "Option<String>")]
     expected: Option<Spanned<String>>,
-    /// An output's tolerance: "exact", or { rel = .., abs = .. }.
+    /// An output's tolerance: "exact", or { rel = .., abs = .., rel_eps = .. } (rel_eps: a
+    /// relative tolerance in units of the element type's epsilon).
     #[schemars(with = "Option<serde_json::Value>")]
     tolerance: Option<Spanned<toml::Value>>,
 }
@@ -191,9 +194,11 @@ struct RawArg {
     /// A buffer's address (in a repeated launch also `@read` and `@write`).
     #[schemars(with = "Option<String>")]
     buffer: Option<Spanned<String>>,
-    /// A scalar's C type: int, unsigned, long long, unsigned long long, float, double.
+    /// A scalar's C type: char, unsigned char, short, unsigned short, int, unsigned, long long,
+    /// unsigned long long, __half, __nv_bfloat16, float, double (or int8_t .. uint64_t, size_t,
+    /// half).
     #[serde(rename = "type")]
-    #[schemars(with = "Option<String>", extend("enum" = ["int", "unsigned", "long long", "unsigned long long", "float", "double"]))]
+    #[schemars(with = "Option<String>", extend("enum" = ["char", "signed char", "unsigned char", "short", "unsigned short", "int", "unsigned", "unsigned int", "long long", "unsigned long long", "__half", "half", "__nv_bfloat16", "nv_bfloat16", "float", "double", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t", "uint64_t", "size_t"]))]
     ctype: Option<Spanned<String>>,
     /// A scalar's value: a number, or an expression of the axes in a string.
     #[schemars(with = "Option<serde_json::Value>")]
@@ -305,10 +310,14 @@ impl Validator<'_> {
             (None, Some(_)) => Expected::Command,
             _ => Expected::Reference,
         };
+        let axis_dtypes: Option<Vec<DType>> = axes.iter().find_map(|a| match &a.kind {
+            AxisKindDecl::Dtype(types) => Some(types.clone()),
+            _ => None,
+        });
         let buffers = self.custom_buffers(
             &raw.buffer,
             &dir,
-            &has,
+            axis_dtypes.as_deref(),
             &scope,
             &default_expected,
             &mut spans,
@@ -469,7 +478,7 @@ impl Validator<'_> {
                     match values {
                         None => AxisKindDecl::Dtype(DType::ALL.to_vec()),
                         Some(v) => AxisKindDecl::Dtype(v.get_ref().iter().map(|s| DType::parse(s).ok_or_else(|| {
-                            self.error(v.span(), key("values"), format!("unknown dtype `{s}`; known: i32, f32, f64"))
+                            self.error(v.span(), key("values"), format!("unknown dtype `{s}`; known: {}", DType::names()))
                         })).collect::<Result<_, _>>()?),
                     }
                 }
@@ -506,7 +515,7 @@ impl Validator<'_> {
         &self,
         raw: &[Spanned<RawBuffer>],
         dir: &Path,
-        has_axis: &dyn Fn(&str) -> bool,
+        axis_dtypes: Option<&[DType]>,
         scope: &Scope,
         default_expected: &Expected,
         spans: &mut CustomSpans,
@@ -534,7 +543,7 @@ impl Validator<'_> {
                 ));
             }
             let elem = match b.elem.get_ref().as_str() {
-                "dtype" if has_axis("dtype") => ElemType::FromDtype,
+                "dtype" if axis_dtypes.is_some() => ElemType::FromDtype,
                 "dtype" => {
                     return Err(self.error(
                         b.elem.span(),
@@ -547,7 +556,7 @@ impl Validator<'_> {
                     self.error(
                         b.elem.span(),
                         key("type"),
-                        format!("unknown element type `{other}`; known: i32, f32, f64, dtype"),
+                        format!("unknown element type `{other}`; known: {}, dtype", DType::names()),
                     )
                 })?),
             };
@@ -577,14 +586,24 @@ impl Validator<'_> {
                         ),
                     ))
                 }
-                Some(v) => self.init(v, &key("init"), dir)?,
-                None if elem == ElemType::Fixed(DType::I32) => Init::Uniform {
-                    low: -100.0,
-                    high: 100.0,
-                },
-                None => Init::Uniform {
-                    low: 0.0,
-                    high: 1.0,
+                Some(v) => {
+                    let init = self.init(v, &key("init"), dir)?;
+                    for dtype in elem_types(elem, axis_dtypes) {
+                        init_fits(&init, dtype)
+                            .map_err(|m| self.error(v.span(), key("init"), m))?;
+                    }
+                    init
+                }
+                None => match elem {
+                    // Integers: [-100, 100], within the type (u8: [0, 100]).
+                    ElemType::Fixed(d) if !d.is_float() => Init::Uniform {
+                        low: d.integer_range().map_or(-100.0, |(low, _)| low.max(-100.0)),
+                        high: 100.0,
+                    },
+                    _ => Init::Uniform {
+                        low: 0.0,
+                        high: 1.0,
+                    },
                 },
             };
             let not_output = |field: &str, span: Range<usize>| {
@@ -776,19 +795,22 @@ impl Validator<'_> {
         &self,
         value: &Spanned<toml::Value>,
         key: &str,
-    ) -> Result<Tolerance, ManifestError> {
+    ) -> Result<ToleranceDecl, ManifestError> {
+        const KEYS: [&str; 3] = ["rel", "abs", "rel_eps"];
         let bad = || {
             self.error(
                 value.span(),
                 key,
-                "a tolerance is \"exact\" or { rel = 1e-5, abs = 0.0 } (numbers >= 0)".into(),
+                "a tolerance is \"exact\" or { rel = 1e-5, abs = 0.0, rel_eps = 4 } (numbers >= 0; rel_eps counts the element type's epsilons)".into(),
             )
         };
         match value.get_ref() {
-            toml::Value::String(s) if s == "exact" => Ok(Tolerance::EXACT),
-            toml::Value::Table(t)
-                if t.keys().all(|k| k == "rel" || k == "abs") && !t.is_empty() =>
-            {
+            toml::Value::String(s) if s == "exact" => Ok(ToleranceDecl {
+                rel: 0.0,
+                abs: 0.0,
+                rel_eps: 0.0,
+            }),
+            toml::Value::Table(t) if t.keys().all(|k| KEYS.contains(&k.as_str())) && !t.is_empty() => {
                 let get = |k: &str| -> Result<f64, ManifestError> {
                     match t.get(k) {
                         None => Ok(0.0),
@@ -800,9 +822,10 @@ impl Validator<'_> {
                         }
                     }
                 };
-                Ok(Tolerance {
+                Ok(ToleranceDecl {
                     rel: get("rel")?,
                     abs: get("abs")?,
+                    rel_eps: get("rel_eps")?,
                 })
             }
             _ => Err(bad()),
@@ -989,7 +1012,7 @@ impl Validator<'_> {
                 }
                 (None, Some(t), Some(v)) => {
                     let ctype = CType::parse(t.get_ref()).ok_or_else(|| {
-                        self.error(t.span(), format!("{akey}.type"), format!("unknown C type `{}`; known: int, unsigned, long long, unsigned long long, float, double (pointers are {{ buffer = \"name\" }})", t.get_ref()))
+                        self.error(t.span(), format!("{akey}.type"), format!("unknown C type `{}`; known: {} (pointers are {{ buffer = \"name\" }})", t.get_ref(), CType::known()))
                     })?;
                     let text = match v.get_ref() {
                         toml::Value::String(s) => {
@@ -1190,6 +1213,49 @@ pub const DEFAULT_REFERENCE_TIMEOUT_S: f64 = 60.0;
 /// bounded so that `check` stays quick on a generated one.
 pub const MAX_CHECKED_POINTS: usize = 10_000;
 
+/// The types a buffer may have over the grid: its own, or each of the `dtype` axis's.
+fn elem_types(elem: ElemType, axis_dtypes: Option<&[DType]>) -> Vec<DType> {
+    match elem {
+        ElemType::Fixed(d) => vec![d],
+        ElemType::FromDtype => axis_dtypes.map(<[DType]>::to_vec).unwrap_or_default(),
+    }
+}
+
+/// Whether `init` can fill a buffer of `dtype`: its numbers finite, and within the type's range
+/// (an integer type's `uniform` must hold an integer, its `constant` be one).
+fn init_fits(init: &Init, dtype: DType) -> Result<(), String> {
+    let numbers: Vec<f64> = match init {
+        Init::Uniform { low, high } => vec![*low, *high],
+        Init::Normal { mean, std_dev } => vec![*mean, *std_dev],
+        Init::Constant(c) => vec![*c],
+        _ => return Ok(()),
+    };
+    if let Some(x) = numbers.iter().find(|x| !x.is_finite()) {
+        return Err(format!("{x} is not a finite number"));
+    }
+    let (low, high) = match (dtype.integer_range(), dtype.float_max()) {
+        (Some(range), _) => range,
+        (None, Some(max)) => (-max, max),
+        (None, None) => return Ok(()),
+    };
+    let outside = |x: f64| !(low..=high).contains(&x);
+    match init {
+        Init::Uniform { low: lo, high: hi } if !dtype.is_float() && lo.ceil() > hi.floor() => {
+            Err(format!("`uniform` [{lo}, {hi}] holds no integer, and the buffer is {dtype}"))
+        }
+        Init::Constant(c) if !dtype.is_float() && c.fract() != 0.0 => {
+            Err(format!("`constant` {c} is not an integer, and the buffer is {dtype}"))
+        }
+        Init::Uniform { low: lo, high: hi } if outside(*lo) || outside(*hi) => Err(format!(
+            "`uniform` [{lo}, {hi}] is outside what {dtype} holds ({low} to {high})"
+        )),
+        Init::Constant(c) if outside(*c) => Err(format!(
+            "`constant` {c} is outside what {dtype} holds ({low} to {high})"
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
     chars
@@ -1256,14 +1322,6 @@ fn note_unchecked(why: &str) {
     NOTED.call_once(|| {
         eprintln!("note: kernel arguments not checked against the kernels' parameters: {why}");
     });
-}
-
-/// The size in bytes a scalar of C type `ctype` is passed with.
-fn ctype_size_bytes(ctype: CType) -> u64 {
-    match ctype {
-        CType::Int | CType::Unsigned | CType::Float => 4,
-        CType::LongLong | CType::UnsignedLongLong | CType::Double => 8,
-    }
 }
 
 impl Validator<'_> {
@@ -1374,7 +1432,7 @@ impl Validator<'_> {
                     },
                     ArgDecl::Scalar { ctype, expr } => DeclaredArg {
                         name: expr,
-                        size_bytes: ctype_size_bytes(*ctype),
+                        size_bytes: ctype.size_bytes(),
                     },
                 })
                 .collect();

@@ -65,7 +65,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
@@ -78,7 +78,7 @@ use crate::device::{fits_memory, CaptureFailed, DeviceIo, KernelFile, Launcher};
 use crate::manifest::ManifestError;
 use crate::measure::Deadline;
 use crate::record::DeviceFingerprint;
-use crate::vocab::{describe_params, DType, HostData, ParamValue, Params};
+use crate::vocab::{describe_params, DType, Element, HostData, ParamValue, Params};
 
 /// The environment variable naming the mock device's file.
 pub const MOCK_ENV: &str = "KBENCH_MOCK_GPU";
@@ -1074,11 +1074,12 @@ fn unit(seed: u64, key: &str, k: u64) -> f64 {
 fn set(host: &mut HostData, i: usize, x: f64) -> Result<()> {
     let len = host.len();
     let slot = || anyhow!("the reference names element {i} of an output of {len}");
-    match host {
-        HostData::I32(v) => *v.get_mut(i).ok_or_else(slot)? = x as i32,
-        HostData::F32(v) => *v.get_mut(i).ok_or_else(slot)? = x as f32,
-        HostData::F64(v) => *v.get_mut(i).ok_or_else(slot)? = x,
-    }
+    // Integers truncate toward zero, as C's conversion does.
+    let x = if host.dtype().is_float() { x } else { x.trunc() };
+    crate::with_dtype!(host.dtype(), |T| {
+        let values = T::slice_mut(host).context("kbench bug: a buffer not of its own type")?;
+        *values.get_mut(i).ok_or_else(slot)? = T::nearest(x);
+    });
     Ok(())
 }
 

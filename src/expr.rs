@@ -97,9 +97,14 @@ pub struct Expr {
 
 /// Element types `sizeof` knows, by name.
 fn type_size(name: &str) -> Option<i64> {
+    if let Some(dtype) = crate::vocab::DType::parse(name) {
+        return Some(dtype.size_bytes() as i64);
+    }
     match name {
-        "i32" | "f32" | "int" | "float" | "unsigned" => Some(4),
-        "f64" | "double" | "i64" | "u64" => Some(8),
+        "char" => Some(1),
+        "short" | "half" => Some(2),
+        "int" | "float" | "unsigned" => Some(4),
+        "double" => Some(8),
         _ => None,
     }
 }
@@ -206,7 +211,7 @@ impl Expr {
                 || {
                     error(
                         arg.offset,
-                        format!("sizeof: `{name}` is not an element type (i32, f32, f64)"),
+                        format!("sizeof: `{name}` is not an element type ({})", crate::vocab::DType::names()),
                     )
                 },
                 Ok,

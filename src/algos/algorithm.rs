@@ -9,7 +9,6 @@
 //! framework sees only the latter two traits, so it cannot tell them apart.
 
 use std::fmt;
-use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
 use serde::de::DeserializeOwned;
@@ -45,9 +44,6 @@ pub struct Spec {
     pub fixed_dtype: Option<DType>,
     /// The kernel file (an empty name and source for an algorithm without kernels).
     pub kernel_file: KernelFile,
-    /// Folders NVRTC searches for the kernel file's `#include`s beyond kbench's own headers:
-    /// a custom kernel's, named in its manifest. Built-ins include nothing else (empty).
-    pub include_dirs: Vec<PathBuf>,
     /// The `[grid]` every CPU implementation is checked on by the generic harness
     /// (tests/harness.rs): awkward sizes (0 or 1 where legal, primes, non-powers of two).
     pub test_grid: &'static str,
@@ -65,11 +61,7 @@ impl Spec {
         kernels: Vec::new(),
         library_kernels: Vec::new(),
         fixed_dtype: None,
-        kernel_file: KernelFile {
-            name: "",
-            source: "",
-        },
-        include_dirs: Vec::new(),
+        kernel_file: KernelFile::embedded("", ""),
         test_grid: "",
         gpu_test_grid: "",
     };
@@ -294,9 +286,10 @@ pub trait BoundCase {
         gpu: Gpu<'a>,
         io: &'a DeviceIo,
     ) -> Result<Box<dyn Launcher + 'a>>;
-    /// The case's own kernel file, where it is not the spec's: a custom study's sources with the
-    /// case's defines. Built-ins: None.
-    fn kernel_file(&self) -> Option<Result<KernelFile>> {
+    /// The kernel file `kernel` (a variant's or the reference's) is compiled from, where it is
+    /// not the spec's: a custom study's sources with the case's defines and the kernel
+    /// sequence's options. Built-ins: None.
+    fn kernel_file(&self, _kernel: &str) -> Option<Result<KernelFile>> {
         None
     }
     /// The kernel whose outputs, run once per case outside the timing on the same inputs, are

@@ -60,10 +60,7 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "durbin",
     title: "Durbin-Levinson recursion (Toeplitz / Yule-Walker solve)",
     axes: AXES,
-    kernel_file: KernelFile {
-        name: "durbin.cu",
-        source: include_str!("../../kernels/durbin.cu"),
-    },
+    kernel_file: KernelFile::embedded("durbin.cu", include_str!("../../kernels/durbin.cu")),
     test_grid:
         "n = [0, 1, 2, 7, 999, 4_597]\ndtype = [\"f32\", \"f64\"]\nform = [\"pb42\", \"pb32\"]",
     gpu_test_grid: "n = [1, 2, 33, 999, 1000, 4097]\ndtype = [\"f32\", \"f64\"]\n\

@@ -54,10 +54,7 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "pearson_matrix",
     title: "the full M x M Pearson coefficient matrix (seed 003, steps 2-5)",
     axes: AXES,
-    kernel_file: KernelFile {
-        name: "pearson_matrix.cu",
-        source: include_str!("../../kernels/pearson_matrix.cu"),
-    },
+    kernel_file: KernelFile::embedded("pearson_matrix.cu", include_str!("../../kernels/pearson_matrix.cu")),
     test_grid: "m = [1, 2, 3, 17, 67]\nn = [2, 3, 5, 131, 1_031]\ndtype = [\"f32\", \"f64\"]",
     // Sizes off the tiles (128 for corr_tiled, 32 for the mirror), one past the full reference
     // (1031^2 x 1031 > 2^30: its rows and columns subset is checked).

@@ -21,10 +21,7 @@ use crate::{walk_axes, with_float_dtype};
 pub struct PearsonSeries;
 
 /// K1 and K2 share one kernel file.
-pub(super) const KERNEL_FILE: KernelFile = KernelFile {
-    name: "pearson.cu",
-    source: include_str!("../../kernels/pearson.cu"),
-};
+pub(super) const KERNEL_FILE: KernelFile = KernelFile::embedded("pearson.cu", include_str!("../../kernels/pearson.cu"));
 
 static AXES: &[AxisDef] = &{
     let [m, n, start, step] = walk_axes!();

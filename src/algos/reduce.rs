@@ -34,10 +34,7 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "reduce",
     title: "sum of a vector (parallel reduction)",
     axes: AXES,
-    kernel_file: KernelFile {
-        name: "reduce.cu",
-        source: include_str!("../../kernels/reduce.cu"),
-    },
+    kernel_file: KernelFile::embedded("reduce.cu", include_str!("../../kernels/reduce.cu")),
     test_grid: "n = [0, 1, 2, 255, 257, 65_537, 100_003]\ndtype = [\"i32\", \"f32\", \"f64\"]",
     gpu_test_grid: "n = [0, 1, 31, 33, 1000, 65_537, 1_000_003, 4_194_319]\n\
                     dtype = [\"i32\", \"f32\", \"f64\"]\nblock = [32, 64, 128, 256, 512, 1024]",

@@ -33,10 +33,7 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     title: "y = a x + y in float32 (SAXPY)",
     axes: AXES,
     fixed_dtype: Some(DType::F32),
-    kernel_file: KernelFile {
-        name: "saxpy.cu",
-        source: include_str!("../../kernels/saxpy.cu"),
-    },
+    kernel_file: KernelFile::embedded("saxpy.cu", include_str!("../../kernels/saxpy.cu")),
     test_grid: "n = [0, 1, 3, 4, 5, 1000, 65_537, 1_000_003]\na = [2.0, -0.5]",
     gpu_test_grid: "n = [0, 1, 3, 5, 1000, 65_537, 1_000_003, 16_777_219]\na = [2.0, -0.5]\n\
                     block = [32, 256, 1024]",

@@ -21,10 +21,7 @@ use crate::vocab::{DType, HostData, Tolerance};
 #[derive(Debug)]
 pub struct Scan;
 
-pub(super) const KERNEL_FILE: KernelFile = KernelFile {
-    name: "scan.cu",
-    source: include_str!("../../kernels/scan.cu"),
-};
+pub(super) const KERNEL_FILE: KernelFile = KernelFile::embedded("scan.cu", include_str!("../../kernels/scan.cu"));
 
 static AXES: &[AxisDef] = &[AxisDef::size("n", "elements scanned"), AxisDef::BLOCK];
 

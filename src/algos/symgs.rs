@@ -90,10 +90,7 @@ static SPEC: LazyLock<Spec> = LazyLock::new(|| Spec {
     name: "symgs",
     title: "symmetric Gauss-Seidel, one forward and one backward sweep (seed 002)",
     axes: AXES,
-    kernel_file: KernelFile {
-        name: "symgs.cu",
-        source: include_str!("../../kernels/symgs.cu"),
-    },
+    kernel_file: KernelFile::embedded("symgs.cu", include_str!("../../kernels/symgs.cu")),
     test_grid: "matrix = [\"hpcg:1\", \"hpcg:3x2x5\", \"laplace2d:7\", \"random:101x7\", \
                 \"datasets/*.mtx\"]\ndtype = [\"f32\", \"f64\"]\n\
                 order = [\"natural\", \"colour\", \"greedy_colour\"]",

@@ -48,10 +48,10 @@ impl Custom {
     pub fn new(def: CustomDef) -> Custom {
         let axes: Vec<AxisDef> = def.axes.iter().map(axis_def).collect();
         let first = def.sources.first();
-        let kernel_file = KernelFile {
-            name: leak(&first.map_or(String::new(), |s| s.path.display().to_string())),
-            source: leak(&first.map_or(String::new(), |s| s.text.clone())),
-        };
+        let kernel_file = KernelFile::embedded(
+            leak(&first.map_or(String::new(), |s| s.path.display().to_string())),
+            leak(&first.map_or(String::new(), |s| s.text.clone())),
+        );
         let fixed_dtype = match def.axes.iter().any(|a| a.name == "dtype") {
             true => None,
             false => (def.buffers.iter())
@@ -68,7 +68,6 @@ impl Custom {
             kernels: def.kernels.iter().map(|k| leak(&k.name)).collect(),
             fixed_dtype,
             kernel_file,
-            include_dirs: def.include_dirs.clone(),
             ..Spec::DEFAULT
         };
         let buffer_names = def.buffers.iter().map(|b| leak(&b.name)).collect();
@@ -80,25 +79,42 @@ impl Custom {
         }
     }
 
-    /// The sources with the case's defines in front, each behind a `#line` naming the user's
-    /// file, so NVRTC's messages point at the user's own lines.
-    fn kernel_file(&self, params: &Params) -> Result<KernelFile> {
+    /// The kernel file kernel sequence `kernel` compiles from at `params`: the sources with the
+    /// point's defines in front, each behind a `#line` naming the user's file (so NVRTC's
+    /// messages point at the user's own lines); the include folders (the study's, then CUDA's
+    /// own headers: `device::headers`) and compiler options (the study's, then the sequence's);
+    /// and every launch's kernel name with the point's values in it. Made once per define set and
+    /// options: NVRTC modules are cached by its name.
+    pub fn kernel_file(&self, params: &Params, kernel: &str) -> Result<KernelFile> {
+        let def = &self.def;
+        let program = (def.kernels.iter())
+            .find(|k| k.name == kernel)
+            .ok_or_else(|| crate::algos::unknown(&self.spec, "kernel", kernel))?;
         let names = |name: &str| params.get(name).map(param_value);
-        let mut defines = Vec::new();
-        for (name, text) in &self.def.defines {
+        let mut defines: Vec<(&str, String)> = Vec::new();
+        for (name, text) in &def.defines {
             let value = schedule::eval(text, &format!("custom.defines.{name}"), &names)
                 .map_err(|e| anyhow!("{e}"))?;
-            let is_dtype = matches!(&value, Value::Str(s) if DType::parse(s).is_some());
-            let text = match value {
-                Value::Str(s) if is_dtype => DType::parse(&s).map_or(s, |d| d.c_type().into()),
-                Value::Str(s) => s,
-                Value::Int(v) => v.to_string(),
-                Value::Float(x) => format!("{x:?}"),
-                Value::Bool(b) => i32::from(b).to_string(),
-            };
-            defines.push(format!("{name}={text}"));
+            defines.push((name, super::defines::c_text(&value)));
         }
-        let key = defines.join(" ");
+        let chosen: Vec<&String> = (def.compiler_options.iter())
+            .chain(&program.compiler_options)
+            .collect();
+        // The include folders are the same for every file of the process: not in the key.
+        let mut options: Vec<String> = (def.include_dirs.iter())
+            .chain(&crate::device::headers::cuda_headers().include_dirs())
+            .map(|d| format!("--include-path={}", d.display()))
+            .collect();
+        options.extend(chosen.iter().map(|o| o.to_string()));
+        let emitted: Vec<String> = (defines.iter())
+            .filter(|(name, _)| !def.undefine.iter().any(|u| u == name))
+            .map(|(name, text)| format!("{name}={text}"))
+            .collect();
+        let mut key = format!("[{}]", emitted.join(" "));
+        for option in chosen {
+            key.push(' ');
+            key.push_str(option);
+        }
         let mut files = self
             .files
             .lock()
@@ -107,18 +123,33 @@ impl Custom {
             return Ok(*file);
         }
         let mut text = String::new();
-        for define in &defines {
+        for define in &emitted {
             let (name, value) = define.split_once('=').unwrap_or((define, ""));
             text.push_str(&format!("#define {name} {value}\n"));
         }
-        for source in &self.def.sources {
+        for source in &def.sources {
             text.push_str(&format!("#line 1 \"{}\"\n", source.path.display()));
             text.push_str(&source.text);
             text.push('\n');
         }
+        // A name reads the defines (the undefined too), then the axes.
+        let value_of = |word: &str| {
+            (defines.iter().find(|(name, _)| *name == word))
+                .map(|(_, text)| text.clone())
+                .or_else(|| names(word).map(|v| super::defines::c_text(&v)))
+        };
+        let mut kernel_names: Vec<(String, String)> = Vec::new();
+        for launch in def.kernels.iter().flat_map(|k| &k.launches) {
+            if !kernel_names.iter().any(|(written, _)| *written == launch.kernel) {
+                let instance = super::defines::substitute(&launch.kernel, &value_of);
+                kernel_names.push((launch.kernel.clone(), instance));
+            }
+        }
         let file = KernelFile {
-            name: leak(&format!("{} [{key}]", self.spec.kernel_file.name)),
+            name: leak(&format!("{} {key}", self.spec.kernel_file.name)),
             source: leak(&text),
+            options: Box::leak(options.into_boxed_slice()),
+            names: Box::leak(kernel_names.into_boxed_slice()),
         };
         files.insert(key, file);
         Ok(file)
@@ -144,7 +175,12 @@ fn axis_def(decl: &super::def::AxisDecl) -> AxisDef {
         AxisKindDecl::Dtype(allowed) => {
             AxisKind::Dtype(Box::leak(allowed.clone().into_boxed_slice()))
         }
-        AxisKindDecl::Block => AxisKind::BlockSize,
+        // Any block a GPU can run (48, 96, 384, ...): a custom kernel is not limited to the
+        // powers of two the built-ins take.
+        AxisKindDecl::Block => AxisKind::Int {
+            min: 1,
+            max: super::schedule::MAX_BLOCK_THREADS as i64,
+        },
     };
     let default = decl.default.as_ref().map(|d| match d {
         ParamValue::Int(i) => AxisDefault::Int(*i),
@@ -349,8 +385,8 @@ impl BoundCase for CustomCase<'_> {
         )?))
     }
 
-    fn kernel_file(&self) -> Option<Result<KernelFile>> {
-        Some(self.algorithm.kernel_file(&self.params))
+    fn kernel_file(&self, kernel: &str) -> Option<Result<KernelFile>> {
+        Some(self.algorithm.kernel_file(&self.params, kernel))
     }
 
     fn reference_kernel(&self) -> Option<&str> {

@@ -16,8 +16,16 @@ pub struct CustomDef {
     pub sources: Vec<SourceFile>,
     /// Folders NVRTC searches for the sources' `#include`s (absolute).
     pub include_dirs: Vec<PathBuf>,
-    /// Compile-time defines: name and expression (a dtype value becomes its C type).
+    /// Compile-time defines: name and expression (a dtype value becomes its C type), kbench's
+    /// own (`custom::defines`) and then the manifest's.
     pub defines: Vec<(String, String)>,
+    /// Those of `defines` left out of the sources (`[custom] undefine`); a launch's kernel name
+    /// still reads them.
+    #[serde(default)]
+    pub undefine: Vec<String>,
+    /// NVRTC options for every kernel sequence (`-use_fast_math`, `--maxrregcount=64`).
+    #[serde(default)]
+    pub compiler_options: Vec<String>,
     pub axes: Vec<AxisDecl>,
     pub buffers: Vec<BufferDecl>,
     /// The launch sequences a `[[variant]]`'s `kernel` names.
@@ -202,10 +210,14 @@ impl ToleranceDecl {
 pub struct Program {
     pub name: String,
     pub launches: Vec<LaunchDecl>,
+    /// NVRTC options of this sequence's compile, after the study's.
+    #[serde(default)]
+    pub compiler_options: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchDecl {
+    /// The `__global__` function: its name, or a C++ name expression (`softmax<BLOCK, T>`).
     pub kernel: String,
     /// x, y, z (missing ones are 1).
     pub grid: Vec<String>,

@@ -15,6 +15,7 @@
 
 pub mod algorithm;
 pub mod def;
+pub mod defines;
 pub mod launch;
 pub mod schedule;
 

@@ -12,6 +12,7 @@ pub mod blas;
 pub mod cupti;
 pub mod cupti_profiler;
 pub mod guard;
+pub mod headers;
 pub mod libs;
 pub mod nvml;
 pub mod nvrtc;
@@ -30,6 +31,7 @@ use cudarc::driver::{
     result as driver_result, CudaContext, CudaEvent, CudaFunction, CudaGraph, CudaModule,
     CudaSlice, CudaStream, DevicePtr, DriverError,
 };
+use cudarc::nvrtc::Ptx;
 
 pub use nvrtc::{KernelFile, KernelSource};
 pub use timer::Launcher;
@@ -171,13 +173,12 @@ impl Device {
             let file = timer::HOLD_KERNEL_FILE;
             let embedded = KernelSource::default();
             let ptx = nvrtc::compile(&embedded.describe(&file), &embedded.read(&file)?, &arch)?;
-            Module(ctx.load_module(ptx).map_err(driver_error)?)
+            Module::new(ctx.load_module(ptx).map_err(driver_error)?, Vec::new())
         };
         let hold = StreamHold::new(&stream, &timer_module)?;
         let flush_kernel = Kernel {
             function: timer_module
-                .0
-                .load_function(timer::FLUSH_KERNEL)
+                .function(timer::FLUSH_KERNEL)
                 .map_err(driver_error)?,
             stream: stream.clone(),
             name: timer::FLUSH_KERNEL.to_string(),
@@ -379,29 +380,23 @@ impl Device {
         fits_memory(data_bytes, free as u64, &self.fingerprint.name)
     }
 
-    /// The module compiled from `file`, compiling it on first use.
+    /// The module compiled from `file` (with its options and name expressions), compiling it on
+    /// first use. Modules are cached by the file's name, which for a custom study's sources
+    /// includes the case's defines and options.
     pub fn module(&mut self, file: &KernelFile) -> Result<Module> {
-        self.module_with_includes(file, &[])
-    }
-
-    /// `module`, NVRTC searching `include_dirs` for the file's `#include`s (a custom study's
-    /// folders). Modules are cached by the file's name, which for a custom study's sources
-    /// includes the case's defines.
-    pub fn module_with_includes(
-        &mut self,
-        file: &KernelFile,
-        include_dirs: &[std::path::PathBuf],
-    ) -> Result<Module> {
         if !self.modules.contains_key(file.name) {
             let built = self
                 .kernels
                 .read(file)
                 .and_then(|src| {
                     let label = self.kernels.describe(file);
-                    nvrtc::compile_with_includes(&label, &src, &self.arch, include_dirs)
+                    nvrtc::compile_file(&label, &src, &self.arch, file.options, file.names)
                 })
-                .and_then(|ptx| self.ctx.load_module(ptx).map_err(driver_error))
-                .map(Module)
+                .and_then(|compiled| {
+                    let cuda = (self.ctx.load_module(Ptx::from_src(compiled.ptx)))
+                        .map_err(driver_error)?;
+                    Ok(Module::new(cuda, compiled.lowered))
+                })
                 .map_err(|e| format!("{e:#}"));
             self.modules.insert(file.name, built);
         }
@@ -552,9 +547,31 @@ impl Device {
     }
 }
 
-/// A compiled kernel file.
+/// A compiled kernel file, and the lowered (mangled) name of each C++ kernel its launches name
+/// as written (`softmax<BLOCK, T>`), from NVRTC.
 #[derive(Clone)]
-pub struct Module(Arc<CudaModule>);
+pub struct Module {
+    cuda: Arc<CudaModule>,
+    lowered: Arc<[(String, String)]>,
+}
+
+impl Module {
+    fn new(cuda: Arc<CudaModule>, lowered: Vec<(String, String)>) -> Module {
+        Module {
+            cuda,
+            lowered: lowered.into(),
+        }
+    }
+
+    /// The module's function a launch names: by its lowered name where the name is a C++ name
+    /// expression, else by the name itself.
+    fn function(&self, name: &str) -> Result<CudaFunction, DriverError> {
+        let symbol = (self.lowered.iter())
+            .find(|(written, _)| written == name)
+            .map_or(name, |(_, lowered)| lowered.as_str());
+        self.cuda.load_function(symbol)
+    }
+}
 
 /// The PCI bus id the driver gives the context's device, as NVML and nvidia-smi print it.
 fn pci_bus_id(ctx: &CudaContext) -> Result<String> {
@@ -591,8 +608,7 @@ impl StreamHold {
             .result()
             .map_err(driver_error)?;
         let function = module
-            .0
-            .load_function(timer::HOLD_KERNEL)
+            .function(timer::HOLD_KERNEL)
             .map_err(driver_error)?;
         Ok(StreamHold {
             host,
@@ -657,7 +673,7 @@ pub struct Gpu<'a> {
 impl<'a> Gpu<'a> {
     /// The kernel `name` of the algorithm's module.
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
-        let function = self.module.0.load_function(name).map_err(|e| {
+        let function = self.module.function(name).map_err(|e| {
             anyhow!(
                 "kernel `{name}` not found in the module: {}",
                 driver_error(e)

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use cudarc::nvrtc::{self, CompileError, CompileOptions, Ptx};
+use cudarc::nvrtc::{self, Ptx};
 use serde::{Deserialize, Serialize};
 
 /// The header every kernel file shares (warp and block reductions, grid-stride helpers).
@@ -18,11 +18,20 @@ pub struct KernelSource {
     pub dir: Option<PathBuf>,
 }
 
-/// One kernel file as an algorithm registers it: its name in `kernels/` and its embedded text.
+/// One kernel file as an algorithm registers it (its name in `kernels/` and its embedded text),
+/// or a custom study's sources at one define set: the text, the NVRTC options (include folders,
+/// the study's compiler options) and the C++ name expressions its launches name.
 #[derive(Debug, Clone, Copy)]
 pub struct KernelFile {
+    /// A built-in's file name, or the user's first source's absolute path and the define set:
+    /// modules are cached by it.
     pub name: &'static str,
     pub source: &'static str,
+    /// NVRTC options after kbench's own (`--include-path=...`, `-use_fast_math`).
+    pub options: &'static [String],
+    /// Each launched kernel as the manifest writes it and as NVRTC instantiates it at this define
+    /// set (`softmax<BLOCK, T>`, `softmax<256, __nv_bfloat16>`).
+    pub names: &'static [(String, String)],
 }
 
 impl KernelSource {
@@ -64,6 +73,16 @@ impl KernelSource {
 }
 
 impl KernelFile {
+    /// A built-in algorithm's file: no options, and `extern "C"` kernels named as they are.
+    pub const fn embedded(name: &'static str, source: &'static str) -> KernelFile {
+        KernelFile {
+            name,
+            source,
+            options: &[],
+            names: &[],
+        }
+    }
+
     /// A custom study's sources, named by the absolute path of their first file (a built-in's
     /// name is a file name in `kernels/`): its text is already complete, defines and `#line`
     /// directives included.
@@ -113,70 +132,147 @@ pub fn nvrtc_version() -> Result<(i32, i32)> {
 
 /// Compiles one kernel file to PTX for `arch` (e.g. "sm_90"). The error carries NVRTC's log.
 pub fn compile(file_label: &str, source: &str, arch: &str) -> Result<Ptx> {
-    compile_with_includes(file_label, source, arch, &[])
+    let compiled = compile_file(file_label, source, arch, &[], &[])?;
+    Ok(Ptx::from_src(compiled.ptx))
 }
 
-/// `compile`, NVRTC searching `include_dirs` for the source's `#include`s (a custom study's).
-pub fn compile_with_includes(
-    file_label: &str,
-    source: &str,
-    arch: &str,
-    include_dirs: &[PathBuf],
-) -> Result<Ptx> {
-    let mut flags = vec![
-        format!("--gpu-architecture={arch}"),
-        "--std=c++17".into(),
-        "-lineinfo".into(),
-    ];
-    flags.extend(
-        include_dirs
-            .iter()
-            .map(|d| format!("--include-path={}", d.display())),
-    );
-    let options = CompileOptions {
-        name: Some(file_label.to_string()),
-        options: flags,
-        ..Default::default()
-    };
-    nvrtc::compile_ptx_with_opts(source, options).map_err(|e| match e {
-        CompileError::CompileError { log, .. } => {
-            anyhow!(
-                "NVRTC failed to compile {file_label} for {arch}:\n{}",
-                log.to_string_lossy().trim_end()
-            )
-        }
-        other => anyhow!("NVRTC failed on {file_label} for {arch}: {other:?}"),
-    })
+/// A kernel file as NVRTC compiled it: the PTX, and each name expression's lowered (mangled)
+/// name, by the expression as the manifest wrote it.
+#[derive(Debug, Clone, Default)]
+pub struct Compiled {
+    pub ptx: String,
+    pub lowered: Vec<(String, String)>,
 }
 
-/// The PTX text NVRTC makes of `source` for `arch`, with `extra_options` after kbench's own
-/// (`-DBLOCK=256`, `-I<folder>`, ...): what a user's kernel compiles to, and what
-/// `device::ptx::entries` reads its parameter lists from. The error carries NVRTC's log.
-pub fn ptx_text(
+impl Compiled {
+    /// The PTX entry name of a kernel as a launch names it: its lowered name where it was
+    /// given as a name expression, else the name itself (an `extern "C"` kernel's).
+    pub fn entry_name<'a>(&'a self, kernel: &'a str) -> &'a str {
+        (self.lowered.iter())
+            .find(|(written, _)| written == kernel)
+            .map_or(kernel, |(_, lowered)| lowered.as_str())
+    }
+}
+
+/// The options kbench compiles every file with, before the file's own (`extra_options`): the
+/// architecture, C++17 (unless the file's options name a standard) and line information.
+fn base_options(arch: &str, extra_options: &[String]) -> Vec<String> {
+    let mut options = vec![format!("--gpu-architecture={arch}"), "-lineinfo".to_string()];
+    let names_standard = (extra_options.iter())
+        .any(|o| o.starts_with("-std") || o.starts_with("--std"));
+    if !names_standard {
+        options.push("--std=c++17".to_string());
+    }
+    options.extend_from_slice(extra_options);
+    options
+}
+
+/// Compiles `source` for `arch` with `extra_options` after kbench's own (`-DBLOCK=256`,
+/// `--include-path=...`, `-use_fast_math`), and asks NVRTC for the lowered name of each
+/// `(as written, to instantiate)` name expression in `names` (`softmax<BLOCK, T>`,
+/// `softmax<256, __nv_bfloat16>`): C++ kernels are launched by the name NVRTC gives them. The
+/// error carries NVRTC's log; a name expression that does not instantiate is named in it.
+pub fn compile_file(
     file_label: &str,
     source: &str,
     arch: &str,
     extra_options: &[String],
-) -> Result<String> {
-    let mut options = vec![
-        format!("--gpu-architecture={arch}"),
-        "--std=c++17".to_string(),
-        "-lineinfo".to_string(),
-    ];
-    options.extend_from_slice(extra_options);
-    let options = CompileOptions {
-        name: Some(file_label.to_string()),
-        options,
-        ..Default::default()
+    names: &[(String, String)],
+) -> Result<Compiled> {
+    use cudarc::nvrtc::result;
+    use std::ffi::{CStr, CString};
+    let nul = |what: &str| anyhow!("{file_label}: {what} holds a NUL byte");
+    let source_c = CString::new(source).map_err(|_| nul("the source"))?;
+    let label_c = CString::new(file_label).map_err(|_| nul("the file name"))?;
+    let names_c = (names.iter())
+        .map(|(_, instance)| CString::new(instance.as_str()).map_err(|_| nul("a kernel name")))
+        .collect::<Result<Vec<_>>>()?;
+    let options = base_options(arch, extra_options);
+    let prog = result::create_program(&source_c, Some(&label_c))
+        .map_err(|e| anyhow!("NVRTC failed on {file_label}: {e:?}"))?;
+    // SAFETY: `prog` is live until `destroy_program` at the end, and every string it was given
+    // (`source_c`, `label_c`, `names_c`) outlives it; the log, PTX and lowered names are copied
+    // out before it is destroyed.
+    let outcome = unsafe {
+        let mut added = Ok(());
+        for name in &names_c {
+            added = added.and(nvrtc::sys::nvrtcAddNameExpression(prog, name.as_ptr()).result());
+        }
+        let compiled = added.and_then(|()| result::compile_program(prog, &options));
+        match compiled {
+            Err(e) => {
+                let log = result::get_program_log(prog).unwrap_or_default();
+                let log = CStr::from_ptr(log.as_ptr()).to_string_lossy().into_owned();
+                Err(compile_failure(file_label, arch, e, &log, names))
+            }
+            Ok(()) => lowered_names(prog, &names_c, names).and_then(|lowered| {
+                let ptx = result::get_ptx(prog).map_err(|e| anyhow!("nvrtcGetPTX: {e:?}"))?;
+                let ptx = CStr::from_ptr(ptx.as_ptr()).to_string_lossy().into_owned();
+                Ok(Compiled { ptx, lowered })
+            }),
+        }
     };
-    let ptx = nvrtc::compile_ptx_with_opts(source, options).map_err(|e| match e {
-        CompileError::CompileError { log, .. } => anyhow!(
-            "NVRTC failed to compile {file_label} for {arch}:\n{}",
-            log.to_string_lossy().trim_end()
-        ),
-        other => anyhow!("NVRTC failed on {file_label} for {arch}: {other:?}"),
-    })?;
-    Ok(ptx.to_src())
+    // SAFETY: created above, destroyed once.
+    let _ = unsafe { result::destroy_program(prog) };
+    outcome
+}
+
+/// Each name expression's lowered name, by the expression as written.
+///
+/// # Safety
+/// `prog` must be a live program compiled with `names_c` added as name expressions.
+unsafe fn lowered_names(
+    prog: nvrtc::sys::nvrtcProgram,
+    names_c: &[std::ffi::CString],
+    names: &[(String, String)],
+) -> Result<Vec<(String, String)>> {
+    let mut lowered = Vec::new();
+    for (c_name, (written, instance)) in names_c.iter().zip(names) {
+        let mut out: *const std::ffi::c_char = std::ptr::null();
+        // SAFETY: as this function's; NVRTC writes a pointer into the program's own memory.
+        unsafe { nvrtc::sys::nvrtcGetLoweredName(prog, c_name.as_ptr(), &mut out) }
+            .result()
+            .map_err(|e| anyhow!("NVRTC has no lowered name for `{instance}`: {e:?}"))?;
+        // SAFETY: NVRTC returned a NUL-terminated string that lives as long as `prog`.
+        let name = unsafe { std::ffi::CStr::from_ptr(out) };
+        lowered.push((written.clone(), name.to_string_lossy().into_owned()));
+    }
+    Ok(lowered)
+}
+
+/// NVRTC's log as kbench reports it: a kernel name that did not instantiate (NVRTC reports it
+/// in its own `__nv_name_map` file, one line a name) is named as the manifest wrote it.
+fn compile_failure(
+    file_label: &str,
+    arch: &str,
+    e: cudarc::nvrtc::result::NvrtcError,
+    log: &str,
+    names: &[(String, String)],
+) -> anyhow::Error {
+    if log.trim().is_empty() {
+        return anyhow!("NVRTC failed on {file_label} for {arch}: {e:?}");
+    }
+    let mut notes = Vec::new();
+    // NVRTC reports a name in its own `__nv_name_map` file, quoting the name it was given.
+    let in_name_map = log.contains("__nv_name_map(");
+    for (written, instance) in names.iter().filter(|_| in_name_map) {
+        if !log.contains(&format!("nv_mangled_name {instance}\n")) {
+            continue;
+        }
+        let note = if written == instance {
+            format!("the kernel `{written}` is not a __global__ function of the sources (give its C++ name as written, or an extern \"C\" one's)")
+        } else {
+            format!("the kernel `{written}` (`{instance}` at this point) does not name a __global__ function the sources define or can instantiate")
+        };
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    }
+    let notes: String = notes.iter().map(|n| format!("{n}\n")).collect();
+    anyhow!(
+        "{notes}NVRTC failed to compile {file_label} for {arch}:\n{}",
+        log.trim_end()
+    )
 }
 
 /// One kernel file compiled for one architecture.

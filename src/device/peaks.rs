@@ -43,7 +43,7 @@ impl PeakKernels {
     pub(super) fn load(timer_module: &Module, device: &Device) -> Result<PeakKernels> {
         let kernel = |name: &str| -> Result<Kernel> {
             Ok(Kernel {
-                function: timer_module.0.load_function(name).map_err(driver_error)?,
+                function: timer_module.function(name).map_err(driver_error)?,
                 stream: device.stream.clone(),
                 name: name.to_string(),
             })

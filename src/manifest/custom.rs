@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::{where_source_span, ManifestError, Validator};
+use super::{printable, where_source_span, ManifestError, Validator};
 use crate::custom::def::{
     ArgDecl, AxisDecl, AxisKindDecl, BufferDecl, CType, CommandDecl, CustomDef, ElemType, Expected,
     Init, LaunchDecl, Program, Repeat, Role, SourceFile, ToleranceDecl, Traffic,
@@ -42,11 +42,22 @@ pub(super) struct RawCustom {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     include_dirs: Vec<Spanned<String>>,
-    /// Compile-time defines: name = expression of the axes (a dtype becomes its C type). `BLOCK`
-    /// (from a `block` axis) and `T` (from a `dtype` axis) are defined unless given here.
+    /// Compile-time defines: name = expression of the axes (a dtype becomes its C type). kbench
+    /// already defines every axis but a size axis under its own name, `BLOCK` and
+    /// `block_size_x/y/z` (from a `block` axis) and `T` (from a `dtype` axis); these may
+    /// replace the last ones.
     #[serde(default)]
     #[schemars(with = "BTreeMap<String, String>")]
     defines: BTreeMap<String, Spanned<String>>,
+    /// kbench's own defines to leave out of the sources (a template parameter named `T`, say):
+    /// a launch's kernel name still reads them.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    undefine: Vec<Spanned<String>>,
+    /// NVRTC options for every kernel (`-use_fast_math`, `--maxrregcount=64`, `-std=c++20`).
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    compiler_options: Vec<Spanned<String>>,
     /// The study's axes, in the order the tables show them.
     #[serde(default)]
     #[schemars(with = "Vec<RawAxis>")]
@@ -162,12 +173,17 @@ struct RawKernel {
     /// The launches of one run, in order.
     #[schemars(with = "Vec<RawLaunch>")]
     launch: Vec<Spanned<RawLaunch>>,
+    /// NVRTC options of this kernel sequence's compile, after [custom]'s.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    compiler_options: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawLaunch {
-    /// The `extern "C" __global__` function's name.
+    /// The `__global__` function: its name, or a C++ name expression whose defines and axes
+    /// kbench fills in (`softmax<BLOCK, T>`).
     #[schemars(with = "String")]
     kernel: Spanned<String>,
     /// Blocks: an expression, or a list of up to 3 (x, y, z).
@@ -278,31 +294,13 @@ impl Validator<'_> {
             .collect::<Result<Vec<_>, _>>()?;
         let axes = self.custom_axes(&raw.axis)?;
         let axis_names: Vec<String> = axes.iter().map(|a| a.name.clone()).collect();
-        let has = |name: &str| axis_names.iter().any(|a| a == name);
         let scope = Scope {
             axes: &axis_names,
             extra: None,
         };
 
-        let mut defines = Vec::new();
-        if has("block") && !raw.defines.contains_key("BLOCK") {
-            defines.push(("BLOCK".to_string(), "block".to_string()));
-        }
-        if has("dtype") && !raw.defines.contains_key("T") {
-            defines.push(("T".to_string(), "dtype".to_string()));
-        }
-        for (name, text) in &raw.defines {
-            let key = format!("custom.defines.{name}");
-            if !is_identifier(name) {
-                return Err(self.error(
-                    self.key_span_of(text.span()),
-                    key,
-                    format!("`{name}` is not a C identifier"),
-                ));
-            }
-            self.expression(text, &key, &scope, &mut spans)?;
-            defines.push((name.clone(), text.get_ref().clone()));
-        }
+        let (defines, undefine) = self.custom_defines(&raw, &axes, &scope, &mut spans)?;
+        let compiler_options = self.compiler_options(&raw.compiler_options, "custom")?;
 
         // An output without `expected` is checked against the reference kernel if [custom]
         // names one, else against the reference command if it declares one.
@@ -383,6 +381,8 @@ impl Validator<'_> {
             sources,
             include_dirs,
             defines,
+            undefine,
+            compiler_options,
             axes,
             buffers,
             kernels,
@@ -393,6 +393,111 @@ impl Validator<'_> {
             traffic,
         };
         Ok((def, spans))
+    }
+
+    /// kbench's defines (`custom::defines::made_by_kbench`) and the manifest's, in that order,
+    /// and the names `undefine` leaves out. A clash is refused: a manifest define named like an
+    /// axis (already a define of its own name), two axes that make one name, a name `undefine`
+    /// does not know, and a define the sources also declare as a template parameter.
+    fn custom_defines(
+        &self,
+        raw: &RawCustom,
+        axes: &[AxisDecl],
+        scope: &Scope,
+        spans: &mut CustomSpans,
+    ) -> Result<(Vec<(String, String)>, Vec<String>), ManifestError> {
+        let axis_span = |i: usize| raw.axis.get(i).map_or(0..0, |a| a.get_ref().name.span());
+        let made = crate::custom::defines::made_by_kbench(axes).map_err(|(i, message)| {
+            self.error(axis_span(i), format!("custom.axis[{i}].name"), message)
+        })?;
+        let mut defines: Vec<(String, String)> = Vec::new();
+        for m in &made {
+            if !raw.defines.contains_key(&m.name) {
+                defines.push((m.name.clone(), m.expr.clone()));
+            }
+        }
+        for (name, text) in &raw.defines {
+            let key = format!("custom.defines.{name}");
+            let key_span = self.key_span_of(text.span());
+            if !is_identifier(name) {
+                return Err(self.error(key_span, key, format!("`{name}` is not a C identifier")));
+            }
+            if axes.iter().any(|a| &a.name == name && a.kind != AxisKindDecl::Size) {
+                return Err(self.error(key_span, key, format!("`{name}` is an axis, and kbench defines every axis but a size axis under its own name already: leave this entry out, or give the define another name")));
+            }
+            self.expression(text, &key, scope, spans)?;
+            defines.push((name.clone(), text.get_ref().clone()));
+        }
+        let mut undefine = Vec::new();
+        for name in &raw.undefine {
+            if !made.iter().any(|m| &m.name == name.get_ref()) {
+                let known: Vec<&str> = made.iter().map(|m| m.name.as_str()).collect();
+                return Err(self.error(name.span(), "custom.undefine", format!("`{}` is not one of kbench's defines; they are: {}", name.get_ref(), if known.is_empty() { "none".to_string() } else { known.join(", ") })));
+            }
+            undefine.push(name.get_ref().clone());
+        }
+        self.template_clash(raw, &defines, &undefine, &made)?;
+        Ok((defines, undefine))
+    }
+
+    /// A define that the sources also declare as a template parameter would turn the template
+    /// into nonsense (`template <typename float>`): refused, at the define, with the way out.
+    fn template_clash(
+        &self,
+        raw: &RawCustom,
+        defines: &[(String, String)],
+        undefine: &[String],
+        made: &[crate::custom::defines::Made],
+    ) -> Result<(), ManifestError> {
+        let dir = self.manifest_dir();
+        for source in &raw.sources {
+            let Ok(text) = std::fs::read_to_string(dir.join(source.get_ref())) else {
+                continue;
+            };
+            for (parameter, line) in crate::custom::defines::template_parameters(&text) {
+                let defined = defines.iter().any(|(name, _)| *name == parameter);
+                if !defined || undefine.contains(&parameter) {
+                    continue;
+                }
+                let clash = format!("`{parameter}` is a template parameter in {} line {line}, and a define would replace it there", source.get_ref());
+                if let Some(text) = raw.defines.get(&parameter) {
+                    return Err(self.error(self.key_span_of(text.span()), format!("custom.defines.{parameter}"), format!("{clash}: name the define otherwise")));
+                }
+                if let Some(m) = made.iter().find(|m| m.name == parameter) {
+                    let span = raw.axis.get(m.axis).map_or(0..0, |a| a.get_ref().name.span());
+                    return Err(self.error(span, format!("custom.axis[{}].name", m.axis), format!("{clash} (kbench defines it from {}): add `undefine = [\"{parameter}\"]` to [custom] (a kernel name such as `k<{parameter}>` still reads it), or rename the template parameter", m.from)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `compiler_options` of [custom] or of a kernel sequence (`table`): NVRTC's options, each
+    /// one word starting with `-`; the architecture is kbench's to choose.
+    fn compiler_options(
+        &self,
+        raw: &[Spanned<String>],
+        table: &str,
+    ) -> Result<Vec<String>, ManifestError> {
+        let key = format!("{table}.compiler_options");
+        let mut options = Vec::new();
+        for option in raw {
+            let text = option.get_ref();
+            let fault = if !text.starts_with('-') {
+                Some(format!("`{text}` is not an NVRTC option: options start with `-` (`-use_fast_math`, `--maxrregcount=64`)"))
+            } else if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                Some(format!("`{}` holds a space: give each option as its own string", printable(text)))
+            } else if ["-arch", "--gpu-architecture", "--gpu-name", "-gpu-name"].iter().any(|a| text.starts_with(a)) {
+                Some(format!("`{text}`: kbench compiles for the GPU each case runs on; leave the architecture out"))
+            } else {
+                None
+            };
+            if let Some(message) = fault {
+                return Err(self.error(option.span(), key, message));
+            }
+            options.push(text.clone());
+        }
+        Ok(options)
     }
 
     /// The folder paths in the manifest are relative to (absolute, so the worker needs none).
@@ -886,6 +991,7 @@ impl Validator<'_> {
             programs.push(Program {
                 name: name.clone(),
                 launches,
+                compiler_options: self.compiler_options(&k.compiler_options, &key)?,
             });
         }
         Ok(programs)
@@ -899,12 +1005,8 @@ impl Validator<'_> {
         scope: &Scope,
         spans: &mut CustomSpans,
     ) -> Result<LaunchDecl, ManifestError> {
-        if !is_identifier(l.kernel.get_ref()) {
-            return Err(self.error(
-                l.kernel.span(),
-                format!("{key}.kernel"),
-                format!("`{}` is not a kernel function's name", l.kernel.get_ref()),
-            ));
+        if let Err(message) = crate::custom::defines::check_kernel_name(l.kernel.get_ref()) {
+            return Err(self.error(l.kernel.span(), format!("{key}.kernel"), message));
         }
         let buffer_exists = |name: &Spanned<String>, k: &str| -> Result<(), ManifestError> {
             if buffers.iter().any(|b| &b.name == name.get_ref()) {
@@ -1302,16 +1404,9 @@ pub fn check_kernel_params(m: &super::Manifest) -> Result<(), ManifestError> {
     else {
         return Ok(());
     };
-    let used: Vec<&str> = (m.variants.iter().map(|x| x.implementation.as_str()))
-        .chain(def.reference.as_deref())
-        .collect();
-    for (file, point) in v.define_sets(def, m)? {
-        let entries = v.compile_entries(&raw, def, &file, &point)?;
-        for (k, program) in def.kernels.iter().enumerate() {
-            if used.contains(&program.name.as_str()) {
-                v.check_launches(&raw, k, program, &entries, &point)?;
-            }
-        }
+    for (file, point, k) in v.define_sets(def, m)? {
+        let compiled = v.compile_entries(&raw, &file, &point)?;
+        v.check_launches(&raw, k, &def.kernels[k], &compiled, &point)?;
     }
     Ok(())
 }
@@ -1325,15 +1420,15 @@ fn note_unchecked(why: &str) {
 }
 
 impl Validator<'_> {
-    /// The kernel file (the sources with a define set in front) of each distinct define set
-    /// over the grid, with the first point that has it: the same text the run compiles, made by
-    /// the same code (`Custom`'s `kernel_file`).
+    /// The kernel file (the sources with a define set in front, and the options) of each
+    /// kernel sequence a variant or the reference uses, at each distinct define set over the
+    /// grid, with the first point that has it and the sequence's index: the same file the run
+    /// compiles, made by the same code (`Custom::kernel_file`).
     fn define_sets(
         &self,
         def: &CustomDef,
         m: &super::Manifest,
-    ) -> Result<Vec<(crate::device::KernelFile, crate::vocab::Params)>, ManifestError> {
-        use crate::algos::DynAlgorithm;
+    ) -> Result<Vec<(crate::device::KernelFile, crate::vocab::Params, usize)>, ManifestError> {
         let algorithm = crate::custom::Custom::new(def.clone());
         let at_custom = |e: anyhow::Error, point: &crate::vocab::Params| {
             self.error(
@@ -1342,36 +1437,41 @@ impl Validator<'_> {
                 format!("{e:#} (at {})", crate::vocab::describe_params(point)),
             )
         };
-        let mut sets: Vec<(crate::device::KernelFile, crate::vocab::Params)> = Vec::new();
+        let used: Vec<usize> = (def.kernels.iter().enumerate())
+            .filter(|(_, k)| {
+                m.variants.iter().any(|v| v.implementation == k.name)
+                    || def.reference.as_deref() == Some(&k.name)
+            })
+            .map(|(k, _)| k)
+            .collect();
+        let mut sets: Vec<(crate::device::KernelFile, crate::vocab::Params, usize)> = Vec::new();
         let points = grid_points(&m.axes, &m.zip)
             .into_iter()
             .filter(|p| (m.filter.as_ref()).is_none_or(|f| f.matches(p).unwrap_or(false)));
-        for point in points.take(MAX_CHECKED_POINTS) {
-            let file = (algorithm.bind(&point))
-                .and_then(|case| {
-                    case.kernel_file()
-                        .unwrap_or_else(|| Ok(algorithm.spec().kernel_file))
-                })
-                .map_err(|e| at_custom(e, &point))?;
-            if !sets.iter().any(|(f, _)| f.name == file.name) {
-                sets.push((file, point));
-                if sets.len() == MAX_CHECKED_DEFINE_SETS {
-                    break;
+        'points: for point in points.take(MAX_CHECKED_POINTS) {
+            for &k in &used {
+                let file = (algorithm.kernel_file(&point, &def.kernels[k].name))
+                    .map_err(|e| at_custom(e, &point))?;
+                if !sets.iter().any(|(f, _, j)| f.name == file.name && *j == k) {
+                    sets.push((file, point.clone(), k));
+                    if sets.len() == MAX_CHECKED_DEFINE_SETS {
+                        break 'points;
+                    }
                 }
             }
         }
         Ok(sets)
     }
 
-    /// `file` compiled to PTX as the run compiles it (its include folders searched), and the
+    /// `file` compiled to PTX as the run compiles it (its options and kernel names), with the
     /// kernels the PTX defines; a compile error is NVRTC's log at the `sources` key.
     fn compile_entries(
         &self,
         raw: &RawCustom,
-        def: &CustomDef,
         file: &crate::device::KernelFile,
         point: &crate::vocab::Params,
-    ) -> Result<Vec<crate::device::ptx::PtxEntry>, ManifestError> {
+    ) -> Result<(crate::device::nvrtc::Compiled, Vec<crate::device::ptx::PtxEntry>), ManifestError>
+    {
         let sources_span = match (raw.sources.first(), raw.sources.last()) {
             (Some(first), Some(last)) => first.span().start..last.span().end,
             _ => self.header_span("custom").unwrap_or(0..0),
@@ -1386,12 +1486,32 @@ impl Validator<'_> {
                 ),
             )
         };
-        let options: Vec<String> = (def.include_dirs.iter())
-            .map(|d| format!("--include-path={}", d.display()))
-            .collect();
-        let ptx = crate::device::nvrtc::ptx_text(file.name, file.source, PTX_CHECK_ARCH, &options)
-            .map_err(|e| fail(format!("the sources do not compile: {e:#}")))?;
-        crate::device::ptx::entries(&ptx).map_err(|e| fail(e.to_string()))
+        let compiled = crate::device::nvrtc::compile_file(
+            file.name,
+            file.source,
+            PTX_CHECK_ARCH,
+            file.options,
+            file.names,
+        )
+        .map_err(|e| {
+            let message = format!("{e:#}");
+            // A kernel name that does not instantiate is shown at the launch that names it.
+            let launches = (raw.kernel.iter().enumerate())
+                .flat_map(|(k, p)| (p.get_ref().launch.iter().enumerate()).map(move |(j, l)| (k, j, l)));
+            for (k, j, launch) in launches {
+                let kernel = &launch.get_ref().kernel;
+                if message.contains(&format!("the kernel `{}`", kernel.get_ref())) {
+                    return self.error(
+                        kernel.span(),
+                        format!("custom.kernel[{k}].launch[{j}].kernel"),
+                        format!("{message}\n(compiled at {})", crate::vocab::describe_params(point)),
+                    );
+                }
+            }
+            fail(format!("the sources do not compile: {message}"))
+        })?;
+        let entries = crate::device::ptx::entries(&compiled.ptx).map_err(|e| fail(e.to_string()))?;
+        Ok((compiled, entries))
     }
 
     /// Each launch of `program` (the `k`th kernel sequence) against the kernels in `entries`:
@@ -1401,7 +1521,7 @@ impl Validator<'_> {
         raw: &RawCustom,
         k: usize,
         program: &Program,
-        entries: &[crate::device::ptx::PtxEntry],
+        (compiled, entries): &(crate::device::nvrtc::Compiled, Vec<crate::device::ptx::PtxEntry>),
         point: &crate::vocab::Params,
     ) -> Result<(), ManifestError> {
         use crate::device::ptx::{check_args, find_entry, ArgMismatch, DeclaredArg};
@@ -1421,7 +1541,7 @@ impl Validator<'_> {
         {
             let key = format!("custom.kernel[{k}].launch[{j}]");
             let raw_launch = raw_launch.get_ref();
-            let entry = find_entry(entries, &launch.kernel).map_err(|message| {
+            let entry = find_entry(entries, compiled.entry_name(&launch.kernel)).map_err(|message| {
                 at(raw_launch.kernel.span(), format!("{key}.kernel"), message)
             })?;
             let declared: Vec<DeclaredArg> = (launch.args.iter())

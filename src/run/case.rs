@@ -221,7 +221,7 @@ fn measure_case(
     let algorithm = study.algorithm()?;
     let bound = algorithm.bind(&case.params)?;
     let mut executor = executor::executor_for(variant.backend, gpu)?;
-    let kernel_file = match bound.kernel_file() {
+    let kernel_file = match bound.kernel_file(&variant.implementation) {
         Some(file) => file?,
         None => algorithm.spec().kernel_file,
     };
@@ -230,7 +230,6 @@ fn measure_case(
         params: &case.params,
         bound: &*bound,
         kernel_file: &kernel_file,
-        include_dirs: &algorithm.spec().include_dirs,
         settings: settings.measure,
     };
 
@@ -329,8 +328,14 @@ fn run_reference(
         streams: 1,
         ..job.variant.clone()
     };
+    // Compiled on its own: its kernel sequence's options may not be the variant's.
+    let kernel_file = match job.bound.kernel_file(reference) {
+        Some(file) => file?,
+        None => *job.kernel_file,
+    };
     let reference_job = Job {
         variant: &variant,
+        kernel_file: &kernel_file,
         ..*job
     };
     let outputs = executor

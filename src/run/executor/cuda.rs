@@ -158,7 +158,7 @@ impl Executor for CudaExecutor<'_> {
         deadline: Deadline,
     ) -> Result<Executed, CaseError> {
         // Compiled on the case's first use, inside its time limit.
-        let module = (self.device).module_with_includes(job.kernel_file, job.include_dirs)?;
+        let module = self.device.module(job.kernel_file)?;
         let device: &Device = self.device;
         let cuda = Cuda {
             device,
@@ -170,7 +170,7 @@ impl Executor for CudaExecutor<'_> {
     }
 
     fn run_once(&mut self, job: &Job, data: &CaseData) -> Result<Buffers, CaseError> {
-        let module = (self.device).module_with_includes(job.kernel_file, job.include_dirs)?;
+        let module = self.device.module(job.kernel_file)?;
         let device: &Device = self.device;
         let cuda = Cuda {
             device,

@@ -41,8 +41,6 @@ pub struct Job<'a> {
     /// The algorithm's kernels (CUDA variants): the spec's file, or the case's own (a custom
     /// study's sources with the case's defines).
     pub kernel_file: &'a KernelFile,
-    /// Folders NVRTC searches for the kernel file's `#include`s beyond kbench's own.
-    pub include_dirs: &'a [std::path::PathBuf],
     pub settings: &'a MeasureSettings,
 }
 

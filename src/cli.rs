@@ -44,6 +44,9 @@ pub enum Command {
         /// Manifest files or glob patterns (quote globs: 'experiments/*.toml').
         #[arg(required = true)]
         manifests: Vec<String>,
+        /// Also say where a custom study's CUDA and CCCL headers were found.
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// List the algorithms: grid axes, CPU implementations, CUDA kernels.
     List,

@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     kbench::report::style::set_color(cli.color);
     let exit = match cli.command {
         Command::Run(args) => run::run(args),
-        Command::Check { manifests } => check::check(&manifests),
+        Command::Check { manifests, verbose } => check::check(&manifests, verbose),
         Command::List => check::list(),
         Command::Kernels(args) => kernels::kernels(args),
         Command::Compare(args) => compare::compare(args),

@@ -215,6 +215,9 @@ pub struct Manifest {
     /// Read back from a results file (`FileSource::Recorded`): planning reads no file then (the
     /// run that recorded it checked each case's size when it planned).
     pub files_recorded: bool,
+    /// What `check` says beside its verdict: how many grid points no GPU can run (skipped when
+    /// the study runs), and why.
+    pub notes: Vec<String>,
 }
 
 /// Where parts of a manifest are in its source: the plan reports a filter that divides by zero
@@ -718,9 +721,12 @@ impl<'a> Validator<'a> {
         let measure = self.validate_measure(raw.measure)?;
         let (variant_names, variant_params) = variant_spans(&raw.variants);
         let variants = self.validate_variants(spec, &axes, &zip, raw.variants, measure.scope)?;
-        if let Some((def, spans)) = &custom {
-            self.check_over_grid(def, spans, &axes, &zip, filter.as_ref(), &variants)?;
-        }
+        let notes = match &custom {
+            Some((def, spans)) => {
+                self.check_over_grid(def, spans, &axes, &zip, filter.as_ref(), &variants)?
+            }
+            None => Vec::new(),
+        };
         self.refuse_backend_settings_no_variant_uses(spec, &variants, &axis_spans, measure_scope)?;
         let accuracy =
             self.validate_accuracy(raw.accuracy, study_dtypes(spec, &axes, &variants))?;
@@ -761,6 +767,7 @@ impl<'a> Validator<'a> {
             custom: custom.map(|(def, _)| def),
             files: self.expansions.take(),
             files_recorded: !self.files.on_disk(),
+            notes,
         })
     }
 

@@ -292,6 +292,11 @@ pub trait BoundCase {
     fn kernel_file(&self, _kernel: &str) -> Option<Result<KernelFile>> {
         None
     }
+    /// Why kernel `kernel` cannot run at this case's point on any GPU (a block of 1200
+    /// threads), found without one: the case is skipped with it. Built-ins: None.
+    fn unrunnable(&self, _kernel: &str) -> Option<String> {
+        None
+    }
     /// The kernel whose outputs, run once per case outside the timing on the same inputs, are
     /// the reference of the case's outputs (a custom study's trusted kernel). Built-ins: None
     /// (their references come with the data).
@@ -308,6 +313,13 @@ pub trait BoundCase {
 
 /// The error for an implementation or kernel name an algorithm does not have (the manifest
 /// refuses those first; this guards a caller that skipped it).
+/// A case the GPU cannot run as declared (a block of more threads than the kernel's registers
+/// allow, more shared memory than the device has): the case is skipped with this reason, and
+/// the study goes on, as NVBench's `skip` and Kernel Tuner's invalid configurations.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unrunnable(pub String);
+
 pub fn unknown(spec: &Spec, what: &str, name: &str) -> anyhow::Error {
     anyhow!("{} has no {what} `{name}`", spec.name)
 }

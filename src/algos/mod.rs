@@ -20,7 +20,7 @@ mod registry;
 
 pub use algorithm::{
     unknown, Algorithm, BoundCase, BuildCpu, BuildLauncher, CpuImpl, CpuRun, DynAlgorithm,
-    Implementation, KernelImpl, Needs, OnDevice, Spec,
+    Implementation, KernelImpl, Needs, OnDevice, Spec, Unrunnable,
 };
 pub use axes::{AxisDef, AxisDefault, AxisKind, FileAxis, ValueType};
 pub use data::{u32_size, Buffers, CaseData, Length, OutputSpec};

@@ -9,7 +9,8 @@ use crate::run::session::{load_and_plan, NotPlanned};
 use crate::{errln, outln};
 
 /// `kbench check`: each manifest's case and variant counts, or its errors; exit 2 if any fails.
-pub fn check(args: &[String]) -> Exit {
+/// With `verbose`, a custom study's line also says which CUDA headers its kernels compile with.
+pub fn check(args: &[String], verbose: bool) -> Exit {
     let paths = match crate::expand_manifest_args(args) {
         Ok(paths) => paths,
         Err(e) => return bad_input(anyhow::anyhow!("{e}")),
@@ -19,13 +20,21 @@ pub fn check(args: &[String]) -> Exit {
     let mut failed = false;
     for path in paths {
         match load_and_plan(&path, &AtomicBool::new(false)) {
-            Ok((m, cases)) => outln!(
-                "ok: {}: study `{}`, {}, {}",
-                m.path.display(),
-                m.study.name,
-                count(cases.len(), "case", "cases"),
-                count(m.variants.len(), "variant", "variants")
-            ),
+            Ok((m, cases)) => {
+                outln!(
+                    "ok: {}: study `{}`, {}, {}",
+                    m.path.display(),
+                    m.study.name,
+                    count(cases.len(), "case", "cases"),
+                    count(m.variants.len(), "variant", "variants")
+                );
+                for note in &m.notes {
+                    outln!("  note: {note}");
+                }
+                if verbose && m.custom.is_some() {
+                    outln!("  {}", crate::device::headers::cuda_headers().describe());
+                }
+            }
             Err(NotPlanned::Error(e)) => {
                 errln!("{e}\n");
                 failed = true;

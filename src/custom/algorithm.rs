@@ -376,10 +376,18 @@ impl BoundCase for CustomCase<'_> {
             .find(|(_, k)| k.name == kernel)
             .ok_or_else(|| crate::algos::unknown(&self.algorithm.spec, "kernel", kernel))?;
         let planned = schedule::plan(program, &format!("custom.kernel[{index}]"), &self.params)
-            .map_err(|e| anyhow!("{e}"))?;
+            .map_err(|e| match e.unrunnable {
+                true => anyhow::Error::new(crate::algos::Unrunnable(e.message)),
+                false => anyhow!("{e}"),
+            })?;
         let scratch = (def.buffers.iter().zip(&self.buffers))
             .filter(|(d, _)| d.role == Role::Scratch)
             .map(|(d, (dtype, len))| (d.name.clone(), *dtype, *len));
+        for b in &def.buffers {
+            if let Some(symbol) = &b.constant {
+                gpu.fill_constant(symbol, io.input(&b.name)?)?;
+            }
+        }
         Ok(Box::new(super::launch::CustomLauncher::new(
             gpu, io, scratch, planned,
         )?))
@@ -387,6 +395,15 @@ impl BoundCase for CustomCase<'_> {
 
     fn kernel_file(&self, kernel: &str) -> Option<Result<KernelFile>> {
         Some(self.algorithm.kernel_file(&self.params, kernel))
+    }
+
+    fn unrunnable(&self, kernel: &str) -> Option<String> {
+        let def = &self.algorithm.def;
+        let (index, program) = def.kernels.iter().enumerate().find(|(_, k)| k.name == kernel)?;
+        match schedule::plan(program, &format!("custom.kernel[{index}]"), &self.params) {
+            Err(e) if e.unrunnable => Some(format!("kernel `{kernel}`: {}", e.message)),
+            _ => None,
+        }
     }
 
     fn reference_kernel(&self) -> Option<&str> {

@@ -182,6 +182,9 @@ pub struct BufferDecl {
     /// Outputs: what they are checked against, and within what.
     pub expected: Option<Expected>,
     pub tolerance: Option<ToleranceDecl>,
+    /// The `__constant__` variable an input fills before the runs (`d_filter`).
+    #[serde(default)]
+    pub constant: Option<String>,
 }
 
 /// An output's tolerance as the manifest gives it: relative and absolute, and a relative part in

@@ -9,6 +9,7 @@
 use anyhow::{anyhow, Result};
 
 use super::schedule::{PlannedArg, PlannedLaunch};
+use crate::algos::Unrunnable;
 use crate::device::{Arg, DeviceBuf, DeviceIo, Dims, Gpu, Kernel, Launcher};
 use crate::vocab::DType;
 
@@ -46,6 +47,7 @@ impl<'a> CustomLauncher<'a> {
         let mut launches = Vec::new();
         for launch in planned {
             let kernel = gpu.kernel(&launch.kernel)?;
+            runnable(&kernel, launch.dims, gpu.shared_optin_bytes())?;
             if launch.dims.shared_bytes > 48 * 1024 {
                 kernel.allow_dynamic_shared(launch.dims.shared_bytes)?;
             }
@@ -65,6 +67,33 @@ impl<'a> CustomLauncher<'a> {
     }
 }
 
+/// Whether this GPU can run `kernel` with `dims`: a block within what its registers allow, and
+/// its static and dynamic shared memory within the device's. `Err(Unrunnable)` skips the case.
+fn runnable(kernel: &Kernel, dims: Dims, shared_optin_bytes: u32) -> Result<()> {
+    let (x, y, z) = dims.block;
+    let threads = x * y * z;
+    let most = kernel.max_threads_per_block()?;
+    if threads > most {
+        let registers = kernel.registers()?;
+        return Err(Unrunnable(format!(
+            "kernel `{}` runs at most {most} threads a block on this GPU ({registers} registers a thread); the launch asks for {threads}",
+            kernel.name()
+        ))
+        .into());
+    }
+    let shared = kernel.static_shared_bytes()? as u64 + dims.shared_bytes as u64;
+    if shared > shared_optin_bytes as u64 {
+        return Err(Unrunnable(format!(
+            "kernel `{}` needs {shared} bytes of shared memory a block ({} static, {} dynamic); this GPU gives a block at most {shared_optin_bytes}",
+            kernel.name(),
+            shared - dims.shared_bytes as u64,
+            dims.shared_bytes
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 impl Launcher for CustomLauncher<'_> {
     fn launch(&mut self) -> Result<()> {
         for (kernel, dims, args) in &self.launches {
@@ -74,7 +103,15 @@ impl Launcher for CustomLauncher<'_> {
             // the kernel stays within the buffers is the user's declaration, which kbench cannot
             // prove: checking the list against the kernel's PTX parameters, and the guard
             // zones around the buffers (`check_guards`), are separate checks.
-            unsafe { kernel.launch(*dims, args)? };
+            unsafe { kernel.launch(*dims, args) }.map_err(|e| {
+                // What `runnable` could not foresee (the driver's own accounting) skips the case
+                // as well.
+                let text = format!("{e:#}");
+                match text.contains("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES") {
+                    true => Unrunnable(text).into(),
+                    false => e,
+                }
+            })?;
         }
         Ok(())
     }

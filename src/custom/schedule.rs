@@ -2,7 +2,8 @@
 //! with no GPU: each launch's kernel, grid, block, shared bytes and arguments (buffers by name,
 //! scalars by value), the repeated launches unrolled into their passes. The launcher (`launch`)
 //! maps the names to device buffers; the manifest's check runs the same code over the grid, so
-//! a grid of 0 or a block above 1024 is refused at its line before anything runs.
+//! a grid of 0 is refused at its line before anything runs, and a point whose block or grid no
+//! GPU can run (1200 threads) is counted, and skipped when the study runs.
 
 use crate::device::{Arg, Dims};
 use crate::expr::{Expr, ExprError, Value};
@@ -17,6 +18,9 @@ pub struct DefError {
     pub key: String,
     pub offset: usize,
     pub message: String,
+    /// The expression is sound, and asks for what no GPU can run (a block of 1200 threads): the
+    /// point is skipped, not the manifest refused.
+    pub unrunnable: bool,
 }
 
 impl std::fmt::Display for DefError {
@@ -37,6 +41,7 @@ pub fn eval(
         key: key.to_string(),
         offset: e.offset,
         message: e.message,
+        unrunnable: false,
     };
     Expr::parse(text).map_err(at)?.eval(names).map_err(at)
 }
@@ -53,6 +58,7 @@ pub fn eval_count(
         key: key.to_string(),
         offset,
         message,
+        unrunnable: false,
     };
     let expr = Expr::parse(text).map_err(|e| fail(e.offset, e.message))?;
     let count = expr
@@ -103,6 +109,9 @@ pub struct PlannedLaunch {
 pub const MAX_PASSES: usize = 64;
 /// Threads per block, at most (every CUDA device kbench runs on).
 pub const MAX_BLOCK_THREADS: u64 = 1024;
+/// A block's and a grid's largest x, y and z (every CUDA device kbench runs on).
+const MAX_BLOCK: [u64; 3] = [1024, 1024, 64];
+const MAX_GRID: [u64; 3] = [i32::MAX as u64, 65535, 65535];
 
 /// The launches of `program` at `params`; `key` is the program's key (`kernel[0]`).
 pub fn plan(program: &Program, key: &str, params: &Params) -> Result<Vec<PlannedLaunch>, DefError> {
@@ -153,6 +162,7 @@ fn plan_repeat(
                     key: format!("{rkey}.while"),
                     offset: 0,
                     message: format!("`while` must be a condition such as `len > 1`, not {other}"),
+                    unrunnable: false,
                 })
             }
         };
@@ -168,6 +178,7 @@ fn plan_repeat(
                     crate::vocab::describe_params(params),
                     repeat.var
                 ),
+                unrunnable: false,
             });
         }
         value = next;
@@ -212,44 +223,52 @@ fn plan_one(
         Some(p) if p.var == name => Some(p.value.clone()),
         _ => params.get(name).map(param_value),
     };
-    let dims3 =
-        |exprs: &[String], field: &str, max: [u64; 3]| -> Result<(u32, u32, u32), DefError> {
-            let mut v = [1u32; 3];
-            for (i, text) in exprs.iter().enumerate() {
-                let k = if exprs.len() == 1 {
-                    format!("{key}.{field}")
-                } else {
-                    format!("{key}.{field}[{i}]")
-                };
-                let n = eval_count(text, &k, field, max[i], &names)?;
-                if n == 0 {
-                    return Err(DefError {
-                        key: k,
-                        offset: 0,
-                        message: format!(
-                            "{field} is 0 at {}: a launch needs at least 1 (use max(1, ...))",
-                            crate::vocab::describe_params(params)
-                        ),
-                    });
-                }
-                v[i] = n as u32;
+    // Each dimension as a count that fits the launch's 32 bits; the GPU's own limits after.
+    let dims3 = |exprs: &[String], field: &str, max: [u64; 3]| -> Result<[u32; 3], DefError> {
+        let mut v = [1u32; 3];
+        for (i, text) in exprs.iter().enumerate() {
+            let k = if exprs.len() == 1 {
+                format!("{key}.{field}")
+            } else {
+                format!("{key}.{field}[{i}]")
+            };
+            let n = eval_count(text, &k, field, u32::MAX as u64, &names)?;
+            if n == 0 {
+                return Err(DefError {
+                    key: k,
+                    offset: 0,
+                    message: format!(
+                        "{field} is 0 at {}: a launch needs at least 1 (use max(1, ...))",
+                        crate::vocab::describe_params(params)
+                    ),
+                    unrunnable: false,
+                });
             }
-            Ok((v[0], v[1], v[2]))
-        };
-    let grid = dims3(&launch.grid, "grid", [i32::MAX as u64, 65535, 65535])?;
-    let block = dims3(
-        &launch.block,
-        "block",
-        [MAX_BLOCK_THREADS, MAX_BLOCK_THREADS, 64],
-    )?;
-    let threads = block.0 as u64 * block.1 as u64 * block.2 as u64;
+            if n > max[i] {
+                let axis = ["x", "y", "z"][i];
+                return Err(DefError {
+                    key: k,
+                    offset: 0,
+                    message: format!("the {field}'s {axis} is {n}, above the {} a GPU takes", max[i]),
+                    unrunnable: true,
+                });
+            }
+            v[i] = n as u32;
+        }
+        Ok(v)
+    };
+    let [gx, gy, gz] = dims3(&launch.grid, "grid", MAX_GRID)?;
+    let [bx, by, bz] = dims3(&launch.block, "block", MAX_BLOCK)?;
+    let threads = bx as u64 * by as u64 * bz as u64;
     if threads > MAX_BLOCK_THREADS {
         return Err(DefError {
             key: format!("{key}.block"),
             offset: 0,
-            message: format!("the block has {threads} threads, above {MAX_BLOCK_THREADS}"),
+            message: format!("the block has {threads} threads, above the {MAX_BLOCK_THREADS} a GPU runs"),
+            unrunnable: true,
         });
     }
+    let (grid, block) = ((gx, gy, gz), (bx, by, bz));
     let shared_bytes = eval_count(
         &launch.shared_bytes,
         &format!("{key}.shared_bytes"),
@@ -272,6 +291,7 @@ fn plan_one(
                     key: akey,
                     offset: 0,
                     message,
+                    unrunnable: false,
                 })?)
             }
         });

@@ -691,6 +691,27 @@ impl<'a> Gpu<'a> {
         self.device.alloc(dtype, len)
     }
 
+    /// Copies `from` into the module's `__constant__` variable `symbol` (queued on the stream,
+    /// before the runs that read it). A buffer larger than the variable is refused.
+    pub fn fill_constant(&self, symbol: &str, from: &DeviceBuf) -> Result<()> {
+        let variable = (self.module.cuda)
+            .get_global(symbol, &self.device.stream)
+            .map_err(|e| {
+                anyhow!("the sources have no __constant__ variable `{symbol}`: {}", driver_error(e))
+            })?;
+        let (address, size_bytes) = (variable.device_ptr(&self.device.stream).0, variable.len());
+        let bytes = from.len() * from.dtype().size_bytes() as usize;
+        if bytes > size_bytes {
+            bail!("`{symbol}` holds {size_bytes} bytes, and its buffer has {bytes}");
+        }
+        // SAFETY: both addresses are live device allocations of at least `bytes` bytes (the
+        // buffer's region, guard zones excluded, and the variable, checked above).
+        unsafe {
+            driver_result::memcpy_dtod_async(address, from.ptr, bytes, self.device.stream.cu_stream())
+        }
+        .map_err(driver_error)
+    }
+
     pub fn sm_count(&self) -> u32 {
         self.device.fingerprint.sm_count
     }
@@ -875,6 +896,17 @@ pub struct Kernel {
 impl Kernel {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The most threads a block of this kernel can have: 1024, or fewer where its registers (or
+    /// its `__launch_bounds__`) allow fewer.
+    pub fn max_threads_per_block(&self) -> Result<u32> {
+        Ok(self.function.max_threads_per_block().map_err(driver_error)? as u32)
+    }
+
+    /// The registers each thread of the kernel uses.
+    pub fn registers(&self) -> Result<u32> {
+        Ok(self.function.num_regs().map_err(driver_error)? as u32)
     }
 
     /// The kernel's static shared memory.

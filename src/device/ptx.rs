@@ -182,6 +182,32 @@ fn describe_type(param: &PtxParam) -> String {
     }
 }
 
+/// The module's `__constant__` variables, with their sizes in bytes (`.const .align 4 .b8
+/// d_filter[4356];` -> `d_filter`, 4356): what a custom study's `constant` buffers fill.
+pub fn constants(ptx: &str) -> Vec<(String, u64)> {
+    let text = strip_comments(ptx);
+    let mut out = Vec::new();
+    for statement in text.split(';') {
+        let words: Vec<&str> = statement.split_whitespace().collect();
+        if words.first() != Some(&".const") {
+            continue;
+        }
+        // `.const [.align N] .type name[count]` (an initialiser, ` = {...}`, may follow).
+        let Some(declared) = words.iter().position(|w| *w == "=").map_or(words.last(), |i| {
+            i.checked_sub(1).and_then(|j| words.get(j))
+        }) else {
+            continue;
+        };
+        let Some(ptx_type) = words.iter().find(|w| type_size_bytes(w).is_some()) else {
+            continue;
+        };
+        if let (Ok((name, count)), Some(size)) = (split_array(declared), type_size_bytes(ptx_type)) {
+            out.push((name.to_string(), count.saturating_mul(size)));
+        }
+    }
+    out
+}
+
 /// The size of a PTX scalar type, `None` for one a kernel parameter cannot have.
 fn type_size_bytes(ptx_type: &str) -> Option<u64> {
     Some(match ptx_type {
@@ -377,6 +403,23 @@ impl fmt::Display for PtxEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn constant_variables_are_read_with_their_sizes() {
+        let ptx = "// a comment .const .b8 nope[3];\n.const .align 4 .b8 d_filter[4356];\n\
+                   .const .align 8 .f64 one;\n.const .align 4 .b8 _ZN2ns5innerE[16];\n\
+                   .const .align 4 .u32 table[2][3] = {1, 2, 3, 4, 5, 6};\n\
+                   .global .align 4 .b8 g[8];\n";
+        assert_eq!(
+            constants(ptx),
+            [
+                ("d_filter".to_string(), 4356),
+                ("one".to_string(), 8),
+                ("_ZN2ns5innerE".to_string(), 16),
+                ("table".to_string(), 24),
+            ]
+        );
+    }
 
     /// The kernels behind `NVRTC_PTX`, compiled again by the ignored test below.
     const KERNELS: &str = r#"

@@ -162,6 +162,10 @@ struct RawBuffer {
     /// relative tolerance in units of the element type's epsilon).
     #[schemars(with = "Option<serde_json::Value>")]
     tolerance: Option<Spanned<toml::Value>>,
+    /// An input's `__constant__` variable: its contents are copied there before the runs,
+    /// outside the timing (Kernel Tuner's `cmem_args`).
+    #[schemars(with = "Option<String>")]
+    constant: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -731,6 +735,21 @@ impl Validator<'_> {
                 Some(t) => Some(self.tolerance(t, &key("tolerance"))?),
                 None => None,
             };
+            let constant = match &b.constant {
+                Some(c) if role != Role::Input => {
+                    return Err(self.error(c.span(), key("constant"), format!("`constant` fills a __constant__ variable from an input; `{name}` is {}", b.role.get_ref())))
+                }
+                Some(c) if !is_identifier(c.get_ref()) => {
+                    return Err(self.error(c.span(), key("constant"), format!("`{}` is not a __constant__ variable's name (letters, digits and `_`, declared at the sources' file scope)", printable(c.get_ref()))))
+                }
+                Some(c) => Some(c.get_ref().clone()),
+                None => None,
+            };
+            if let Some(symbol) = &constant {
+                if let Some(other) = buffers.iter().find(|x| x.constant.as_ref() == Some(symbol)) {
+                    return Err(self.error(b.constant.as_ref().map_or(0..0, |c| c.span()), key("constant"), format!("buffer `{}` fills `{symbol}` already", other.name)));
+                }
+            }
             buffers.push(BufferDecl {
                 name: name.clone(),
                 elem,
@@ -739,6 +758,7 @@ impl Validator<'_> {
                 init,
                 expected,
                 tolerance,
+                constant,
             });
         }
         if !buffers.iter().any(|b| b.role.is_output()) {
@@ -1238,7 +1258,7 @@ impl Validator<'_> {
         zip: &[Vec<String>],
         filter: Option<&WhereExpr>,
         variants: &[Variant],
-    ) -> Result<(), ManifestError> {
+    ) -> Result<Vec<String>, ManifestError> {
         let at = |e: DefError, point: &crate::vocab::Params| {
             let mut key = e.key.clone();
             let span = loop {
@@ -1261,6 +1281,9 @@ impl Validator<'_> {
             )
         };
         let mut checked = 0;
+        // Per kernel sequence: the points it cannot run, the points checked, the first fault.
+        let mut unrunnable: Vec<(usize, usize, Option<(DefError, crate::vocab::Params)>)> =
+            def.kernels.iter().map(|_| (0, 0, None)).collect();
         for point in grid_points(axes, zip) {
             if let Some(filter) = filter {
                 if !filter.matches(&point).unwrap_or(false) {
@@ -1299,12 +1322,35 @@ impl Validator<'_> {
                 if let Some((k, program)) =
                     def.kernels.iter().enumerate().find(|(_, p)| p.name == name)
                 {
-                    schedule::plan(program, &format!("custom.kernel[{k}]"), &point)
-                        .map_err(|e| at(e, &point))?;
+                    let count = &mut unrunnable[k];
+                    count.1 += 1;
+                    match schedule::plan(program, &format!("custom.kernel[{k}]"), &point) {
+                        Ok(_) => {}
+                        Err(e) if e.unrunnable => {
+                            count.0 += 1;
+                            count.2.get_or_insert((e, point.clone()));
+                        }
+                        Err(e) => return Err(at(e, &point)),
+                    }
                 }
             }
         }
-        Ok(())
+        // Points no GPU can run are skipped when the study runs; a kernel no point of the grid
+        // can run is a mistake.
+        let mut notes = Vec::new();
+        for (k, (skipped, of, first)) in unrunnable.into_iter().enumerate() {
+            let Some((e, point)) = first else { continue };
+            if skipped == of {
+                return Err(at(e, &point));
+            }
+            notes.push(format!(
+                "{skipped} of {of} grid points cannot run kernel `{}` and will be skipped: {} (first at {})",
+                def.kernels[k].name,
+                e.message,
+                crate::vocab::describe_params(&point)
+            ));
+        }
+        Ok(notes)
     }
 }
 
@@ -1407,6 +1453,7 @@ pub fn check_kernel_params(m: &super::Manifest) -> Result<(), ManifestError> {
     for (file, point, k) in v.define_sets(def, m)? {
         let compiled = v.compile_entries(&raw, &file, &point)?;
         v.check_launches(&raw, k, &def.kernels[k], &compiled, &point)?;
+        v.check_constants(&raw, def, &compiled.0.ptx, &point)?;
     }
     Ok(())
 }
@@ -1512,6 +1559,39 @@ impl Validator<'_> {
         })?;
         let entries = crate::device::ptx::entries(&compiled.ptx).map_err(|e| fail(e.to_string()))?;
         Ok((compiled, entries))
+    }
+
+    /// Each `constant` buffer names a `__constant__` variable of the compiled sources, and fits it
+    /// at `point`.
+    fn check_constants(
+        &self,
+        raw: &RawCustom,
+        def: &CustomDef,
+        ptx: &str,
+        point: &crate::vocab::Params,
+    ) -> Result<(), ManifestError> {
+        let variables = crate::device::ptx::constants(ptx);
+        let names = |name: &str| point.get(name).map(schedule::param_value);
+        for (i, b) in def.buffers.iter().enumerate() {
+            let Some(symbol) = &b.constant else { continue };
+            let span = raw.buffer[i].get_ref().constant.as_ref().map_or(0..0, |c| c.span());
+            let key = format!("custom.buffer[{i}].constant");
+            let at = crate::vocab::describe_params(point);
+            let Some((_, size_bytes)) = variables.iter().find(|(name, _)| name == symbol) else {
+                let declared: Vec<&str> = variables.iter().map(|(n, _)| n.as_str()).collect();
+                return Err(self.error(span, key, format!("the sources declare no __constant__ variable `{symbol}` at file scope (they declare: {}) (at {at})", if declared.is_empty() { "none".into() } else { declared.join(", ") })));
+            };
+            let elem = match b.elem {
+                ElemType::Fixed(d) => Some(d),
+                ElemType::FromDtype => crate::custom::schedule::case_dtype(point),
+            };
+            let length = schedule::eval_count(&b.length, &key, "the length", u64::MAX, &names).unwrap_or(0);
+            let bytes = length.saturating_mul(elem.map_or(0, DType::size_bytes));
+            if bytes > *size_bytes {
+                return Err(self.error(span, key, format!("buffer `{}` has {bytes} bytes, and `{symbol}` holds {size_bytes} (at {at})", b.name)));
+            }
+        }
+        Ok(())
     }
 
     /// Each launch of `program` (the `k`th kernel sequence) against the kernels in `entries`:

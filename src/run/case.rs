@@ -235,6 +235,12 @@ fn measure_case(
 
     on_stage(CaseStage::Measuring);
     let deadline = Deadline::after(settings.measure.timeout_s);
+    if variant.backend == Backend::Cuda {
+        let kernels = std::iter::once(variant.implementation.as_str()).chain(bound.reference_kernel());
+        if let Some(why) = kernels.filter_map(|k| bound.unrunnable(k)).next() {
+            return Err(CaseError::Skip(why));
+        }
+    }
     fits(&*executor, &job)?;
     let mut data = prepare(&job, study, result)?;
     if let Some(reference) = bound.reference_kernel() {

@@ -29,7 +29,18 @@ pub enum CaseError {
     #[error("skipped: {0}")]
     Skip(String),
     #[error(transparent)]
-    Fail(#[from] anyhow::Error),
+    Fail(anyhow::Error),
+}
+
+/// An error is a failure, unless it says the GPU cannot run the case as declared
+/// (`algos::Unrunnable`): that case is skipped.
+impl From<anyhow::Error> for CaseError {
+    fn from(e: anyhow::Error) -> CaseError {
+        match e.downcast_ref::<crate::algos::Unrunnable>() {
+            Some(why) => CaseError::Skip(why.0.clone()),
+            None => CaseError::Fail(e),
+        }
+    }
 }
 
 /// One case as an executor sees it: the bound case and what its variant and study say about

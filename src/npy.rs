@@ -33,6 +33,51 @@ pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, St
     Ok(read!(I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64, F16 half::f16, F32 f32, F64 f64))
 }
 
+/// A `.npy` file's header alone: its element type as NumPy writes it (`<f4`) and its element
+/// count (the shape's product; a product that overflows is refused).
+pub fn header(path: &Path) -> Result<(String, u64), String> {
+    let file = crate::input_file::open_regular_file(path, "a .npy file")
+        .map_err(|e| format!("cannot be read: {}", e.reason))?;
+    let npy = npyz::NpyFile::new(std::io::BufReader::new(file))
+        .map_err(|e| format!("is not a .npy file: {e}"))?;
+    let count = (npy.shape().iter())
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .ok_or("has a shape whose element count overflows 64 bits")?;
+    Ok((npy.dtype().descr(), count))
+}
+
+/// Whether a file of NumPy element type `descr` (`<f4`, `|u1`) holds `dtype` values as
+/// `read_as` reads them; `Err` says what it holds instead.
+pub fn holds(descr: &str, dtype: DType, path: &Path) -> Result<(), String> {
+    let kind_size = descr.trim_start_matches(['<', '>', '|', '=']);
+    let wanted: &[&str] = match dtype {
+        DType::I8 => &["i1"],
+        DType::U8 => &["u1"],
+        DType::I16 => &["i2"],
+        DType::U16 => &["u2"],
+        DType::I32 => &["i4"],
+        DType::U32 => &["u4"],
+        DType::I64 => &["i8"],
+        DType::U64 => &["u8"],
+        DType::F16 => &["f2"],
+        DType::BF16 => {
+            let as_bits = (path.file_name().and_then(|n| n.to_str()))
+                .is_some_and(|n| n.ends_with(BF16_BITS_SUFFIX));
+            if as_bits { &["u2"] } else { &["f4"] }
+        }
+        DType::F32 => &["f4"],
+        DType::F64 => &["f8"],
+    };
+    if wanted.contains(&kind_size) {
+        return Ok(());
+    }
+    let hint = match dtype {
+        DType::BF16 => format!(" (bf16 is read from float32 values, or from their uint16 bit patterns in a file named `*{BF16_BITS_SUFFIX}`)"),
+        _ => String::new(),
+    };
+    Err(format!("holds `{descr}` values, and the buffer is {dtype}{hint}"))
+}
+
 /// The file name suffix that marks a uint16 `.npy` file as bfloat16 bit patterns.
 pub const BF16_BITS_SUFFIX: &str = ".bf16.npy";
 

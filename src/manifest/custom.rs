@@ -696,6 +696,7 @@ impl Validator<'_> {
                     ))
                 }
                 Some(v) => {
+                    spans.exprs.insert(key("init"), v.span());
                     let init = self.init(v, &key("init"), dir)?;
                     for dtype in elem_types(elem, axis_dtypes) {
                         init_fits(&init, dtype)
@@ -726,7 +727,10 @@ impl Validator<'_> {
                 Some(e) if !role.is_output() => return Err(not_output("expected", e.span())),
                 Some(e) if e.get_ref() == "reference" => Some(Expected::Reference),
                 Some(e) if e.get_ref() == "command" => Some(Expected::Command),
-                Some(e) => Some(Expected::Npy(self.npy_file(e, &key("expected"), dir)?)),
+                Some(e) => {
+                    spans.exprs.insert(key("expected"), e.span());
+                    Some(Expected::Npy(self.npy_file(e, &key("expected"), dir)?))
+                }
                 None if role.is_output() => Some(default_expected.clone()),
                 None => None,
             };
@@ -1247,6 +1251,41 @@ impl Validator<'_> {
         self.key_span(&Spanned::new(span, toml::Value::Boolean(true)))
     }
 
+    /// Each `.npy` file a buffer is filled from or checked against, read once (its header alone):
+    /// its element type must be the buffer's (every type the buffer may have), and its element
+    /// count is returned, with the buffer's index, the key and the path, for `check_over_grid`
+    /// to compare with the buffer's length at each point.
+    fn npy_headers(
+        &self,
+        def: &CustomDef,
+        spans: &CustomSpans,
+    ) -> Result<Vec<(usize, String, u64, PathBuf)>, ManifestError> {
+        let dtypes: Option<Vec<DType>> = def.axes.iter().find_map(|a| match &a.kind {
+            AxisKindDecl::Dtype(types) => Some(types.clone()),
+            _ => None,
+        });
+        let mut files = Vec::new();
+        for (i, b) in def.buffers.iter().enumerate() {
+            let (key, path, typed) = match (&b.init, &b.expected) {
+                (Init::Npy(path), _) if b.role.is_input() => (format!("custom.buffer[{i}].init"), path, true),
+                // An expected file may hold any numeric type: it is compared as float64.
+                (_, Some(Expected::Npy(path))) => (format!("custom.buffer[{i}].expected"), path, false),
+                _ => continue,
+            };
+            let span = spans.exprs.get(&key).cloned().unwrap_or(spans.table.clone());
+            let (descr, count) = crate::npy::header(path)
+                .map_err(|m| self.error(span.clone(), key.clone(), format!("{} {m}", path.display())))?;
+            if typed {
+                for dtype in elem_types(b.elem, dtypes.as_deref()) {
+                    crate::npy::holds(&descr, dtype, path)
+                        .map_err(|m| self.error(span.clone(), key.clone(), format!("{} {m}", path.display())))?;
+                }
+            }
+            files.push((i, key, count, path.clone()));
+        }
+        Ok(files)
+    }
+
     /// Evaluates every length, define, work count and launch of the study's variants at each
     /// grid point (the first `MAX_CHECKED_POINTS` the filter keeps): a mistake that shows only
     /// at some sizes is refused here, at its expression, with the point.
@@ -1284,6 +1323,7 @@ impl Validator<'_> {
         // Per kernel sequence: the points it cannot run, the points checked, the first fault.
         let mut unrunnable: Vec<(usize, usize, Option<(DefError, crate::vocab::Params)>)> =
             def.kernels.iter().map(|_| (0, 0, None)).collect();
+        let npy_files = self.npy_headers(def, spans)?;
         for point in grid_points(axes, zip) {
             if let Some(filter) = filter {
                 if !filter.matches(&point).unwrap_or(false) {
@@ -1304,6 +1344,14 @@ impl Validator<'_> {
                     &names,
                 )
                 .map_err(|e| at(e, &point))?;
+            }
+            for (i, key, count, path) in &npy_files {
+                let length = schedule::eval_count(&def.buffers[*i].length, key, "the length", u64::MAX, &names)
+                    .map_err(|e| at(e, &point))?;
+                if length != *count {
+                    let message = format!("{} holds {count} elements, and buffer `{}` has {length}", path.display(), def.buffers[*i].name);
+                    return Err(at(DefError { key: key.clone(), offset: 0, message, unrunnable: false }, &point));
+                }
             }
             for (name, text) in &def.defines {
                 if let Some(e) =

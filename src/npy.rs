@@ -38,12 +38,17 @@ pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, St
 pub fn header(path: &Path) -> Result<(String, u64), String> {
     let file = crate::input_file::open_regular_file(path, "a .npy file")
         .map_err(|e| format!("cannot be read: {}", e.reason))?;
-    let npy = npyz::NpyFile::new(std::io::BufReader::new(file))
+    // The header is at most 64 KiB by NumPy's format (version 1); the rest is not read.
+    let mut head = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(&file, 1 << 16), &mut head)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    refuse_overflowing_shape(&head)?;
+    let npy = npyz::NpyFile::new(std::io::Cursor::new(head))
         .map_err(|e| format!("is not a .npy file: {e}"))?;
     let count = (npy.shape().iter())
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
         .ok_or("has a shape whose element count overflows 64 bits")?;
-    Ok((npy.dtype().descr(), count))
+    Ok((npy.dtype().descr().trim_matches('\'').to_string(), count))
 }
 
 /// Whether a file of NumPy element type `descr` (`<f4`, `|u1`) holds `dtype` values as
@@ -191,7 +196,27 @@ fn fortran_to_c_order<T: Copy>(values: &[T], shape: &[u64]) -> Vec<T> {
 fn open(path: &Path, max_bytes: u64) -> Result<npyz::NpyFile<std::io::Cursor<Vec<u8>>>, String> {
     let bytes = crate::input_file::read_regular_file(path, "a .npy file", max_bytes)
         .map_err(|e| format!("cannot be read: {}", e.reason))?;
+    refuse_overflowing_shape(&bytes)?;
     npyz::NpyFile::new(std::io::Cursor::new(bytes)).map_err(|e| format!("is not a .npy file: {e}"))
+}
+
+/// npyz multiplies the header's shape out without a check (and panics where it overflows):
+/// the shape is read here first, from the header's text, and a product past 64 bits refused.
+fn refuse_overflowing_shape(bytes: &[u8]) -> Result<(), String> {
+    // The header's text follows the magic, the version and its length (2 or 4 bytes).
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(1 << 16)]);
+    let Some(after) = text.split("'shape'").nth(1) else {
+        return Ok(());
+    };
+    let tuple = after.split('(').nth(1).and_then(|t| t.split(')').next()).unwrap_or("");
+    let mut product: u64 = 1;
+    for dimension in tuple.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let d: u64 = dimension.parse().map_err(|_| format!("is not a .npy file: its shape holds `{dimension}`"))?;
+        product = product
+            .checked_mul(d)
+            .ok_or("has a shape whose element count overflows 64 bits")?;
+    }
+    Ok(())
 }
 
 /// How a file's values are laid out: its shape, and whether column-major.

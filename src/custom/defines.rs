@@ -25,56 +25,38 @@ pub struct Made {
     pub from: String,
 }
 
-/// kbench's defines for `axes`; `Err((axis, message))` where two would share a name.
-pub fn made_by_kbench(axes: &[AxisDecl]) -> Result<Vec<Made>, (usize, String)> {
+/// kbench's defines for `axes`. An axis named like one of the others (`BLOCK`, `block_size_x`,
+/// `T`) is that define: kbench does not make it a second time.
+pub fn made_by_kbench(axes: &[AxisDecl]) -> Vec<Made> {
     let mut made: Vec<Made> = Vec::new();
-    let mut push = |made_one: Made| -> Result<(), (usize, String)> {
-        if let Some(other) = made.iter().find(|m| m.name == made_one.name) {
-            return Err((
-                made_one.axis,
-                format!(
-                    "`{}` would be defined twice: from {} and from {}; rename one of the axes",
-                    made_one.name, other.from, made_one.from
-                ),
-            ));
-        }
-        made.push(made_one);
-        Ok(())
-    };
     for (i, axis) in axes.iter().enumerate() {
         if axis.kind != AxisKindDecl::Size {
-            push(Made {
+            made.push(Made {
                 name: axis.name.clone(),
                 expr: axis.name.clone(),
                 axis: i,
                 from: format!("the axis `{}`", axis.name),
-            })?;
+            });
         }
     }
-    let named = |kind: &AxisKindDecl| axes.iter().position(|a| &a.kind == kind);
     let is_axis = |name: &str| axes.iter().any(|a| a.name == name);
-    if let Some(i) = named(&AxisKindDecl::Block) {
-        let block = &axes[i].name;
-        for (name, expr) in [("BLOCK", block.as_str()), ("block_size_x", block.as_str())] {
-            if !is_axis(name) {
-                let from = format!("the block axis `{block}`");
-                push(Made { name: name.into(), expr: expr.into(), axis: i, from })?;
-            }
+    let mut derived = |name: &str, expr: &str, axis: usize, from: String| {
+        if !is_axis(name) {
+            made.push(Made { name: name.into(), expr: expr.into(), axis, from });
         }
+    };
+    if let Some(i) = axes.iter().position(|a| a.kind == AxisKindDecl::Block) {
+        let block = &axes[i].name;
+        derived("BLOCK", block, i, format!("the block axis `{block}`"));
+        derived("block_size_x", block, i, format!("the block axis `{block}`"));
         for name in ["block_size_y", "block_size_z"] {
-            if !is_axis(name) {
-                let from = format!("the block axis `{block}` (1 beside it)");
-                push(Made { name: name.into(), expr: "1".into(), axis: i, from })?;
-            }
+            derived(name, "1", i, format!("the block axis `{block}` (1 beside it)"));
         }
     }
     if let Some(i) = axes.iter().position(|a| matches!(a.kind, AxisKindDecl::Dtype(_))) {
-        if !is_axis("T") {
-            let from = format!("the dtype axis `{}`", axes[i].name);
-            push(Made { name: "T".into(), expr: axes[i].name.clone(), axis: i, from })?;
-        }
+        derived("T", &axes[i].name, i, format!("the dtype axis `{}`", axes[i].name));
     }
-    Ok(made)
+    made
 }
 
 /// A define's value as C text: a dtype's C type, an integer, a float that reads back exactly, a
@@ -279,7 +261,7 @@ mod tests {
             axis("tile_size_x", AxisKindDecl::Int { min: 1, max: 8 }),
             axis("dtype", AxisKindDecl::Dtype(vec![DType::BF16])),
         ];
-        let made = made_by_kbench(&axes).unwrap();
+        let made = made_by_kbench(&axes);
         let names: Vec<(&str, &str)> = made.iter().map(|m| (m.name.as_str(), m.expr.as_str())).collect();
         assert_eq!(
             names,
@@ -297,21 +279,19 @@ mod tests {
     }
 
     #[test]
-    fn an_axis_named_like_a_define_kbench_makes_is_a_clash_and_a_block_size_axis_is_not() {
-        let axes = [
-            axis("block", AxisKindDecl::Block),
-            axis("BLOCK", AxisKindDecl::Int { min: 1, max: 8 }),
-        ];
-        let (at, message) = made_by_kbench(&axes).unwrap_err();
-        assert_eq!(at, 0);
-        assert!(message.contains("`BLOCK` would be defined twice"), "{message}");
-        // An axis named block_size_x is that define: the block axis does not make it again.
+    fn an_axis_named_like_a_define_kbench_makes_is_that_define() {
         let axes = [
             axis("block", AxisKindDecl::Block),
             axis("block_size_x", AxisKindDecl::Int { min: 1, max: 1024 }),
+            axis("T", AxisKindDecl::Int { min: 1, max: 8 }),
+            axis("dtype", AxisKindDecl::Dtype(vec![DType::F32])),
         ];
-        let made = made_by_kbench(&axes).unwrap();
-        assert_eq!(made.iter().filter(|m| m.name == "block_size_x").count(), 1);
+        let made = made_by_kbench(&axes);
+        for name in ["block_size_x", "T"] {
+            let of_name: Vec<&Made> = made.iter().filter(|m| m.name == name).collect();
+            assert_eq!(of_name.len(), 1, "{name}");
+            assert_eq!(of_name[0].expr, name, "{name}: the axis's own value");
+        }
     }
 
     #[test]

@@ -401,8 +401,8 @@ impl Validator<'_> {
 
     /// kbench's defines (`custom::defines::made_by_kbench`) and the manifest's, in that order,
     /// and the names `undefine` leaves out. A clash is refused: a manifest define named like an
-    /// axis (already a define of its own name), two axes that make one name, a name `undefine`
-    /// does not know, and a define the sources also declare as a template parameter.
+    /// axis (already a define of its own name), a name `undefine` does not know, and a define
+    /// the sources also declare as a template parameter.
     fn custom_defines(
         &self,
         raw: &RawCustom,
@@ -410,10 +410,7 @@ impl Validator<'_> {
         scope: &Scope,
         spans: &mut CustomSpans,
     ) -> Result<(Vec<(String, String)>, Vec<String>), ManifestError> {
-        let axis_span = |i: usize| raw.axis.get(i).map_or(0..0, |a| a.get_ref().name.span());
-        let made = crate::custom::defines::made_by_kbench(axes).map_err(|(i, message)| {
-            self.error(axis_span(i), format!("custom.axis[{i}].name"), message)
-        })?;
+        let made = crate::custom::defines::made_by_kbench(axes);
         let mut defines: Vec<(String, String)> = Vec::new();
         for m in &made {
             if !raw.defines.contains_key(&m.name) {
@@ -696,13 +693,9 @@ impl Validator<'_> {
                     ))
                 }
                 Some(v) => {
+                    // Checked against the buffer's type at each grid point (`check_over_grid`).
                     spans.exprs.insert(key("init"), v.span());
-                    let init = self.init(v, &key("init"), dir)?;
-                    for dtype in elem_types(elem, axis_dtypes) {
-                        init_fits(&init, dtype)
-                            .map_err(|m| self.error(v.span(), key("init"), m))?;
-                    }
-                    init
+                    self.init(v, &key("init"), dir)?
                 }
                 None => match elem {
                     // Integers: [-100, 100], within the type (u8: [0, 100]).
@@ -1251,19 +1244,13 @@ impl Validator<'_> {
         self.key_span(&Spanned::new(span, toml::Value::Boolean(true)))
     }
 
-    /// Each `.npy` file a buffer is filled from or checked against, read once (its header alone):
-    /// its element type must be the buffer's (every type the buffer may have), and its element
-    /// count is returned, with the buffer's index, the key and the path, for `check_over_grid`
-    /// to compare with the buffer's length at each point.
+    /// Each `.npy` file a buffer is filled from or checked against, read once (its header
+    /// alone), for `check_over_grid` to compare with the buffer's type and length at each point.
     fn npy_headers(
         &self,
         def: &CustomDef,
         spans: &CustomSpans,
-    ) -> Result<Vec<(usize, String, u64, PathBuf)>, ManifestError> {
-        let dtypes: Option<Vec<DType>> = def.axes.iter().find_map(|a| match &a.kind {
-            AxisKindDecl::Dtype(types) => Some(types.clone()),
-            _ => None,
-        });
+    ) -> Result<Vec<NpyHeader>, ManifestError> {
         let mut files = Vec::new();
         for (i, b) in def.buffers.iter().enumerate() {
             let (key, path, typed) = match (&b.init, &b.expected) {
@@ -1275,13 +1262,7 @@ impl Validator<'_> {
             let span = spans.exprs.get(&key).cloned().unwrap_or(spans.table.clone());
             let (descr, count) = crate::npy::header(path)
                 .map_err(|m| self.error(span.clone(), key.clone(), format!("{} {m}", path.display())))?;
-            if typed {
-                for dtype in elem_types(b.elem, dtypes.as_deref()) {
-                    crate::npy::holds(&descr, dtype, path)
-                        .map_err(|m| self.error(span.clone(), key.clone(), format!("{} {m}", path.display())))?;
-                }
-            }
-            files.push((i, key, count, path.clone()));
+            files.push(NpyHeader { buffer: i, key, descr: typed.then_some(descr), count, path: path.clone() });
         }
         Ok(files)
     }
@@ -1345,12 +1326,29 @@ impl Validator<'_> {
                 )
                 .map_err(|e| at(e, &point))?;
             }
-            for (i, key, count, path) in &npy_files {
-                let length = schedule::eval_count(&def.buffers[*i].length, key, "the length", u64::MAX, &names)
+            let dtype_at = |elem: ElemType| match elem {
+                ElemType::Fixed(d) => Some(d),
+                ElemType::FromDtype => schedule::case_dtype(&point),
+            };
+            let fault = |key: String, message: String| DefError { key, offset: 0, message, unrunnable: false };
+            for (i, b) in def.buffers.iter().enumerate().filter(|(_, b)| b.role.is_input()) {
+                if let Some(dtype) = dtype_at(b.elem) {
+                    init_fits(&b.init, dtype)
+                        .map_err(|m| at(fault(format!("custom.buffer[{i}].init"), m), &point))?;
+                }
+            }
+            for file in &npy_files {
+                let b = &def.buffers[file.buffer];
+                if let (Some(descr), Some(dtype)) = (&file.descr, dtype_at(b.elem)) {
+                    crate::npy::holds(descr, dtype, &file.path).map_err(|m| {
+                        at(fault(file.key.clone(), format!("{} {m}", file.path.display())), &point)
+                    })?;
+                }
+                let length = schedule::eval_count(&b.length, &file.key, "the length", u64::MAX, &names)
                     .map_err(|e| at(e, &point))?;
-                if length != *count {
-                    let message = format!("{} holds {count} elements, and buffer `{}` has {length}", path.display(), def.buffers[*i].name);
-                    return Err(at(DefError { key: key.clone(), offset: 0, message, unrunnable: false }, &point));
+                if length != file.count {
+                    let message = format!("{} holds {} elements, and buffer `{}` has {length}", file.path.display(), file.count, b.name);
+                    return Err(at(fault(file.key.clone(), message), &point));
                 }
             }
             for (name, text) in &def.defines {
@@ -1364,8 +1362,11 @@ impl Validator<'_> {
                 schedule::eval_count(text, key, key, u64::MAX, &names)
                     .map_err(|e| at(e, &point))?;
             }
-            let used = (variants.iter().map(|v| v.implementation.as_str()))
-                .chain(def.reference.as_deref());
+            let mut used: Vec<&str> = (variants.iter().map(|v| v.implementation.as_str()))
+                .chain(def.reference.as_deref())
+                .collect();
+            used.sort_unstable();
+            used.dedup();
             for name in used {
                 if let Some((k, program)) =
                     def.kernels.iter().enumerate().find(|(_, p)| p.name == name)
@@ -1409,12 +1410,14 @@ pub const DEFAULT_REFERENCE_TIMEOUT_S: f64 = 60.0;
 /// bounded so that `check` stays quick on a generated one.
 pub const MAX_CHECKED_POINTS: usize = 10_000;
 
-/// The types a buffer may have over the grid: its own, or each of the `dtype` axis's.
-fn elem_types(elem: ElemType, axis_dtypes: Option<&[DType]>) -> Vec<DType> {
-    match elem {
-        ElemType::Fixed(d) => vec![d],
-        ElemType::FromDtype => axis_dtypes.map(<[DType]>::to_vec).unwrap_or_default(),
-    }
+/// A `.npy` file a buffer is filled from or checked against, as its header says.
+struct NpyHeader {
+    buffer: usize,
+    key: String,
+    /// The file's element type, where the buffer's values are read as it (an input's file).
+    descr: Option<String>,
+    count: u64,
+    path: PathBuf,
 }
 
 /// Whether `init` can fill a buffer of `dtype`: its numbers finite, and within the type's range
@@ -1442,7 +1445,11 @@ fn init_fits(init: &Init, dtype: DType) -> Result<(), String> {
         Init::Constant(c) if !dtype.is_float() && c.fract() != 0.0 => {
             Err(format!("`constant` {c} is not an integer, and the buffer is {dtype}"))
         }
-        Init::Uniform { low: lo, high: hi } if outside(*lo) || outside(*hi) => Err(format!(
+        // An integer type draws the integers in [ceil(lo), floor(hi)].
+        Init::Uniform { low: lo, high: hi } if !dtype.is_float() && (outside(lo.ceil()) || outside(hi.floor())) => Err(format!(
+            "`uniform` [{lo}, {hi}] draws integers outside what {dtype} holds ({low} to {high})"
+        )),
+        Init::Uniform { low: lo, high: hi } if dtype.is_float() && (outside(*lo) || outside(*hi)) => Err(format!(
             "`uniform` [{lo}, {hi}] is outside what {dtype} holds ({low} to {high})"
         )),
         Init::Constant(c) if outside(*c) => Err(format!(

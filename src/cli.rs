@@ -323,6 +323,9 @@ fn parse_baseline_name(name: &str) -> Result<String, String> {
 
 #[derive(clap::Args)]
 pub struct KernelsArgs {
+    /// A custom study's manifest: its kernels at each define set (the first 16 over its grid)
+    /// instead of kbench's own.
+    pub manifest: Option<PathBuf>,
     /// Target architectures (repeatable).
     #[arg(long = "arch", default_values = ["sm_90", "sm_80"])]
     pub archs: Vec<String>,

@@ -211,7 +211,10 @@ impl Expr {
                 || {
                     error(
                         arg.offset,
-                        format!("sizeof: `{name}` is not an element type ({})", crate::vocab::DType::names()),
+                        format!(
+                            "sizeof: `{name}` is not an element type ({})",
+                            crate::vocab::DType::names()
+                        ),
                     )
                 },
                 Ok,

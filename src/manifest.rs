@@ -16,7 +16,7 @@ use toml::Spanned;
 
 mod custom;
 mod file_axes;
-pub use custom::check_kernel_params;
+pub use custom::{check_kernel_params, MAX_CHECKED_DEFINE_SETS, MAX_CHECKED_POINTS};
 pub use file_axes::{check_unchanged, parse_recorded, record_files, FileExpansion, FileSource};
 mod findings;
 mod json_schema;

@@ -30,7 +30,9 @@ pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, St
             }
         };
     }
-    Ok(read!(I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64, F16 half::f16, F32 f32, F64 f64))
+    Ok(
+        read!(I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64, F16 half::f16, F32 f32, F64 f64),
+    )
 }
 
 /// A `.npy` file's header alone: its element type as NumPy writes it (`<f4`) and its element
@@ -68,7 +70,11 @@ pub fn holds(descr: &str, dtype: DType, path: &Path) -> Result<(), String> {
         DType::BF16 => {
             let as_bits = (path.file_name().and_then(|n| n.to_str()))
                 .is_some_and(|n| n.ends_with(BF16_BITS_SUFFIX));
-            if as_bits { &["u2"] } else { &["f4"] }
+            if as_bits {
+                &["u2"]
+            } else {
+                &["f4"]
+            }
         }
         DType::F32 => &["f4"],
         DType::F64 => &["f8"],
@@ -80,7 +86,9 @@ pub fn holds(descr: &str, dtype: DType, path: &Path) -> Result<(), String> {
         DType::BF16 => format!(" (bf16 is read from float32 values, or from their uint16 bit patterns in a file named `*{BF16_BITS_SUFFIX}`)"),
         _ => String::new(),
     };
-    Err(format!("holds `{descr}` values, and the buffer is {dtype}{hint}"))
+    Err(format!(
+        "holds `{descr}` values, and the buffer is {dtype}{hint}"
+    ))
 }
 
 /// The file name suffix that marks a uint16 `.npy` file as bfloat16 bit patterns.
@@ -90,8 +98,8 @@ fn read_bf16(
     path: &Path,
     npy: npyz::NpyFile<std::io::Cursor<Vec<u8>>>,
 ) -> Result<Vec<half::bf16>, String> {
-    let as_bits = (path.file_name().and_then(|n| n.to_str()))
-        .is_some_and(|n| n.ends_with(BF16_BITS_SUFFIX));
+    let as_bits =
+        (path.file_name().and_then(|n| n.to_str())).is_some_and(|n| n.ends_with(BF16_BITS_SUFFIX));
     if as_bits {
         let bits = (npy.into_vec::<u16>()).map_err(|e| {
             format!("does not hold uint16 values (a `{BF16_BITS_SUFFIX}` file holds bfloat16 bit patterns): {e}")
@@ -208,10 +216,16 @@ fn refuse_overflowing_shape(bytes: &[u8]) -> Result<(), String> {
     let Some(after) = text.split("'shape'").nth(1) else {
         return Ok(());
     };
-    let tuple = after.split('(').nth(1).and_then(|t| t.split(')').next()).unwrap_or("");
+    let tuple = after
+        .split('(')
+        .nth(1)
+        .and_then(|t| t.split(')').next())
+        .unwrap_or("");
     let mut product: u64 = 1;
     for dimension in tuple.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-        let d: u64 = dimension.parse().map_err(|_| format!("is not a .npy file: its shape holds `{dimension}`"))?;
+        let d: u64 = dimension
+            .parse()
+            .map_err(|_| format!("is not a .npy file: its shape holds `{dimension}`"))?;
         product = product
             .checked_mul(d)
             .ok_or("has a shape whose element count overflows 64 bits")?;

@@ -174,7 +174,8 @@ fn malformed_custom_studies_are_refused_at_the_faults_line() {
 
 /// A template kernel whose parameters are `BLOCK_SIZE` and `T`, and one named `Elem`: what the
 /// define clashes below are found in.
-const TEMPLATE_SOURCE: &str = "template <int BLOCK_SIZE, typename T>\n__global__ void tiled(const T* x, T* y, int n) {}\n\
+const TEMPLATE_SOURCE: &str =
+    "template <int BLOCK_SIZE, typename T>\n__global__ void tiled(const T* x, T* y, int n) {}\n\
 template <typename Elem> __global__ void other(Elem* x) {}\n";
 
 /// The faults of a user's kernel as written (element types, C++ names, defines, compiler
@@ -191,7 +192,7 @@ const KERNEL_AS_WRITTEN_CASES: &[(&str, &str, &str, &str, &str)] = &[
     ("kernel name starting with a digit", "kernel = \"scale\"", "kernel = \"2scale\"", "does not name a kernel", "kernel = \"2scale\""),
     ("empty kernel name", "kernel = \"scale\"", "kernel = \"\"", "does not name a kernel", "kernel = \"\""),
     ("kernel name with a quote", "kernel = \"scale\"", "kernel = \"scale<'a'>\"", "has no place", "kernel = \"scale<"),
-    ("define named like an axis", "flops = \"n\"", "flops = \"n\"\ndefines = { block = \"256\" }", "`block` is an axis, and kbench defines every axis", "defines ="),
+    ("define named like an axis", "flops = \"n\"", "flops = \"n\"\ndefines = { block = \"256\" }", "`block` is an axis, and kbench defines every int, block, choice and dtype axis", "defines ="),
     ("undefine of a name kbench does not define", "flops = \"n\"", "flops = \"n\"\nundefine = [\"TILE\"]", "`TILE` is not one of kbench's defines; they are: dtype, block, BLOCK", "undefine ="),
     ("undefine as a string", "flops = \"n\"", "flops = \"n\"\nundefine = \"T\"", "expected an array, found the string \"T\"", "undefine ="),
     ("compiler options as a string", "flops = \"n\"", "flops = \"n\"\ncompiler_options = \"-O3\"", "expected an array, found the string \"-O3\"", "compiler_options ="),
@@ -231,12 +232,19 @@ const KERNEL_AS_WRITTEN_CASES: &[(&str, &str, &str, &str, &str)] = &[
 /// The `.npy` files `KERNEL_AS_WRITTEN_CASES` name, written into `dir`.
 fn write_npy_files(dir: &Path) {
     use kbench::vocab::HostData;
-    HostData::F64(vec![0.5; 1000]).write_npy(&dir.join("x_f64.npy")).unwrap();
-    HostData::F32(vec![0.5; 10]).write_npy(&dir.join("x_f32_10.npy")).unwrap();
-    HostData::U16(vec![0x3f80; 1000]).write_npy(&dir.join("x_u16.npy")).unwrap();
+    HostData::F64(vec![0.5; 1000])
+        .write_npy(&dir.join("x_f64.npy"))
+        .unwrap();
+    HostData::F32(vec![0.5; 10])
+        .write_npy(&dir.join("x_f32_10.npy"))
+        .unwrap();
+    HostData::U16(vec![0x3f80; 1000])
+        .write_npy(&dir.join("x_u16.npy"))
+        .unwrap();
     std::fs::write(dir.join("text.npy"), "not numpy").unwrap();
     // A valid header whose shape's product is 2^80 elements.
-    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }";
+    let header =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }";
     let padded = format!("{header:<117}\n");
     let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
     bytes.extend((padded.len() as u16).to_le_bytes());
@@ -247,9 +255,11 @@ fn write_npy_files(dir: &Path) {
 /// Which type each case needs its buffer `x` or the dtype axis to have: the base's f32, or the
 /// type the case is about.
 fn retyped(what: &str, text: String) -> String {
-    let with = |dtype: &str| text.replacen("dtype = [\"f32\"]", &format!("dtype = [\"{dtype}\"]"), 1);
+    let with =
+        |dtype: &str| text.replacen("dtype = [\"f32\"]", &format!("dtype = [\"{dtype}\"]"), 1);
     match what {
-        "integer input whose range holds no integer" | "integer constant that is not an integer" => with("i32"),
+        "integer input whose range holds no integer"
+        | "integer constant that is not an integer" => with("i32"),
         "int8 constant out of range" => with("i8"),
         "float16 input beyond its largest value" => with("f16"),
         "bf16 input from bit patterns without the .bf16 tag" => with("bf16"),
@@ -259,7 +269,11 @@ fn retyped(what: &str, text: String) -> String {
 
 #[test]
 fn a_kernel_as_written_is_refused_at_the_faults_line_when_malformed() {
-    assert!(KERNEL_AS_WRITTEN_CASES.len() >= 40, "{} cases", KERNEL_AS_WRITTEN_CASES.len());
+    assert!(
+        KERNEL_AS_WRITTEN_CASES.len() >= 40,
+        "{} cases",
+        KERNEL_AS_WRITTEN_CASES.len()
+    );
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("k.cu"), KERNEL_SOURCE).unwrap();
     std::fs::write(dir.path().join("t.cu"), TEMPLATE_SOURCE).unwrap();
@@ -267,7 +281,10 @@ fn a_kernel_as_written_is_refused_at_the_faults_line_when_malformed() {
     let path = dir.path().join("m.toml");
     let mut failures = Vec::new();
     for (what, from, to, message, line_needle) in KERNEL_AS_WRITTEN_CASES {
-        assert!(BASE.contains(from), "{what}: `{from}` is not in the base manifest");
+        assert!(
+            BASE.contains(from),
+            "{what}: `{from}` is not in the base manifest"
+        );
         let text = retyped(what, BASE.replacen(from, to, 1));
         let expected_line = line_of(&text, line_needle);
         match kbench::manifest::parse(Path::new(&path), &text) {
@@ -291,7 +308,11 @@ fn a_grid_with_some_points_no_gpu_runs_is_accepted_and_counts_them() {
     std::fs::write(dir.path().join("k.cu"), KERNEL_SOURCE).unwrap();
     let path = dir.path().join("m.toml");
     // 128 x 8 threads run; 256 x 8 do not.
-    let text = BASE.replacen("block = \"block\"\nshared", "block = [\"block\", \"8\"]\nshared", 1);
+    let text = BASE.replacen(
+        "block = \"block\"\nshared",
+        "block = [\"block\", \"8\"]\nshared",
+        1,
+    );
     let manifest = kbench::manifest::parse(&path, &text).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         manifest.notes,

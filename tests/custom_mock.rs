@@ -295,3 +295,148 @@ fn the_readmes_smallest_custom_study_runs_from_a_blank_folder() {
         .stdout(predicates::str::contains("\"status\":\"accuracy_failed\"").not())
         .stdout(predicates::str::contains("\"status\":\"skipped\"").not());
 }
+
+/// A study of every kind of input a kernel as written needs, on the mock device: a uint8 input,
+/// a copy of it, a bfloat16 one, an index expression (CSR row offsets of three a row), and a 2-D
+/// block that some points cannot run. The reference command checks what it received (it exits 1
+/// on any difference, failing the case), so the inputs' values are what is tested; the points
+/// with a block of 1536 threads are skipped with their reason, the rest pass.
+#[test]
+fn inputs_of_every_new_kind_reach_the_reference_and_unrunnable_points_are_skipped() {
+    if std::process::Command::new("python3")
+        .args(["-c", "import numpy"])
+        .status()
+        .map_or(true, |s| !s.success())
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI=true and python3 has no NumPy: .ci/run should have installed it"
+        );
+        eprintln!("skipped: python3 with NumPy is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k.cu"), "__global__ void k(const unsigned char* b, const unsigned char* c, const __nv_bfloat16* h, const long long* rows, float* y, int n) {}\n").unwrap();
+    std::fs::write(
+        dir.path().join("reference.py"),
+        r#"import json, os, sys
+import numpy as np
+i, o = os.environ["KBENCH_INPUTS"], os.environ["KBENCH_OUTPUTS"]
+n = json.loads(os.environ["KBENCH_PARAMS"])["n"]
+b, c = np.load(os.path.join(i, "b.npy")), np.load(os.path.join(i, "c.npy"))
+h, rows = np.load(os.path.join(i, "h.npy")), np.load(os.path.join(i, "rows.npy"))
+problems = []
+if b.dtype != np.uint8 or len(b) != n or (n > 100 and len(np.unique(b)) < 200): problems.append(f"b: {b.dtype} {b[:8]}")
+if not np.array_equal(b, c): problems.append("c is not a copy of b")
+if h.dtype != np.float32 or not np.array_equal(h.view(np.uint32) & 0xFFFF, np.zeros(n, np.uint32)): problems.append(f"h: {h.dtype}, not bfloat16 values as float32")
+if not np.array_equal(rows, 3 * np.arange(n + 1)): problems.append(f"rows: {rows[:5]}")
+if problems: sys.exit("; ".join(problems))
+np.save(os.path.join(o, "y.npy"), b.astype(np.float32) + h)
+"#,
+    )
+    .unwrap();
+    let manifest = r#"[study]
+name = "inputs"
+algorithm = "custom"
+seed = 4
+
+[grid]
+n = [1, 1009]
+bx = [32, 48]
+by = [16, 32]
+
+[custom]
+sources = ["k.cu"]
+reference_command = { argv = ["python3", "reference.py"] }
+
+[[custom.axis]]
+name = "n"
+kind = "size"
+[[custom.axis]]
+name = "bx"
+kind = "int"
+min = 1
+max = 1024
+[[custom.axis]]
+name = "by"
+kind = "int"
+min = 1
+max = 1024
+
+[[custom.buffer]]
+name = "b"
+type = "u8"
+length = "n"
+role = "input"
+init = { uniform = [0, 255] }
+[[custom.buffer]]
+name = "c"
+type = "u8"
+length = "n"
+role = "input"
+init = { copy = "b" }
+[[custom.buffer]]
+name = "h"
+type = "bf16"
+length = "n"
+role = "input"
+init = { normal = [0.0, 3.0] }
+[[custom.buffer]]
+name = "rows"
+type = "i64"
+length = "n + 1"
+role = "input"
+init = { expr = "3 * i" }
+[[custom.buffer]]
+name = "y"
+type = "f32"
+length = "n"
+role = "output"
+tolerance = { rel_eps = 4 }
+
+[[custom.kernel]]
+name = "k"
+[[custom.kernel.launch]]
+kernel = "k"
+grid = "ceil_div(n, bx * by)"
+block = ["bx", "by"]
+args = [{ buffer = "b" }, { buffer = "c" }, { buffer = "h" }, { buffer = "rows" }, { buffer = "y" }, { type = "int", value = "n" }]
+
+[[variant]]
+name = "k"
+backend = "cuda"
+kernel = "k"
+"#;
+    std::fs::write(dir.path().join("inputs.toml"), manifest).unwrap();
+    std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
+    kbench(dir.path())
+        .args(["check", "inputs.toml"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains(
+            "2 of 8 grid points cannot run kernel `k` and will be skipped: the block has 1536 threads",
+        ));
+    let out = kbench(dir.path())
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .args(["run", "inputs.toml", "--out-dir", "out", "--json"])
+        .args(["--min-samples", "3", "--max-samples", "3"])
+        .assert()
+        .success();
+    let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let doc: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 8);
+    for case in cases {
+        let threads =
+            case["params"]["bx"].as_i64().unwrap() * case["params"]["by"].as_i64().unwrap();
+        if threads > 1024 {
+            assert_eq!(case["status"], "skipped", "{case}");
+            assert!(
+                case["reason"].as_str().unwrap().contains("1536 threads"),
+                "{case}"
+            );
+        } else {
+            assert_eq!(case["status"], "passed", "{case}");
+        }
+    }
+}

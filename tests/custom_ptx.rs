@@ -159,7 +159,7 @@ fn a_kernel_the_sources_do_not_define_is_refused_at_its_name() {
     assert_refused(
         &text,
         checked,
-        "kernel `scal` is not in the compiled PTX; it defines `scale`",
+        "the kernel `scal` is not a __global__ function of the sources",
         "kernel = \"scal\"",
     );
 }
@@ -185,8 +185,96 @@ fn the_examples_pass() {
     for example in [
         "examples/reduction/reduction.toml",
         "examples/transpose/transpose.toml",
+        "examples/histogram_u8/histogram.toml",
+        // CUB's BlockReduce: CCCL's headers must be found beside NVRTC (.ci/run puts them there).
+        "examples/softmax_bf16/softmax.toml",
     ] {
         let m = manifest::load(&repo(example)).unwrap_or_else(|e| panic!("{e}"));
         manifest::check_kernel_params(&m).unwrap_or_else(|e| panic!("{example}: {e}"));
     }
+}
+
+/// A C++ template kernel, a `__constant__` array, and a kernel whose parameter is named like an
+/// int axis: what the kernel-as-written checks below run on.
+const TEMPLATE_SOURCE: &str = "__constant__ float coeffs[16];\n\
+template <int BLOCK_SIZE, typename E>\n\
+__global__ void tscale(const E* x, E* y, int n) {\n  \
+    int i = blockIdx.x * BLOCK_SIZE + threadIdx.x;\n  if (i < n) y[i] = coeffs[i % 16] * x[i];\n}\n";
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn a_template_instance_is_launched_by_its_name_and_its_arguments_checked() {
+    let named = "kernel = \"tscale<BLOCK, T>\"";
+    let (_, checked) = check("kernel = \"scale\"", named, "t.cu", TEMPLATE_SOURCE);
+    checked.unwrap_or_else(|e| panic!("{e}"));
+    // The instance's parameters are checked as an extern "C" kernel's are.
+    let (text, checked) = check(
+        "kernel = \"scale\"\ngrid = \"ceil_div(n, block)\"\nblock = \"block\"\nargs = [{ buffer = \"x\" }, { buffer = \"y\" }, { type = \"int\", value = \"n\" }]",
+        "kernel = \"tscale<BLOCK, T>\"\ngrid = \"ceil_div(n, block)\"\nblock = \"block\"\nargs = [{ buffer = \"x\" }, { buffer = \"y\" }]",
+        "t.cu",
+        TEMPLATE_SOURCE,
+    );
+    assert_refused(
+        &text,
+        checked,
+        "takes 3 parameters (8, 8, 4 bytes); the launch passes 2",
+        "args = ",
+    );
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn a_name_that_does_not_instantiate_is_refused_at_the_launch() {
+    let (text, checked) = check(
+        "kernel = \"scale\"",
+        "kernel = \"tscale<BLOCK, T, 3>\"",
+        "t.cu",
+        TEMPLATE_SOURCE,
+    );
+    assert_refused(
+        &text,
+        checked,
+        "the kernel `tscale<BLOCK, T, 3>` (`tscale<128, float, 3>` at this point) does not name a __global__ function the sources define or can instantiate",
+        "kernel = \"tscale",
+    );
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn a_constant_the_sources_lack_or_cannot_hold_is_refused_at_the_buffer() {
+    let buffer = "[[custom.kernel]]";
+    let constant = |symbol: &str, length: u32| {
+        format!("[[custom.buffer]]\nname = \"c\"\ntype = \"f32\"\nlength = \"{length}\"\nrole = \"input\"\nconstant = \"{symbol}\"\n\n[[custom.kernel]]")
+    };
+    let source = format!("{TEMPLATE_SOURCE}{KERNEL_SOURCE}");
+    let (_, checked) = check(buffer, &constant("coeffs", 16), "t.cu", &source);
+    checked.unwrap_or_else(|e| panic!("{e}"));
+    let (text, checked) = check(buffer, &constant("filter", 16), "t.cu", &source);
+    assert_refused(&text, checked, "the sources declare no __constant__ variable `filter` at file scope (they declare: coeffs)", "constant = ");
+    let (text, checked) = check(buffer, &constant("coeffs", 17), "t.cu", &source);
+    assert_refused(
+        &text,
+        checked,
+        "buffer `c` has 68 bytes, and `coeffs` holds 64",
+        "constant = ",
+    );
+}
+
+#[test]
+#[ignore = "needs NVRTC"]
+fn a_parameter_named_like_an_int_axis_gets_the_way_out_in_the_message() {
+    // The int axis `stride` is `#define stride 2`, which turns the parameter into `int 2`.
+    let source = "extern \"C\" __global__ void scale(const T* x, T* y, int stride) {}\n";
+    let (text, checked) = check(
+        "[[custom.buffer]]",
+        "[[custom.axis]]\nname = \"stride\"\nkind = \"int\"\ndefault = 2\n\n[[custom.buffer]]",
+        "k.cu",
+        source,
+    );
+    assert_refused(
+        &text,
+        checked,
+        "add `undefine = [\"stride\"]` to [custom]",
+        "sources = ",
+    );
 }

@@ -33,7 +33,10 @@ fn run(dir: &Path, manifest: &Path) -> Vec<Value> {
         .unwrap()
         .path();
     let doc = common::read(&common::results_file_in(&study_dir));
-    assert!(doc["environment"]["device"].is_object(), "ran without a GPU");
+    assert!(
+        doc["environment"]["device"].is_object(),
+        "ran without a GPU"
+    );
     doc["cases"].as_array().unwrap().clone()
 }
 
@@ -55,7 +58,10 @@ fn the_bf16_softmax_and_the_uint8_histogram_pass_beside_their_f32_twins() {
             assert_eq!(case["status"], "passed", "{manifest}: {case}");
         }
         for dtype in [narrow, "f32"] {
-            let of_type = cases.iter().filter(|c| c["params"]["dtype"] == dtype).count();
+            let of_type = cases
+                .iter()
+                .filter(|c| c["params"]["dtype"] == dtype)
+                .count();
             assert_eq!(of_type, cases_expected / 2, "{manifest}: {dtype}");
         }
     }
@@ -172,7 +178,10 @@ fn a_constant_array_is_filled_and_a_block_beyond_the_launch_bounds_is_skipped() 
         if bounded_too_big {
             assert_eq!(case["status"], "skipped", "{case}");
             let reason = case["reason"].as_str().unwrap();
-            assert!(reason.contains("runs at most 128 threads a block"), "{reason}");
+            assert!(
+                reason.contains("runs at most 128 threads a block"),
+                "{reason}"
+            );
         } else {
             assert_eq!(case["status"], "passed", "{case}");
         }

@@ -8,15 +8,15 @@ use kbench::device::{Arg, Device, DeviceBuf, Dims, Kernel, KernelFile, KernelSou
 use kbench::vocab::{DType, HostData};
 
 /// Writes 1.0 to `y[first .. first + count]`, whatever `y`'s length.
-const WRITE_RANGE: KernelFile = KernelFile {
-    name: "guard_test.cu",
-    source: r#"
+const WRITE_RANGE: KernelFile = KernelFile::embedded(
+    "guard_test.cu",
+    r#"
 extern "C" __global__ void write_range(float *y, int first, int count) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < count) y[first + i] = 1.0f;
 }
 "#,
-};
+);
 
 const LEN: usize = 1000;
 

@@ -140,7 +140,10 @@ impl Custom {
         };
         let mut kernel_names: Vec<(String, String)> = Vec::new();
         for launch in def.kernels.iter().flat_map(|k| &k.launches) {
-            if !kernel_names.iter().any(|(written, _)| *written == launch.kernel) {
+            if !kernel_names
+                .iter()
+                .any(|(written, _)| *written == launch.kernel)
+            {
                 let instance = super::defines::substitute(&launch.kernel, &value_of);
                 kernel_names.push((launch.kernel.clone(), instance));
             }
@@ -319,8 +322,14 @@ impl BoundCase for CustomCase<'_> {
             let name = self.algorithm.buffer_names[i];
             let (dtype, len) = self.buffers[i];
             if decl.role.is_input() {
-                let data = initial(&decl.init, dtype, len, seed, &decl.name)
-                    .with_context(|| format!("buffer `{}`", decl.name))?;
+                let data = match &decl.init {
+                    Init::Copy(from) => copy_of(&inputs, from, dtype, len),
+                    Init::Expr(text) => {
+                        self.values_of(text, &format!("custom.buffer[{i}].init"), dtype, len)
+                    }
+                    init => initial(init, dtype, len, seed, &decl.name),
+                }
+                .with_context(|| format!("buffer `{}`", decl.name))?;
                 inputs.push((name, data));
             }
             if decl.role.is_output() {
@@ -399,7 +408,11 @@ impl BoundCase for CustomCase<'_> {
 
     fn unrunnable(&self, kernel: &str) -> Option<String> {
         let def = &self.algorithm.def;
-        let (index, program) = def.kernels.iter().enumerate().find(|(_, k)| k.name == kernel)?;
+        let (index, program) = def
+            .kernels
+            .iter()
+            .enumerate()
+            .find(|(_, k)| k.name == kernel)?;
         match schedule::plan(program, &format!("custom.kernel[{index}]"), &self.params) {
             Err(e) if e.unrunnable => Some(format!("kernel `{kernel}`: {}", e.message)),
             _ => None,
@@ -418,6 +431,56 @@ impl BoundCase for CustomCase<'_> {
     }
 }
 
+/// The values of the input `from` (made before, the manifest's check says), as `dtype`: the
+/// same type and length, the check says too, so this is a copy.
+fn copy_of(
+    inputs: &[(&'static str, HostData)],
+    from: &str,
+    dtype: DType,
+    len: usize,
+) -> Result<HostData> {
+    let (_, source) = (inputs.iter())
+        .find(|(name, _)| *name == from)
+        .with_context(|| format!("kbench bug: no input `{from}` before the copy"))?;
+    if source.dtype() != dtype || source.len() != len {
+        bail!(
+            "`{from}` holds {} {} values, and this buffer {len} {dtype}",
+            source.len(),
+            source.dtype()
+        );
+    }
+    Ok(source.clone())
+}
+
+impl CustomCase<'_> {
+    /// `text` at each index `i` of a buffer of `len` elements, rounded to `dtype`.
+    fn values_of(&self, text: &str, key: &str, dtype: DType, len: usize) -> Result<HostData> {
+        let expr = crate::expr::Expr::parse(text).map_err(|e| anyhow!("`{key}`: {}", e.message))?;
+        let names = self.names();
+        let mut values = Vec::with_capacity(len);
+        for i in 0..len {
+            let index = Value::Int(i as i64);
+            let at = |name: &str| {
+                if name == "i" {
+                    Some(index.clone())
+                } else {
+                    names(name)
+                }
+            };
+            let value = expr
+                .eval(&at)
+                .map_err(|e| anyhow!("`{key}` at i = {i}: {}", e.message))?;
+            values.push(match value {
+                Value::Int(v) => v as f64,
+                Value::Float(x) => x,
+                Value::Bool(b) => f64::from(u8::from(b)),
+                Value::Str(s) => bail!("`{key}` at i = {i} is the string `{s}`, not a number"),
+            });
+        }
+        Ok(HostData::from_f64(dtype, &values))
+    }
+}
+
 /// A buffer's initial contents, drawn from its own stream of the study's seed, so that a
 /// buffer's values do not change when another buffer is added.
 fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Result<HostData> {
@@ -426,6 +489,7 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ hasher.finish());
     let values: Vec<f64> = match init {
         Init::Npy(path) => return read_npy(path, dtype, len),
+        Init::Copy(_) | Init::Expr(_) => bail!("kbench bug: {init:?} is made by the case"),
         Init::Zeros => vec![0.0; len],
         Init::Constant(c) => vec![*c; len],
         Init::Iota => match dtype.integer_range() {

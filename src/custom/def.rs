@@ -146,6 +146,12 @@ pub enum Init {
     Zeros,
     /// A `.npy` file (absolute path), of the buffer's type and length.
     Npy(PathBuf),
+    /// The values of an input declared before it (a kernel that works in place on a copy of
+    /// another input, a stencil's output border).
+    Copy(String),
+    /// An expression of the element's index `i` and the axes, for each element (`i % 7`,
+    /// `i * 3` for the row offsets of a CSR matrix of three a row).
+    Expr(String),
 }
 
 /// What an output is checked against.

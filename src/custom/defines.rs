@@ -1,10 +1,11 @@
 //! What a custom study's sources see defined, and how its launches name C++ kernels.
 //!
-//! kbench puts a `#define` in front of the sources for every axis but a size axis, under the
-//! axis's own name (`tile_size_x`, as Kernel Tuner defines a tunable parameter; a size is an
-//! argument, and a macro `n` would break a kernel's parameter `n`), and for `BLOCK` and
+//! kbench puts a `#define` in front of the sources for every int, block, choice and dtype axis,
+//! under the axis's own name (`tile_size_x`, as Kernel Tuner defines a tunable parameter), and
+//! for `BLOCK` and
 //! `block_size_x` (the `block` axis), `block_size_y` and `block_size_z` (1 beside it) and `T`
-//! (the `dtype` axis, as its C type). `[custom] defines` adds more and may replace `BLOCK`, `T`
+//! (the `dtype` axis, as its C type). Size and float axes are the values kernels take as
+//! arguments (a macro `n` or `a` would break a parameter `n` or `a`): they are not defined. `[custom] defines` adds more and may replace `BLOCK`, `T`
 //! and the `block_size_*`; `undefine` leaves any of kbench's out. A launch's `kernel` is a C++
 //! name expression (`softmax<BLOCK, T>`): its defines' and axes' names are replaced by their
 //! values at each grid point, and NVRTC instantiates and names the kernel.
@@ -30,7 +31,7 @@ pub struct Made {
 pub fn made_by_kbench(axes: &[AxisDecl]) -> Vec<Made> {
     let mut made: Vec<Made> = Vec::new();
     for (i, axis) in axes.iter().enumerate() {
-        if axis.kind != AxisKindDecl::Size {
+        if !matches!(axis.kind, AxisKindDecl::Size | AxisKindDecl::Float { .. }) {
             made.push(Made {
                 name: axis.name.clone(),
                 expr: axis.name.clone(),
@@ -42,19 +43,42 @@ pub fn made_by_kbench(axes: &[AxisDecl]) -> Vec<Made> {
     let is_axis = |name: &str| axes.iter().any(|a| a.name == name);
     let mut derived = |name: &str, expr: &str, axis: usize, from: String| {
         if !is_axis(name) {
-            made.push(Made { name: name.into(), expr: expr.into(), axis, from });
+            made.push(Made {
+                name: name.into(),
+                expr: expr.into(),
+                axis,
+                from,
+            });
         }
     };
     if let Some(i) = axes.iter().position(|a| a.kind == AxisKindDecl::Block) {
         let block = &axes[i].name;
         derived("BLOCK", block, i, format!("the block axis `{block}`"));
-        derived("block_size_x", block, i, format!("the block axis `{block}`"));
+        derived(
+            "block_size_x",
+            block,
+            i,
+            format!("the block axis `{block}`"),
+        );
         for name in ["block_size_y", "block_size_z"] {
-            derived(name, "1", i, format!("the block axis `{block}` (1 beside it)"));
+            derived(
+                name,
+                "1",
+                i,
+                format!("the block axis `{block}` (1 beside it)"),
+            );
         }
     }
-    if let Some(i) = axes.iter().position(|a| matches!(a.kind, AxisKindDecl::Dtype(_))) {
-        derived("T", &axes[i].name, i, format!("the dtype axis `{}`", axes[i].name));
+    if let Some(i) = axes
+        .iter()
+        .position(|a| matches!(a.kind, AxisKindDecl::Dtype(_)))
+    {
+        derived(
+            "T",
+            &axes[i].name,
+            i,
+            format!("the dtype axis `{}`", axes[i].name),
+        );
     }
     made
 }
@@ -175,18 +199,25 @@ fn split_top_level(text: &str) -> Vec<&str> {
 /// (`k<BLOCK, T>`, `k<2 * TILE, float>`) where it has them; `Err` says what is wrong.
 pub fn check_kernel_name(text: &str) -> Result<(), String> {
     let trimmed = text.trim();
-    let starts_well = (trimmed.chars().next()).is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':');
+    let starts_well =
+        (trimmed.chars().next()).is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':');
     if !starts_well {
         return Err(format!("`{text}` does not name a kernel: give the function's name, or a C++ name expression such as `softmax<256, float>`"));
     }
-    if let Some(bad) = trimmed.chars().find(|c| !(c.is_ascii_alphanumeric() || " _:<>,()*+-/%&.".contains(*c))) {
-        return Err(format!("`{text}` does not name a kernel: `{bad}` has no place in a C++ name expression"));
+    if let Some(bad) = trimmed
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || " _:<>,()*+-/%&.".contains(*c)))
+    {
+        return Err(format!(
+            "`{text}` does not name a kernel: `{bad}` has no place in a C++ name expression"
+        ));
     }
     let (mut angles, mut parens) = (0i32, 0i32);
     for c in trimmed.chars() {
+        // Inside parentheses `<` and `>` compare (`k<(N > 2)>`); outside they are brackets.
         match c {
-            '<' => angles += 1,
-            '>' => angles -= 1,
+            '<' if parens == 0 => angles += 1,
+            '>' if parens == 0 => angles -= 1,
             '(' => parens += 1,
             ')' => parens -= 1,
             _ => {}
@@ -196,7 +227,9 @@ pub fn check_kernel_name(text: &str) -> Result<(), String> {
         }
     }
     if angles != 0 || parens != 0 {
-        return Err(format!("`{text}` does not name a kernel: its `<` `>` or `(` `)` do not pair up"));
+        return Err(format!(
+            "`{text}` does not name a kernel: its `<` `>` or `(` `)` do not pair up"
+        ));
     }
     Ok(())
 }
@@ -254,15 +287,19 @@ mod tests {
     }
 
     #[test]
-    fn every_axis_but_a_size_is_defined_under_its_name_with_blocks_and_t() {
+    fn every_axis_but_a_size_or_float_is_defined_under_its_name_with_blocks_and_t() {
         let axes = [
             axis("n", AxisKindDecl::Size),
+            axis("alpha", AxisKindDecl::Float { min: 0.0, max: 1.0 }),
             axis("block", AxisKindDecl::Block),
             axis("tile_size_x", AxisKindDecl::Int { min: 1, max: 8 }),
             axis("dtype", AxisKindDecl::Dtype(vec![DType::BF16])),
         ];
         let made = made_by_kbench(&axes);
-        let names: Vec<(&str, &str)> = made.iter().map(|m| (m.name.as_str(), m.expr.as_str())).collect();
+        let names: Vec<(&str, &str)> = made
+            .iter()
+            .map(|m| (m.name.as_str(), m.expr.as_str()))
+            .collect();
         assert_eq!(
             names,
             [
@@ -320,14 +357,25 @@ mod tests {
             "e5" => Some("WRONG".to_string()),
             _ => None,
         };
-        assert_eq!(substitute("softmax<BLOCK, T>", &value), "softmax<256, __nv_bfloat16>");
-        assert_eq!(substitute("ns::T<BLOCK_2, 1e5, T>", &value), "ns::T<BLOCK_2, 1e5, __nv_bfloat16>");
+        assert_eq!(
+            substitute("softmax<BLOCK, T>", &value),
+            "softmax<256, __nv_bfloat16>"
+        );
+        assert_eq!(
+            substitute("ns::T<BLOCK_2, 1e5, T>", &value),
+            "ns::T<BLOCK_2, 1e5, __nv_bfloat16>"
+        );
         assert_eq!(substitute("k", &value), "k");
     }
 
     #[test]
     fn kernel_names_are_checked_for_shape() {
-        for good in ["saxpy", "softmax<256, __half>", "ns::k<2 * TILE, float>", "k<(N > 2)>"] {
+        for good in [
+            "saxpy",
+            "softmax<256, __half>",
+            "ns::k<2 * TILE, float>",
+            "k<(N > 2)>",
+        ] {
             assert_eq!(check_kernel_name(good), Ok(()), "{good}");
         }
         for bad in ["", "1k", "k<int", "k>", "k; system()", "k\"", "k{}"] {

@@ -249,7 +249,10 @@ fn plan_one(
                 return Err(DefError {
                     key: k,
                     offset: 0,
-                    message: format!("the {field}'s {axis} is {n}, above the {} a GPU takes", max[i]),
+                    message: format!(
+                        "the {field}'s {axis} is {n}, above the {} a GPU takes",
+                        max[i]
+                    ),
                     unrunnable: true,
                 });
             }
@@ -264,7 +267,9 @@ fn plan_one(
         return Err(DefError {
             key: format!("{key}.block"),
             offset: 0,
-            message: format!("the block has {threads} threads, above the {MAX_BLOCK_THREADS} a GPU runs"),
+            message: format!(
+                "the block has {threads} threads, above the {MAX_BLOCK_THREADS} a GPU runs"
+            ),
             unrunnable: true,
         });
     }
@@ -317,11 +322,15 @@ pub fn scalar(ctype: CType, value: &Value) -> Result<Arg, String> {
         _ => None,
     };
     match (ctype, value) {
-        (CType::Char, Value::Int(i)) => (i8::try_from(*i).map(|v| Arg::U8(v as u8)))
-            .map_err(|_| doesnt_fit(i)),
-        (CType::UnsignedChar, Value::Int(i)) => u8::try_from(*i).map(Arg::U8).map_err(|_| doesnt_fit(i)),
-        (CType::Short, Value::Int(i)) => (i16::try_from(*i).map(|v| Arg::U16(v as u16)))
-            .map_err(|_| doesnt_fit(i)),
+        (CType::Char, Value::Int(i)) => {
+            (i8::try_from(*i).map(|v| Arg::U8(v as u8))).map_err(|_| doesnt_fit(i))
+        }
+        (CType::UnsignedChar, Value::Int(i)) => {
+            u8::try_from(*i).map(Arg::U8).map_err(|_| doesnt_fit(i))
+        }
+        (CType::Short, Value::Int(i)) => {
+            (i16::try_from(*i).map(|v| Arg::U16(v as u16))).map_err(|_| doesnt_fit(i))
+        }
         (CType::UnsignedShort, Value::Int(i)) => {
             u16::try_from(*i).map(Arg::U16).map_err(|_| doesnt_fit(i))
         }
@@ -336,7 +345,13 @@ pub fn scalar(ctype: CType, value: &Value) -> Result<Arg, String> {
         }
         (CType::Half | CType::Bfloat16 | CType::Float | CType::Double, _) if float.is_some() => {
             let x = float.unwrap_or_default();
-            let finite = |fits: bool| if fits || !x.is_finite() { Ok(()) } else { Err(doesnt_fit(&x)) };
+            let finite = |fits: bool| {
+                if fits || !x.is_finite() {
+                    Ok(())
+                } else {
+                    Err(doesnt_fit(&x))
+                }
+            };
             match ctype {
                 CType::Half => {
                     let h = half::f16::from_f64(x);

@@ -82,7 +82,14 @@ fn candidates(
     }
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Some(home) = env(var) {
-            out.push((home.join("include"), if var == "CUDA_HOME" { "$CUDA_HOME" } else { "$CUDA_PATH" }));
+            out.push((
+                home.join("include"),
+                if var == "CUDA_HOME" {
+                    "$CUDA_HOME"
+                } else {
+                    "$CUDA_PATH"
+                },
+            ));
         }
     }
     out.push(("/usr/local/cuda/include".into(), "/usr/local/cuda"));
@@ -106,7 +113,11 @@ fn candidates(
 
 /// `cuda-12.4` sorts below `cuda-12.10`.
 fn version_key(path: &Path) -> Vec<u32> {
-    let name = path.parent().and_then(Path::file_name).and_then(|n| n.to_str()).unwrap_or("");
+    let name = path
+        .parent()
+        .and_then(Path::file_name)
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
     name.trim_start_matches("cuda-")
         .split('.')
         .map(|part| part.parse().unwrap_or(0))
@@ -177,7 +188,11 @@ mod tests {
         // Without NVRTC's folder, $CUDA_HOME's; its CCCL is missing, and nothing else has one.
         let found = find(&candidates(None, None, &env));
         assert_eq!(found.toolkit, Some((home, "$CUDA_HOME")));
-        assert!(found.describe().contains("CCCL: not found"), "{}", found.describe());
+        assert!(
+            found.describe().contains("CCCL: not found"),
+            "{}",
+            found.describe()
+        );
     }
 
     #[test]

@@ -607,9 +607,7 @@ impl StreamHold {
         unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device_ptr, host as *mut c_void, 0) }
             .result()
             .map_err(driver_error)?;
-        let function = module
-            .function(timer::HOLD_KERNEL)
-            .map_err(driver_error)?;
+        let function = module.function(timer::HOLD_KERNEL).map_err(driver_error)?;
         Ok(StreamHold {
             host,
             device_ptr,
@@ -697,7 +695,10 @@ impl<'a> Gpu<'a> {
         let variable = (self.module.cuda)
             .get_global(symbol, &self.device.stream)
             .map_err(|e| {
-                anyhow!("the sources have no __constant__ variable `{symbol}`: {}", driver_error(e))
+                anyhow!(
+                    "the sources have no __constant__ variable `{symbol}`: {}",
+                    driver_error(e)
+                )
             })?;
         let (address, size_bytes) = (variable.device_ptr(&self.device.stream).0, variable.len());
         let bytes = from.len() * from.dtype().size_bytes() as usize;
@@ -707,7 +708,12 @@ impl<'a> Gpu<'a> {
         // SAFETY: both addresses are live device allocations of at least `bytes` bytes (the
         // buffer's region, guard zones excluded, and the variable, checked above).
         unsafe {
-            driver_result::memcpy_dtod_async(address, from.ptr, bytes, self.device.stream.cu_stream())
+            driver_result::memcpy_dtod_async(
+                address,
+                from.ptr,
+                bytes,
+                self.device.stream.cu_stream(),
+            )
         }
         .map_err(driver_error)
     }
@@ -901,7 +907,10 @@ impl Kernel {
     /// The most threads a block of this kernel can have: 1024, or fewer where its registers (or
     /// its `__launch_bounds__`) allow fewer.
     pub fn max_threads_per_block(&self) -> Result<u32> {
-        Ok(self.function.max_threads_per_block().map_err(driver_error)? as u32)
+        Ok(self
+            .function
+            .max_threads_per_block()
+            .map_err(driver_error)? as u32)
     }
 
     /// The registers each thread of the kernel uses.

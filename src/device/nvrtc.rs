@@ -157,9 +157,12 @@ impl Compiled {
 /// The options kbench compiles every file with, before the file's own (`extra_options`): the
 /// architecture, C++17 (unless the file's options name a standard) and line information.
 fn base_options(arch: &str, extra_options: &[String]) -> Vec<String> {
-    let mut options = vec![format!("--gpu-architecture={arch}"), "-lineinfo".to_string()];
-    let names_standard = (extra_options.iter())
-        .any(|o| o.starts_with("-std") || o.starts_with("--std"));
+    let mut options = vec![
+        format!("--gpu-architecture={arch}"),
+        "-lineinfo".to_string(),
+    ];
+    let names_standard =
+        (extra_options.iter()).any(|o| o.starts_with("-std") || o.starts_with("--std"));
     if !names_standard {
         options.push("--std=c++17".to_string());
     }

@@ -189,19 +189,27 @@ pub fn constants(ptx: &str) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     for statement in text.split(';') {
         let words: Vec<&str> = statement.split_whitespace().collect();
-        if words.first() != Some(&".const") {
+        // A module's first `.const` follows directives that end without a `;` (`.version 9.0`,
+        // `.target sm_90`): the declaration starts at `.const`, wherever it is in the statement.
+        let Some(start) = words.iter().position(|w| *w == ".const") else {
             continue;
-        }
+        };
+        let words = &words[start..];
         // `.const [.align N] .type name[count]` (an initialiser, ` = {...}`, may follow).
-        let Some(declared) = words.iter().position(|w| *w == "=").map_or(words.last(), |i| {
-            i.checked_sub(1).and_then(|j| words.get(j))
-        }) else {
+        let Some(declared) = words
+            .iter()
+            .position(|w| *w == "=")
+            .map_or(words.last(), |i| {
+                i.checked_sub(1).and_then(|j| words.get(j))
+            })
+        else {
             continue;
         };
         let Some(ptx_type) = words.iter().find(|w| type_size_bytes(w).is_some()) else {
             continue;
         };
-        if let (Ok((name, count)), Some(size)) = (split_array(declared), type_size_bytes(ptx_type)) {
+        if let (Ok((name, count)), Some(size)) = (split_array(declared), type_size_bytes(ptx_type))
+        {
             out.push((name.to_string(), count.saturating_mul(size)));
         }
     }
@@ -406,7 +414,9 @@ mod tests {
 
     #[test]
     fn constant_variables_are_read_with_their_sizes() {
-        let ptx = "// a comment .const .b8 nope[3];\n.const .align 4 .b8 d_filter[4356];\n\
+        let ptx =
+            "// a comment .const .b8 nope[3];\n.version 9.0\n.target sm_90\n.address_size 64\n\n\
+                   .const .align 4 .b8 d_filter[4356];\n\
                    .const .align 8 .f64 one;\n.const .align 4 .b8 _ZN2ns5innerE[16];\n\
                    .const .align 4 .u32 table[2][3] = {1, 2, 3, 4, 5, 6};\n\
                    .global .align 4 .b8 g[8];\n";
@@ -540,16 +550,17 @@ template __global__ void scale<REAL>(REAL *, REAL, unsigned char, short);
     fn nvrtc_output_reads_as_the_embedded_copy_does() {
         crate::device::nvrtc::nvrtc_present().unwrap();
         let options = ["-DREAL=double".to_string()];
-        let ptx = crate::device::nvrtc::ptx_text("kernels.cu", KERNELS, "sm_90", &options).unwrap();
+        let compile = |name: &str, source: &str, arch: &str, options: &[String]| {
+            crate::device::nvrtc::compile_file(name, source, arch, options, &[]).map(|c| c.ptx)
+        };
+        let ptx = compile("kernels.cu", KERNELS, "sm_90", &options).unwrap();
         assert_eq!(entries(&ptx).unwrap(), entries(NVRTC_PTX).unwrap());
         let float = ["-DREAL=float".to_string()];
-        let ptx = crate::device::nvrtc::ptx_text("kernels.cu", KERNELS, "sm_80", &float).unwrap();
+        let ptx = compile("kernels.cu", KERNELS, "sm_80", &float).unwrap();
         let found = entries(&ptx).unwrap();
         let scale = find_entry(&found, "_Z5scaleIfEvPT_S0_hs").unwrap();
         assert_eq!(scale.param_sizes_bytes(), [8, 4, 1, 2]);
-        let err =
-            crate::device::nvrtc::ptx_text("bad.cu", "__global__ void k() { x; }", "sm_90", &[])
-                .unwrap_err();
+        let err = compile("bad.cu", "__global__ void k() { x; }", "sm_90", &[]).unwrap_err();
         assert!(format!("{err:#}").contains("bad.cu(1)"), "{err:#}");
     }
 

@@ -785,7 +785,7 @@ mod tests {
                 match h {
                     HostData::F32(v) => v.into_iter().map(f64::from).collect::<Vec<_>>(),
                     HostData::F64(v) => v,
-                    HostData::I32(_) => unreachable!(),
+                    _ => unreachable!(),
                 }
             };
             let tol = if dtype == DType::F32 { 1e-4 } else { 1e-12 };

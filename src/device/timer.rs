@@ -24,7 +24,8 @@ use super::nvml::ClockReading;
 use super::{Device, DeviceIo, KernelFile};
 
 /// The stream hold's kernel (see `kernels/timer.cu`), compiled when a device opens.
-pub const HOLD_KERNEL_FILE: KernelFile = KernelFile::embedded("timer.cu", include_str!("../../kernels/timer.cu"));
+pub const HOLD_KERNEL_FILE: KernelFile =
+    KernelFile::embedded("timer.cu", include_str!("../../kernels/timer.cu"));
 pub const HOLD_KERNEL: &str = "kbench_hold_stream";
 /// The cold-L2 flush (a read of twice the L2's size), also in `kernels/timer.cu`.
 pub const FLUSH_KERNEL: &str = "kbench_flush_l2";

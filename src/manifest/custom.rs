@@ -150,7 +150,8 @@ struct RawBuffer {
     #[schemars(with = "String", extend("enum" = ["input", "output", "inout", "scratch"]))]
     role: Spanned<String>,
     /// An input's contents: "zeros", "iota", { uniform = [lo, hi] }, { normal = [mean, std] },
-    /// { constant = x } or { npy = "file.npy" }. Default: uniform in [0, 1) (integers: [-100, 100]
+    /// { constant = x }, { copy = "input" } (an input declared before it), { expr = "i % 7" }
+    /// (of the index `i` and the axes) or { npy = "file.npy" }. Default: uniform in [0, 1) (integers: [-100, 100]
     /// within the type).
     #[schemars(with = "Option<serde_json::Value>")]
     init: Option<Spanned<toml::Value>>,
@@ -423,8 +424,8 @@ impl Validator<'_> {
             if !is_identifier(name) {
                 return Err(self.error(key_span, key, format!("`{name}` is not a C identifier")));
             }
-            if axes.iter().any(|a| &a.name == name && a.kind != AxisKindDecl::Size) {
-                return Err(self.error(key_span, key, format!("`{name}` is an axis, and kbench defines every axis but a size axis under its own name already: leave this entry out, or give the define another name")));
+            if made.iter().any(|m| &m.name == name && m.expr == *name) {
+                return Err(self.error(key_span, key, format!("`{name}` is an axis, and kbench defines every int, block, choice and dtype axis under its own name already: leave this entry out, or give the define another name")));
             }
             self.expression(text, &key, scope, spans)?;
             defines.push((name.clone(), text.get_ref().clone()));
@@ -433,7 +434,19 @@ impl Validator<'_> {
         for name in &raw.undefine {
             if !made.iter().any(|m| &m.name == name.get_ref()) {
                 let known: Vec<&str> = made.iter().map(|m| m.name.as_str()).collect();
-                return Err(self.error(name.span(), "custom.undefine", format!("`{}` is not one of kbench's defines; they are: {}", name.get_ref(), if known.is_empty() { "none".to_string() } else { known.join(", ") })));
+                return Err(self.error(
+                    name.span(),
+                    "custom.undefine",
+                    format!(
+                        "`{}` is not one of kbench's defines; they are: {}",
+                        name.get_ref(),
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ));
             }
             undefine.push(name.get_ref().clone());
         }
@@ -462,10 +475,17 @@ impl Validator<'_> {
                 }
                 let clash = format!("`{parameter}` is a template parameter in {} line {line}, and a define would replace it there", source.get_ref());
                 if let Some(text) = raw.defines.get(&parameter) {
-                    return Err(self.error(self.key_span_of(text.span()), format!("custom.defines.{parameter}"), format!("{clash}: name the define otherwise")));
+                    return Err(self.error(
+                        self.key_span_of(text.span()),
+                        format!("custom.defines.{parameter}"),
+                        format!("{clash}: name the define otherwise"),
+                    ));
                 }
                 if let Some(m) = made.iter().find(|m| m.name == parameter) {
-                    let span = raw.axis.get(m.axis).map_or(0..0, |a| a.get_ref().name.span());
+                    let span = raw
+                        .axis
+                        .get(m.axis)
+                        .map_or(0..0, |a| a.get_ref().name.span());
                     return Err(self.error(span, format!("custom.axis[{}].name", m.axis), format!("{clash} (kbench defines it from {}): add `undefine = [\"{parameter}\"]` to [custom] (a kernel name such as `k<{parameter}>` still reads it), or rename the template parameter", m.from)));
                 }
             }
@@ -487,8 +507,14 @@ impl Validator<'_> {
             let fault = if !text.starts_with('-') {
                 Some(format!("`{text}` is not an NVRTC option: options start with `-` (`-use_fast_math`, `--maxrregcount=64`)"))
             } else if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                Some(format!("`{}` holds a space: give each option as its own string", printable(text)))
-            } else if ["-arch", "--gpu-architecture", "--gpu-name", "-gpu-name"].iter().any(|a| text.starts_with(a)) {
+                Some(format!(
+                    "`{}` holds a space: give each option as its own string",
+                    printable(text)
+                ))
+            } else if ["-arch", "--gpu-architecture", "--gpu-name", "-gpu-name"]
+                .iter()
+                .any(|a| text.starts_with(a))
+            {
                 Some(format!("`{text}`: kbench compiles for the GPU each case runs on; leave the architecture out"))
             } else {
                 None
@@ -662,7 +688,10 @@ impl Validator<'_> {
                     self.error(
                         b.elem.span(),
                         key("type"),
-                        format!("unknown element type `{other}`; known: {}, dtype", DType::names()),
+                        format!(
+                            "unknown element type `{other}`; known: {}, dtype",
+                            DType::names()
+                        ),
                     )
                 })?),
             };
@@ -695,7 +724,31 @@ impl Validator<'_> {
                 Some(v) => {
                     // Checked against the buffer's type at each grid point (`check_over_grid`).
                     spans.exprs.insert(key("init"), v.span());
-                    self.init(v, &key("init"), dir)?
+                    let init = self.init(v, &key("init"), dir)?;
+                    match &init {
+                        Init::Copy(from) => {
+                            let source = buffers
+                                .iter()
+                                .find(|x| &x.name == from && x.role.is_input());
+                            match source {
+                                Some(source) if source.elem == elem => {}
+                                Some(source) => return Err(self.error(v.span(), key("init"), format!("`{from}` is {}, and `{name}` is {}: a copy has its source's type", elem_name(source.elem), elem_name(elem)))),
+                                None => return Err(self.error(v.span(), key("init"), format!("`copy` names `{from}`, which is no input declared before `{name}`"))),
+                            }
+                        }
+                        Init::Expr(text) => {
+                            let mut with_index: Vec<String> = scope.axes.to_vec();
+                            with_index.push("i".into());
+                            let inner = Scope {
+                                axes: &with_index,
+                                extra: None,
+                            };
+                            let spanned = Spanned::new(v.span(), text.clone());
+                            self.expression(&spanned, &key("init"), &inner, spans)?;
+                        }
+                        _ => {}
+                    }
+                    init
                 }
                 None => match elem {
                     // Integers: [-100, 100], within the type (u8: [0, 100]).
@@ -744,7 +797,11 @@ impl Validator<'_> {
             };
             if let Some(symbol) = &constant {
                 if let Some(other) = buffers.iter().find(|x| x.constant.as_ref() == Some(symbol)) {
-                    return Err(self.error(b.constant.as_ref().map_or(0..0, |c| c.span()), key("constant"), format!("buffer `{}` fills `{symbol}` already", other.name)));
+                    return Err(self.error(
+                        b.constant.as_ref().map_or(0..0, |c| c.span()),
+                        key("constant"),
+                        format!("buffer `{}` fills `{symbol}` already", other.name),
+                    ));
                 }
             }
             buffers.push(BufferDecl {
@@ -862,7 +919,7 @@ impl Validator<'_> {
     ) -> Result<Init, ManifestError> {
         let span = value.span();
         let bad = |m: &str| {
-            self.error(span.clone(), key, format!("{m}; an init is \"zeros\", \"iota\", {{ uniform = [lo, hi] }}, {{ normal = [mean, std] }}, {{ constant = x }} or {{ npy = \"file.npy\" }}"))
+            self.error(span.clone(), key, format!("{m}; an init is \"zeros\", \"iota\", {{ uniform = [lo, hi] }}, {{ normal = [mean, std] }}, {{ constant = x }}, {{ copy = \"buffer\" }}, {{ expr = \"i % 7\" }} or {{ npy = \"file.npy\" }}"))
         };
         let pair = |v: &toml::Value| -> Option<(f64, f64)> {
             let a = v.as_array()?;
@@ -893,6 +950,14 @@ impl Validator<'_> {
                         .or_else(|| v.as_integer().map(|i| i as f64))
                         .map(Init::Constant)
                         .ok_or_else(|| bad("`constant` takes a number")),
+                    "copy" => match v.as_str() {
+                        Some(name) => Ok(Init::Copy(name.to_string())),
+                        None => Err(bad("`copy` takes the name of an input declared before this buffer")),
+                    },
+                    "expr" => match v.as_str() {
+                        Some(text) => Ok(Init::Expr(text.to_string())),
+                        None => Err(bad("`expr` takes an expression of `i` (the element's index) and the axes, in a string")),
+                    },
                     "npy" => match v.as_str() {
                         Some(file) => {
                             let path = dir.join(file);
@@ -932,7 +997,9 @@ impl Validator<'_> {
                 abs: 0.0,
                 rel_eps: 0.0,
             }),
-            toml::Value::Table(t) if t.keys().all(|k| KEYS.contains(&k.as_str())) && !t.is_empty() => {
+            toml::Value::Table(t)
+                if t.keys().all(|k| KEYS.contains(&k.as_str())) && !t.is_empty() =>
+            {
                 let get = |k: &str| -> Result<f64, ManifestError> {
                     match t.get(k) {
                         None => Ok(0.0),
@@ -1254,15 +1321,30 @@ impl Validator<'_> {
         let mut files = Vec::new();
         for (i, b) in def.buffers.iter().enumerate() {
             let (key, path, typed) = match (&b.init, &b.expected) {
-                (Init::Npy(path), _) if b.role.is_input() => (format!("custom.buffer[{i}].init"), path, true),
+                (Init::Npy(path), _) if b.role.is_input() => {
+                    (format!("custom.buffer[{i}].init"), path, true)
+                }
                 // An expected file may hold any numeric type: it is compared as float64.
-                (_, Some(Expected::Npy(path))) => (format!("custom.buffer[{i}].expected"), path, false),
+                (_, Some(Expected::Npy(path))) => {
+                    (format!("custom.buffer[{i}].expected"), path, false)
+                }
                 _ => continue,
             };
-            let span = spans.exprs.get(&key).cloned().unwrap_or(spans.table.clone());
-            let (descr, count) = crate::npy::header(path)
-                .map_err(|m| self.error(span.clone(), key.clone(), format!("{} {m}", path.display())))?;
-            files.push(NpyHeader { buffer: i, key, descr: typed.then_some(descr), count, path: path.clone() });
+            let span = spans
+                .exprs
+                .get(&key)
+                .cloned()
+                .unwrap_or(spans.table.clone());
+            let (descr, count) = crate::npy::header(path).map_err(|m| {
+                self.error(span.clone(), key.clone(), format!("{} {m}", path.display()))
+            })?;
+            files.push(NpyHeader {
+                buffer: i,
+                key,
+                descr: typed.then_some(descr),
+                count,
+                path: path.clone(),
+            });
         }
         Ok(files)
     }
@@ -1330,24 +1412,59 @@ impl Validator<'_> {
                 ElemType::Fixed(d) => Some(d),
                 ElemType::FromDtype => schedule::case_dtype(&point),
             };
-            let fault = |key: String, message: String| DefError { key, offset: 0, message, unrunnable: false };
-            for (i, b) in def.buffers.iter().enumerate().filter(|(_, b)| b.role.is_input()) {
+            let fault = |key: String, message: String| DefError {
+                key,
+                offset: 0,
+                message,
+                unrunnable: false,
+            };
+            for (i, b) in def
+                .buffers
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.role.is_input())
+            {
+                let key = format!("custom.buffer[{i}].init");
                 if let Some(dtype) = dtype_at(b.elem) {
-                    init_fits(&b.init, dtype)
-                        .map_err(|m| at(fault(format!("custom.buffer[{i}].init"), m), &point))?;
+                    init_fits(&b.init, dtype).map_err(|m| at(fault(key.clone(), m), &point))?;
+                }
+                if let Init::Copy(from) = &b.init {
+                    let source = def.buffers.iter().find(|x| &x.name == from);
+                    let length = |text: &str| {
+                        schedule::eval_count(text, &key, "the length", u64::MAX, &names)
+                    };
+                    if let Some(source) = source {
+                        let (mine, theirs) = (
+                            length(&b.length).map_err(|e| at(e, &point))?,
+                            length(&source.length).map_err(|e| at(e, &point))?,
+                        );
+                        if mine != theirs {
+                            let message = format!("`{}` has {mine} elements and `{from}`, its copy's source, {theirs}", b.name);
+                            return Err(at(fault(key, message), &point));
+                        }
+                    }
                 }
             }
             for file in &npy_files {
                 let b = &def.buffers[file.buffer];
                 if let (Some(descr), Some(dtype)) = (&file.descr, dtype_at(b.elem)) {
                     crate::npy::holds(descr, dtype, &file.path).map_err(|m| {
-                        at(fault(file.key.clone(), format!("{} {m}", file.path.display())), &point)
+                        at(
+                            fault(file.key.clone(), format!("{} {m}", file.path.display())),
+                            &point,
+                        )
                     })?;
                 }
-                let length = schedule::eval_count(&b.length, &file.key, "the length", u64::MAX, &names)
-                    .map_err(|e| at(e, &point))?;
+                let length =
+                    schedule::eval_count(&b.length, &file.key, "the length", u64::MAX, &names)
+                        .map_err(|e| at(e, &point))?;
                 if length != file.count {
-                    let message = format!("{} holds {} elements, and buffer `{}` has {length}", file.path.display(), file.count, b.name);
+                    let message = format!(
+                        "{} holds {} elements, and buffer `{}` has {length}",
+                        file.path.display(),
+                        file.count,
+                        b.name
+                    );
                     return Err(at(fault(file.key.clone(), message), &point));
                 }
             }
@@ -1410,6 +1527,40 @@ pub const DEFAULT_REFERENCE_TIMEOUT_S: f64 = 60.0;
 /// bounded so that `check` stays quick on a generated one.
 pub const MAX_CHECKED_POINTS: usize = 10_000;
 
+/// Where NVRTC's log quotes a source line that uses an axis kbench defines under its own name,
+/// a line saying so: the sources may use the name themselves (a parameter or an array named
+/// like the axis).
+fn define_hint(log: &str, axis_defines: &[&str]) -> String {
+    let quoted: Vec<&str> = log.lines().filter(|l| l.starts_with("  ")).collect();
+    let uses = |name: &str| {
+        quoted.iter().any(|line| {
+            line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .any(|word| word == name)
+        })
+    };
+    let clashing: Vec<&str> = axis_defines
+        .iter()
+        .copied()
+        .filter(|name| uses(name))
+        .collect();
+    if clashing.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nnote: the lines above use {}, which kbench defines as a macro (every int, block, choice and dtype axis is defined under its own name): if the sources use the name themselves, add `undefine = [{}]` to [custom], or rename the axis",
+        clashing.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+        clashing.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// A buffer's element type as the manifest writes it.
+fn elem_name(elem: ElemType) -> String {
+    match elem {
+        ElemType::Fixed(d) => d.name().to_string(),
+        ElemType::FromDtype => "of type `dtype`".to_string(),
+    }
+}
+
 /// A `.npy` file a buffer is filled from or checked against, as its header says.
 struct NpyHeader {
     buffer: usize,
@@ -1439,19 +1590,27 @@ fn init_fits(init: &Init, dtype: DType) -> Result<(), String> {
     };
     let outside = |x: f64| !(low..=high).contains(&x);
     match init {
-        Init::Uniform { low: lo, high: hi } if !dtype.is_float() && lo.ceil() > hi.floor() => {
-            Err(format!("`uniform` [{lo}, {hi}] holds no integer, and the buffer is {dtype}"))
-        }
-        Init::Constant(c) if !dtype.is_float() && c.fract() != 0.0 => {
-            Err(format!("`constant` {c} is not an integer, and the buffer is {dtype}"))
-        }
+        Init::Uniform { low: lo, high: hi } if !dtype.is_float() && lo.ceil() > hi.floor() => Err(
+            format!("`uniform` [{lo}, {hi}] holds no integer, and the buffer is {dtype}"),
+        ),
+        Init::Constant(c) if !dtype.is_float() && c.fract() != 0.0 => Err(format!(
+            "`constant` {c} is not an integer, and the buffer is {dtype}"
+        )),
         // An integer type draws the integers in [ceil(lo), floor(hi)].
-        Init::Uniform { low: lo, high: hi } if !dtype.is_float() && (outside(lo.ceil()) || outside(hi.floor())) => Err(format!(
+        Init::Uniform { low: lo, high: hi }
+            if !dtype.is_float() && (outside(lo.ceil()) || outside(hi.floor())) =>
+        {
+            Err(format!(
             "`uniform` [{lo}, {hi}] draws integers outside what {dtype} holds ({low} to {high})"
-        )),
-        Init::Uniform { low: lo, high: hi } if dtype.is_float() && (outside(*lo) || outside(*hi)) => Err(format!(
-            "`uniform` [{lo}, {hi}] is outside what {dtype} holds ({low} to {high})"
-        )),
+        ))
+        }
+        Init::Uniform { low: lo, high: hi }
+            if dtype.is_float() && (outside(*lo) || outside(*hi)) =>
+        {
+            Err(format!(
+                "`uniform` [{lo}, {hi}] is outside what {dtype} holds ({low} to {high})"
+            ))
+        }
         Init::Constant(c) if outside(*c) => Err(format!(
             "`constant` {c} is outside what {dtype} holds ({low} to {high})"
         )),
@@ -1572,8 +1731,13 @@ impl Validator<'_> {
         raw: &RawCustom,
         file: &crate::device::KernelFile,
         point: &crate::vocab::Params,
-    ) -> Result<(crate::device::nvrtc::Compiled, Vec<crate::device::ptx::PtxEntry>), ManifestError>
-    {
+    ) -> Result<
+        (
+            crate::device::nvrtc::Compiled,
+            Vec<crate::device::ptx::PtxEntry>,
+        ),
+        ManifestError,
+    > {
         let sources_span = match (raw.sources.first(), raw.sources.last()) {
             (Some(first), Some(last)) => first.span().start..last.span().end,
             _ => self.header_span("custom").unwrap_or(0..0),
@@ -1598,21 +1762,33 @@ impl Validator<'_> {
         .map_err(|e| {
             let message = format!("{e:#}");
             // A kernel name that does not instantiate is shown at the launch that names it.
-            let launches = (raw.kernel.iter().enumerate())
-                .flat_map(|(k, p)| (p.get_ref().launch.iter().enumerate()).map(move |(j, l)| (k, j, l)));
+            let launches = (raw.kernel.iter().enumerate()).flat_map(|(k, p)| {
+                (p.get_ref().launch.iter().enumerate()).map(move |(j, l)| (k, j, l))
+            });
             for (k, j, launch) in launches {
                 let kernel = &launch.get_ref().kernel;
                 if message.contains(&format!("the kernel `{}`", kernel.get_ref())) {
                     return self.error(
                         kernel.span(),
                         format!("custom.kernel[{k}].launch[{j}].kernel"),
-                        format!("{message}\n(compiled at {})", crate::vocab::describe_params(point)),
+                        format!(
+                            "{message}\n(compiled at {})",
+                            crate::vocab::describe_params(point)
+                        ),
                     );
                 }
             }
-            fail(format!("the sources do not compile: {message}"))
+            let axis_defines: Vec<&str> = (raw.axis.iter().map(|a| a.get_ref()))
+                .filter(|a| !matches!(a.kind.get_ref().as_str(), "size" | "float"))
+                .map(|a| a.name.get_ref().as_str())
+                .collect();
+            fail(format!(
+                "the sources do not compile: {message}{}",
+                define_hint(&message, &axis_defines)
+            ))
         })?;
-        let entries = crate::device::ptx::entries(&compiled.ptx).map_err(|e| fail(e.to_string()))?;
+        let entries =
+            crate::device::ptx::entries(&compiled.ptx).map_err(|e| fail(e.to_string()))?;
         Ok((compiled, entries))
     }
 
@@ -1629,7 +1805,11 @@ impl Validator<'_> {
         let names = |name: &str| point.get(name).map(schedule::param_value);
         for (i, b) in def.buffers.iter().enumerate() {
             let Some(symbol) = &b.constant else { continue };
-            let span = raw.buffer[i].get_ref().constant.as_ref().map_or(0..0, |c| c.span());
+            let span = raw.buffer[i]
+                .get_ref()
+                .constant
+                .as_ref()
+                .map_or(0..0, |c| c.span());
             let key = format!("custom.buffer[{i}].constant");
             let at = crate::vocab::describe_params(point);
             let Some((_, size_bytes)) = variables.iter().find(|(name, _)| name == symbol) else {
@@ -1640,7 +1820,8 @@ impl Validator<'_> {
                 ElemType::Fixed(d) => Some(d),
                 ElemType::FromDtype => crate::custom::schedule::case_dtype(point),
             };
-            let length = schedule::eval_count(&b.length, &key, "the length", u64::MAX, &names).unwrap_or(0);
+            let length =
+                schedule::eval_count(&b.length, &key, "the length", u64::MAX, &names).unwrap_or(0);
             let bytes = length.saturating_mul(elem.map_or(0, DType::size_bytes));
             if bytes > *size_bytes {
                 return Err(self.error(span, key, format!("buffer `{}` has {bytes} bytes, and `{symbol}` holds {size_bytes} (at {at})", b.name)));
@@ -1656,7 +1837,10 @@ impl Validator<'_> {
         raw: &RawCustom,
         k: usize,
         program: &Program,
-        (compiled, entries): &(crate::device::nvrtc::Compiled, Vec<crate::device::ptx::PtxEntry>),
+        (compiled, entries): &(
+            crate::device::nvrtc::Compiled,
+            Vec<crate::device::ptx::PtxEntry>,
+        ),
         point: &crate::vocab::Params,
     ) -> Result<(), ManifestError> {
         use crate::device::ptx::{check_args, find_entry, ArgMismatch, DeclaredArg};
@@ -1676,9 +1860,10 @@ impl Validator<'_> {
         {
             let key = format!("custom.kernel[{k}].launch[{j}]");
             let raw_launch = raw_launch.get_ref();
-            let entry = find_entry(entries, compiled.entry_name(&launch.kernel)).map_err(|message| {
-                at(raw_launch.kernel.span(), format!("{key}.kernel"), message)
-            })?;
+            let entry =
+                find_entry(entries, compiled.entry_name(&launch.kernel)).map_err(|message| {
+                    at(raw_launch.kernel.span(), format!("{key}.kernel"), message)
+                })?;
             let declared: Vec<DeclaredArg> = (launch.args.iter())
                 .map(|arg| match arg {
                     ArgDecl::Buffer(name) => DeclaredArg {

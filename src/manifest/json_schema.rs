@@ -49,6 +49,16 @@ fn open_names_to_custom_studies(schema: &mut Value) {
     });
     variant["params"]["additionalProperties"] = any_axis.clone();
     let grid = &mut schema["properties"]["grid"];
+    // A custom study's axis may share a built-in's name and not its values (a block of 96
+    // threads, a `u8` dtype): the built-ins' types hold in the strict branch below alone.
+    if let Some(properties) = grid["properties"].as_object_mut() {
+        for (name, value) in properties.iter_mut() {
+            if name != "where" && name != "zip" {
+                let description = value["description"].clone();
+                *value = json!({ "description": description });
+            }
+        }
+    }
     grid["additionalProperties"] = any_axis;
     grid["properties"]["zip"]["items"]["items"] = json!({ "type": "string" });
     schema["anyOf"] = json!([

@@ -236,7 +236,8 @@ fn measure_case(
     on_stage(CaseStage::Measuring);
     let deadline = Deadline::after(settings.measure.timeout_s);
     if variant.backend == Backend::Cuda {
-        let kernels = std::iter::once(variant.implementation.as_str()).chain(bound.reference_kernel());
+        let kernels =
+            std::iter::once(variant.implementation.as_str()).chain(bound.reference_kernel());
         if let Some(why) = kernels.filter_map(|k| bound.unrunnable(k)).next() {
             return Err(CaseError::Skip(why));
         }

@@ -1075,7 +1075,11 @@ fn set(host: &mut HostData, i: usize, x: f64) -> Result<()> {
     let len = host.len();
     let slot = || anyhow!("the reference names element {i} of an output of {len}");
     // Integers truncate toward zero, as C's conversion does.
-    let x = if host.dtype().is_float() { x } else { x.trunc() };
+    let x = if host.dtype().is_float() {
+        x
+    } else {
+        x.trunc()
+    };
     crate::with_dtype!(host.dtype(), |T| {
         let values = T::slice_mut(host).context("kbench bug: a buffer not of its own type")?;
         *values.get_mut(i).ok_or_else(slot)? = T::nearest(x);

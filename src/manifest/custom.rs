@@ -410,7 +410,7 @@ impl Validator<'_> {
         axes: &[AxisDecl],
         scope: &Scope,
         spans: &mut CustomSpans,
-    ) -> Result<(Vec<(String, String)>, Vec<String>), ManifestError> {
+    ) -> Result<(Defines, Vec<String>), ManifestError> {
         let made = crate::custom::defines::made_by_kbench(axes);
         let mut defines: Vec<(String, String)> = Vec::new();
         for m in &made {
@@ -709,59 +709,7 @@ impl Validator<'_> {
                 }
             };
             self.expression(&b.length, &key("length"), scope, spans)?;
-            let init = match &b.init {
-                Some(v) if !role.is_input() => {
-                    return Err(self.error(
-                        v.span(),
-                        key("init"),
-                        format!(
-                            "`init` sets an input's contents; a{} {} buffer has none to set",
-                            if role == Role::Output { "n" } else { "" },
-                            b.role.get_ref()
-                        ),
-                    ))
-                }
-                Some(v) => {
-                    // Checked against the buffer's type at each grid point (`check_over_grid`).
-                    spans.exprs.insert(key("init"), v.span());
-                    let init = self.init(v, &key("init"), dir)?;
-                    match &init {
-                        Init::Copy(from) => {
-                            let source = buffers
-                                .iter()
-                                .find(|x| &x.name == from && x.role.is_input());
-                            match source {
-                                Some(source) if source.elem == elem => {}
-                                Some(source) => return Err(self.error(v.span(), key("init"), format!("`{from}` is {}, and `{name}` is {}: a copy has its source's type", elem_name(source.elem), elem_name(elem)))),
-                                None => return Err(self.error(v.span(), key("init"), format!("`copy` names `{from}`, which is no input declared before `{name}`"))),
-                            }
-                        }
-                        Init::Expr(text) => {
-                            let mut with_index: Vec<String> = scope.axes.to_vec();
-                            with_index.push("i".into());
-                            let inner = Scope {
-                                axes: &with_index,
-                                extra: None,
-                            };
-                            let spanned = Spanned::new(v.span(), text.clone());
-                            self.expression(&spanned, &key("init"), &inner, spans)?;
-                        }
-                        _ => {}
-                    }
-                    init
-                }
-                None => match elem {
-                    // Integers: [-100, 100], within the type (u8: [0, 100]).
-                    ElemType::Fixed(d) if !d.is_float() => Init::Uniform {
-                        low: d.integer_range().map_or(-100.0, |(low, _)| low.max(-100.0)),
-                        high: 100.0,
-                    },
-                    _ => Init::Uniform {
-                        low: 0.0,
-                        high: 1.0,
-                    },
-                },
-            };
+            let init = self.buffer_init(b, i, elem, role, &buffers, dir, scope, spans)?;
             let not_output = |field: &str, span: Range<usize>| {
                 self.error(
                     span,
@@ -785,25 +733,7 @@ impl Validator<'_> {
                 Some(t) => Some(self.tolerance(t, &key("tolerance"))?),
                 None => None,
             };
-            let constant = match &b.constant {
-                Some(c) if role != Role::Input => {
-                    return Err(self.error(c.span(), key("constant"), format!("`constant` fills a __constant__ variable from an input; `{name}` is {}", b.role.get_ref())))
-                }
-                Some(c) if !is_identifier(c.get_ref()) => {
-                    return Err(self.error(c.span(), key("constant"), format!("`{}` is not a __constant__ variable's name (letters, digits and `_`, declared at the sources' file scope)", printable(c.get_ref()))))
-                }
-                Some(c) => Some(c.get_ref().clone()),
-                None => None,
-            };
-            if let Some(symbol) = &constant {
-                if let Some(other) = buffers.iter().find(|x| x.constant.as_ref() == Some(symbol)) {
-                    return Err(self.error(
-                        b.constant.as_ref().map_or(0..0, |c| c.span()),
-                        key("constant"),
-                        format!("buffer `{}` fills `{symbol}` already", other.name),
-                    ));
-                }
-            }
+            let constant = self.buffer_constant(b, i, role, &buffers)?;
             buffers.push(BufferDecl {
                 name: name.clone(),
                 elem,
@@ -819,6 +749,109 @@ impl Validator<'_> {
             return Err(self.error(raw[0].span(), "custom.buffer", "no buffer has role \"output\" or \"inout\": kbench checks a kernel's outputs, so declare at least one".into()));
         }
         Ok(buffers)
+    }
+
+    /// A buffer's `init`, checked (an input's alone; a copy of an input declared before it, of
+    /// its type; an expression of `i` and the axes), or the default for its type.
+    #[allow(clippy::too_many_arguments)]
+    fn buffer_init(
+        &self,
+        b: &RawBuffer,
+        i: usize,
+        elem: ElemType,
+        role: Role,
+        buffers: &[BufferDecl],
+        dir: &Path,
+        scope: &Scope,
+        spans: &mut CustomSpans,
+    ) -> Result<Init, ManifestError> {
+        let key = |k: &str| format!("custom.buffer[{i}].{k}");
+        let name = b.name.get_ref();
+        Ok(match &b.init {
+            Some(v) if !role.is_input() => {
+                return Err(self.error(
+                    v.span(),
+                    key("init"),
+                    format!(
+                        "`init` sets an input's contents; a{} {} buffer has none to set",
+                        if role == Role::Output { "n" } else { "" },
+                        b.role.get_ref()
+                    ),
+                ))
+            }
+            Some(v) => {
+                // Checked against the buffer's type at each grid point (`check_over_grid`).
+                spans.exprs.insert(key("init"), v.span());
+                let init = self.init(v, &key("init"), dir)?;
+                match &init {
+                    Init::Copy(from) => {
+                        let source = buffers
+                            .iter()
+                            .find(|x| &x.name == from && x.role.is_input());
+                        match source {
+                            Some(source) if source.elem == elem => {}
+                            Some(source) => return Err(self.error(v.span(), key("init"), format!("`{from}` is {}, and `{name}` is {}: a copy has its source's type", elem_name(source.elem), elem_name(elem)))),
+                            None => return Err(self.error(v.span(), key("init"), format!("`copy` names `{from}`, which is no input declared before `{name}`"))),
+                        }
+                    }
+                    Init::Expr(text) => {
+                        let mut with_index: Vec<String> = scope.axes.to_vec();
+                        with_index.push("i".into());
+                        let inner = Scope {
+                            axes: &with_index,
+                            extra: None,
+                        };
+                        let spanned = Spanned::new(v.span(), text.clone());
+                        self.expression(&spanned, &key("init"), &inner, spans)?;
+                    }
+                    _ => {}
+                }
+                init
+            }
+            None => match elem {
+                // Integers: [-100, 100], within the type (u8: [0, 100]).
+                ElemType::Fixed(d) if !d.is_float() => Init::Uniform {
+                    low: d.integer_range().map_or(-100.0, |(low, _)| low.max(-100.0)),
+                    high: 100.0,
+                },
+                _ => Init::Uniform {
+                    low: 0.0,
+                    high: 1.0,
+                },
+            },
+        })
+    }
+
+    /// A buffer's `constant`: an input's alone, a C name, and no variable filled twice.
+    fn buffer_constant(
+        &self,
+        b: &RawBuffer,
+        i: usize,
+        role: Role,
+        buffers: &[BufferDecl],
+    ) -> Result<Option<String>, ManifestError> {
+        let key = |k: &str| format!("custom.buffer[{i}].{k}");
+        let name = b.name.get_ref();
+        let constant = match &b.constant {
+            Some(c) if role != Role::Input => {
+                return Err(self.error(c.span(), key("constant"), format!("`constant` fills a __constant__ variable from an input; `{name}` is {}", b.role.get_ref())))
+            }
+            Some(c) if !is_identifier(c.get_ref()) => {
+                return Err(self.error(c.span(), key("constant"), format!("`{}` is not a __constant__ variable's name (letters, digits and `_`, declared at the sources' file scope)", printable(c.get_ref()))))
+            }
+            Some(c) => Some(c.get_ref().clone()),
+            None => None,
+        };
+        if let Some(symbol) = &constant {
+            if let Some(other) = buffers.iter().find(|x| x.constant.as_ref() == Some(symbol)) {
+                return Err(self.error(
+                    b.constant.as_ref().map_or(0..0, |c| c.span()),
+                    key("constant"),
+                    format!("buffer `{}` fills `{symbol}` already", other.name),
+                ));
+            }
+        }
+        Ok(constant)
     }
 
     /// `[custom.reference_command]`, checked: a program, a positive time limit, and outputs
@@ -1384,8 +1417,11 @@ impl Validator<'_> {
         };
         let mut checked = 0;
         // Per kernel sequence: the points it cannot run, the points checked, the first fault.
-        let mut unrunnable: Vec<(usize, usize, Option<(DefError, crate::vocab::Params)>)> =
-            def.kernels.iter().map(|_| (0, 0, None)).collect();
+        let mut unrunnable: Vec<UnrunnablePoints> = def
+            .kernels
+            .iter()
+            .map(|_| UnrunnablePoints::default())
+            .collect();
         let npy_files = self.npy_headers(def, spans)?;
         for point in grid_points(axes, zip) {
             if let Some(filter) = filter {
@@ -1408,66 +1444,7 @@ impl Validator<'_> {
                 )
                 .map_err(|e| at(e, &point))?;
             }
-            let dtype_at = |elem: ElemType| match elem {
-                ElemType::Fixed(d) => Some(d),
-                ElemType::FromDtype => schedule::case_dtype(&point),
-            };
-            let fault = |key: String, message: String| DefError {
-                key,
-                offset: 0,
-                message,
-                unrunnable: false,
-            };
-            for (i, b) in def
-                .buffers
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.role.is_input())
-            {
-                let key = format!("custom.buffer[{i}].init");
-                if let Some(dtype) = dtype_at(b.elem) {
-                    init_fits(&b.init, dtype).map_err(|m| at(fault(key.clone(), m), &point))?;
-                }
-                if let Init::Copy(from) = &b.init {
-                    let source = def.buffers.iter().find(|x| &x.name == from);
-                    let length = |text: &str| {
-                        schedule::eval_count(text, &key, "the length", u64::MAX, &names)
-                    };
-                    if let Some(source) = source {
-                        let (mine, theirs) = (
-                            length(&b.length).map_err(|e| at(e, &point))?,
-                            length(&source.length).map_err(|e| at(e, &point))?,
-                        );
-                        if mine != theirs {
-                            let message = format!("`{}` has {mine} elements and `{from}`, its copy's source, {theirs}", b.name);
-                            return Err(at(fault(key, message), &point));
-                        }
-                    }
-                }
-            }
-            for file in &npy_files {
-                let b = &def.buffers[file.buffer];
-                if let (Some(descr), Some(dtype)) = (&file.descr, dtype_at(b.elem)) {
-                    crate::npy::holds(descr, dtype, &file.path).map_err(|m| {
-                        at(
-                            fault(file.key.clone(), format!("{} {m}", file.path.display())),
-                            &point,
-                        )
-                    })?;
-                }
-                let length =
-                    schedule::eval_count(&b.length, &file.key, "the length", u64::MAX, &names)
-                        .map_err(|e| at(e, &point))?;
-                if length != file.count {
-                    let message = format!(
-                        "{} holds {} elements, and buffer `{}` has {length}",
-                        file.path.display(),
-                        file.count,
-                        b.name
-                    );
-                    return Err(at(fault(file.key.clone(), message), &point));
-                }
-            }
+            inputs_at(def, &npy_files, &point).map_err(|e| at(e, &point))?;
             for (name, text) in &def.defines {
                 if let Some(e) =
                     schedule::eval(text, &format!("custom.defines.{name}"), &names).err()
@@ -1489,12 +1466,12 @@ impl Validator<'_> {
                     def.kernels.iter().enumerate().find(|(_, p)| p.name == name)
                 {
                     let count = &mut unrunnable[k];
-                    count.1 += 1;
+                    count.checked += 1;
                     match schedule::plan(program, &format!("custom.kernel[{k}]"), &point) {
                         Ok(_) => {}
                         Err(e) if e.unrunnable => {
-                            count.0 += 1;
-                            count.2.get_or_insert((e, point.clone()));
+                            count.skipped += 1;
+                            count.first.get_or_insert((e, point.clone()));
                         }
                         Err(e) => return Err(at(e, &point)),
                     }
@@ -1504,8 +1481,11 @@ impl Validator<'_> {
         // Points no GPU can run are skipped when the study runs; a kernel no point of the grid
         // can run is a mistake.
         let mut notes = Vec::new();
-        for (k, (skipped, of, first)) in unrunnable.into_iter().enumerate() {
-            let Some((e, point)) = first else { continue };
+        for (k, points) in unrunnable.into_iter().enumerate() {
+            let (skipped, of) = (points.skipped, points.checked);
+            let Some((e, point)) = points.first else {
+                continue;
+            };
             if skipped == of {
                 return Err(at(e, &point));
             }
@@ -1526,6 +1506,81 @@ pub const DEFAULT_REFERENCE_TIMEOUT_S: f64 = 60.0;
 /// The grid points `check_over_grid` evaluates at most: enough for any study a person writes,
 /// bounded so that `check` stays quick on a generated one.
 pub const MAX_CHECKED_POINTS: usize = 10_000;
+
+/// The inputs at one grid point: each `init` fits the buffer's type there, a copy has its
+/// source's length, and each `.npy` file holds the buffer's type and length.
+fn inputs_at(
+    def: &CustomDef,
+    npy_files: &[NpyHeader],
+    point: &crate::vocab::Params,
+) -> Result<(), DefError> {
+    let names = |name: &str| point.get(name).map(schedule::param_value);
+    let dtype_at = |elem: ElemType| match elem {
+        ElemType::Fixed(d) => Some(d),
+        ElemType::FromDtype => schedule::case_dtype(point),
+    };
+    let fault = |key: String, message: String| DefError {
+        key,
+        offset: 0,
+        message,
+        unrunnable: false,
+    };
+    for (i, b) in def
+        .buffers
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.role.is_input())
+    {
+        let key = format!("custom.buffer[{i}].init");
+        if let Some(dtype) = dtype_at(b.elem) {
+            init_fits(&b.init, dtype).map_err(|m| fault(key.clone(), m))?;
+        }
+        if let Init::Copy(from) = &b.init {
+            let source = def.buffers.iter().find(|x| &x.name == from);
+            let length =
+                |text: &str| schedule::eval_count(text, &key, "the length", u64::MAX, &names);
+            if let Some(source) = source {
+                let (mine, theirs) = (length(&b.length)?, length(&source.length)?);
+                if mine != theirs {
+                    let message = format!(
+                        "`{}` has {mine} elements and `{from}`, its copy's source, {theirs}",
+                        b.name
+                    );
+                    return Err(fault(key, message));
+                }
+            }
+        }
+    }
+    for file in npy_files {
+        let b = &def.buffers[file.buffer];
+        if let (Some(descr), Some(dtype)) = (&file.descr, dtype_at(b.elem)) {
+            crate::npy::holds(descr, dtype, &file.path)
+                .map_err(|m| fault(file.key.clone(), format!("{} {m}", file.path.display())))?;
+        }
+        let length = schedule::eval_count(&b.length, &file.key, "the length", u64::MAX, &names)?;
+        if length != file.count {
+            let message = format!(
+                "{} holds {} elements, and buffer `{}` has {length}",
+                file.path.display(),
+                file.count,
+                b.name
+            );
+            return Err(fault(file.key.clone(), message));
+        }
+    }
+    Ok(())
+}
+
+/// Each define's name and expression, in the order they are written in front of the sources.
+type Defines = Vec<(String, String)>;
+
+/// The grid points of one kernel sequence no GPU can run, of those checked, and the first.
+#[derive(Default)]
+struct UnrunnablePoints {
+    skipped: usize,
+    checked: usize,
+    first: Option<(DefError, crate::vocab::Params)>,
+}
 
 /// Where NVRTC's log quotes a source line that uses an axis kbench defines under its own name,
 /// a line saying so: the sources may use the name themselves (a parameter or an array named

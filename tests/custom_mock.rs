@@ -316,7 +316,7 @@ fn inputs_of_every_new_kind_reach_the_reference_and_unrunnable_points_are_skippe
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("k.cu"), "__global__ void k(const unsigned char* b, const unsigned char* c, const __nv_bfloat16* h, const long long* rows, float* y, int n) {}\n").unwrap();
+    std::fs::write(dir.path().join("k.cu"), "#include <cuda_bf16.h>\n__global__ void k(const unsigned char* b, const unsigned char* c, const __nv_bfloat16* h, const long long* rows, float* y, int n) {}\n").unwrap();
     std::fs::write(
         dir.path().join("reference.py"),
         r#"import json, os, sys

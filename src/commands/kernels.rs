@@ -79,15 +79,7 @@ pub fn kernels(args: KernelsArgs) -> Exit {
             }
         }
     }
-    if ptxas.is_none() {
-        outln!("ptxas not found (pass --ptxas or put it on PATH): no register/spill report");
-        return Exit::Ok;
-    }
-    out!(
-        "{}",
-        ptxas_table::render(&reports, super::table_width(false))
-    );
-    Exit::Ok
+    print_report(ptxas.is_some(), &reports)
 }
 
 /// `kbench kernels <manifest>`: a custom study's kernels as each variant and the reference compile
@@ -179,13 +171,18 @@ fn custom_kernels(path: &std::path::Path, args: KernelsArgs) -> Exit {
             }
         }
     }
-    if ptxas.is_none() {
+    print_report(ptxas.is_some(), &reports)
+}
+
+/// The register/spill table of `reports`, or why there is none (no ptxas).
+fn print_report(with_ptxas: bool, reports: &[nvrtc::PtxasReport]) -> Exit {
+    if !with_ptxas {
         outln!("ptxas not found (pass --ptxas or put it on PATH): no register/spill report");
         return Exit::Ok;
     }
     out!(
         "{}",
-        ptxas_table::render(&reports, super::table_width(false))
+        ptxas_table::render(reports, super::table_width(false))
     );
     Exit::Ok
 }

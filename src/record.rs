@@ -722,6 +722,69 @@ pub struct CaseResult {
     /// `run --sanitize`: what compute-sanitizer found in one more run of the case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sanitizer: Option<SanitizerCheck>,
+    /// Where the case's `wall_s` went (None in files written before kbench recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead: Option<Overhead>,
+}
+
+/// Where a case's wall time went, in seconds: what kbench spent around the samples, stage by
+/// stage. With several processes (`[measure] processes`), the sum over them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Overhead {
+    /// Opening the GPU (the context, the device's record, its peaks): a worker's first case.
+    pub setup_s: f64,
+    /// Making the inputs: random draws, `.npy` files, copies and expressions.
+    pub inputs_s: f64,
+    /// The expected outputs: the reference command, the reference kernel's run, `.npy` files
+    /// (little where an earlier case of the grid point made them: see `reference_shared`).
+    pub reference_s: f64,
+    /// NVRTC and loading the module (little where the run compiled the same source before).
+    pub compile_s: f64,
+    /// Copies to and from the GPU outside the timed runs.
+    pub transfers_s: f64,
+    /// The warm-up and the timed samples.
+    pub sampling_s: f64,
+    /// Runs after the samples: traced, profiled, and the energy window.
+    pub extra_runs_s: f64,
+    /// Checking the outputs against the reference, and saving them.
+    pub checking_s: f64,
+    /// The rest of `wall_s`: starting worker processes, messages, the results file.
+    pub other_s: f64,
+}
+
+impl Overhead {
+    /// Every stage's seconds but `other_s`.
+    pub fn staged_s(&self) -> f64 {
+        self.setup_s
+            + self.inputs_s
+            + self.reference_s
+            + self.compile_s
+            + self.transfers_s
+            + self.sampling_s
+            + self.extra_runs_s
+            + self.checking_s
+    }
+
+    /// `other_s` set to what `wall_s` leaves.
+    pub fn within(mut self, wall_s: f64) -> Overhead {
+        self.other_s = (wall_s - self.staged_s()).max(0.0);
+        self
+    }
+
+    /// The two added stage by stage (a case's processes).
+    pub fn plus(&self, other: &Overhead) -> Overhead {
+        Overhead {
+            setup_s: self.setup_s + other.setup_s,
+            inputs_s: self.inputs_s + other.inputs_s,
+            reference_s: self.reference_s + other.reference_s,
+            compile_s: self.compile_s + other.compile_s,
+            transfers_s: self.transfers_s + other.transfers_s,
+            sampling_s: self.sampling_s + other.sampling_s,
+            extra_runs_s: self.extra_runs_s + other.extra_runs_s,
+            checking_s: self.checking_s + other.checking_s,
+            other_s: self.other_s + other.other_s,
+        }
+    }
 }
 
 /// One run of a CUDA case under compute-sanitizer, outside the timing (`run --sanitize`).
@@ -1422,6 +1485,10 @@ pub struct AccuracyReport {
     pub subset_of: Option<usize>,
     /// Elements outside tolerance, plus those missing or extra.
     pub wrong_elements: usize,
+    /// Elements the output may have outside the tolerance and still pass (a custom buffer's
+    /// `check = { max_mismatches = k }`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mismatches_allowed: u64,
     pub nan_elements: usize,
     /// The first few failing elements.
     pub first_wrong: Vec<WrongElement>,

@@ -39,6 +39,10 @@ pub struct ReferenceCommand {
     pub time_limit: Duration,
     /// More environment variables for it (a custom study passes the case's axis values).
     pub env: Vec<(String, String)>,
+    /// Where the command's outputs are kept for other processes of the run (`[measure]
+    /// processes`): a folder whose outputs, once there, are read instead of running the command
+    /// again. None: nothing is kept.
+    pub shared: Option<PathBuf>,
 }
 
 /// An output the command must write: `<name>.npy` holding `len` values.
@@ -124,10 +128,19 @@ pub fn run(
         check_name(name)?;
     }
     let io = |e: std::io::Error| ReferenceError::Io(e.to_string());
-    let folder = tempfile::Builder::new()
-        .prefix("kbench-reference-")
-        .tempdir()
-        .map_err(io)?;
+    if let Some(kept) = command.shared.as_deref().filter(|kept| kept.is_dir()) {
+        return (outputs.iter())
+            .map(|expected| read_output(command, kept, expected))
+            .collect();
+    }
+    // Beside the kept outputs where they are kept, so that they are moved there, not copied.
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("kbench-reference-");
+    let folder = match command.shared.as_deref().and_then(Path::parent) {
+        Some(parent) => fs::create_dir_all(parent).and_then(|()| builder.tempdir_in(parent)),
+        None => builder.tempdir(),
+    }
+    .map_err(io)?;
     let (inputs_dir, outputs_dir) = (folder.path().join("inputs"), folder.path().join("outputs"));
     fs::create_dir(&inputs_dir).map_err(io)?;
     fs::create_dir(&outputs_dir).map_err(io)?;
@@ -137,10 +150,14 @@ pub fn run(
             .map_err(|e| ReferenceError::Io(format!("writing {}: {e:#}", path.display())))?;
     }
     run_to_completion(command, folder.path(), &inputs_dir, &outputs_dir)?;
-    outputs
-        .iter()
+    let values = (outputs.iter())
         .map(|expected| read_output(command, &outputs_dir, expected))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(kept) = &command.shared {
+        // Another process may have kept the same outputs meanwhile: either copy will do.
+        let _ = fs::rename(&outputs_dir, kept);
+    }
+    Ok(values)
 }
 
 /// An array name that makes a plain file name in the folder (no path, no hidden file).
@@ -288,6 +305,7 @@ mod tests {
             working_dir: dir.to_path_buf(),
             time_limit: Duration::from_millis(limit_ms),
             env: Vec::new(),
+            shared: None,
         }
     }
 

@@ -17,6 +17,7 @@ pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyR
         elements: expected.len(),
         subset_of: None,
         wrong_elements: got.len().abs_diff(expected.len()),
+        mismatches_allowed: 0,
         nan_elements: 0,
         first_wrong: Vec::new(),
     };
@@ -52,6 +53,15 @@ pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyR
         report.max_abs_err
     };
     report
+}
+
+/// `report` passed where it has every element and at most `allowed` of them outside the
+/// tolerance (a custom buffer's `check = { max_mismatches = k }`).
+pub fn allow_mismatches(report: &mut AccuracyReport, allowed: u64, has_every_element: bool) {
+    report.mismatches_allowed = allowed;
+    if has_every_element && report.wrong_elements as u64 <= allowed {
+        report.passed = true;
+    }
 }
 
 /// As `compare`, for a reference of only some of the output's elements: `expected[k]` is element

@@ -544,8 +544,9 @@ impl HostData {
 
     /// `values` rounded to `dtype` (see `Element::nearest`).
     pub fn from_f64(dtype: DType, values: &[f64]) -> HostData {
+        use rayon::prelude::*;
         with_dtype!(dtype, |T| T::wrap(
-            values.iter().map(|&v| T::nearest(v)).collect()
+            values.par_iter().map(|&v| T::nearest(v)).collect()
         ))
     }
 

@@ -123,6 +123,11 @@ fn the_custom_transpose_runs_on_the_mock_device() {
 /// A study whose output is checked against an external reference command (a shell script that
 /// copies the input, so no NumPy is needed), written into `dir`; `script` is the command.
 fn copy_study(dir: &Path, script: &str) -> PathBuf {
+    copy_study_of(dir, script, 1)
+}
+
+/// `copy_study` with `variants` variants of the one kernel (`copy`, `copy_2`, ...).
+fn copy_study_of(dir: &Path, script: &str, variants: usize) -> PathBuf {
     std::fs::write(
         dir.join("copy.cu"),
         "extern \"C\" __global__ void copy(const float* x, float* y, int n) {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) y[i] = x[i];\n}\n",
@@ -173,6 +178,10 @@ name = "copy"
 backend = "cuda"
 kernel = "copy"
 "#;
+    let more = (2..=variants).map(|v| {
+        format!("\n[[variant]]\nname = \"copy_{v}\"\nbackend = \"cuda\"\nkernel = \"copy\"\n")
+    });
+    let manifest: String = std::iter::once(manifest.to_string()).chain(more).collect();
     let path = dir.join("copy.toml");
     std::fs::write(&path, manifest).unwrap();
     path
@@ -224,6 +233,227 @@ fn outputs_are_checked_against_the_reference_commands_files() {
     // Once per case, in the manifest's folder, with the case's axis values.
     let log = std::fs::read_to_string(dir.path().join("params.log")).unwrap();
     assert_eq!(log, "{\"n\":1000}\n{\"n\":5000}\n");
+}
+
+/// A reference command that takes a while (0.4 s a run) and logs each run's parameters.
+const SLOW_COPY: &str = "sleep 0.4\necho \"$KBENCH_PARAMS\" >> params.log\ncp \"$KBENCH_INPUTS/x.npy\" \"$KBENCH_OUTPUTS/y.npy\"\n";
+
+/// Runs the study at `path` on the mock with `extra` arguments; returns the results and the
+/// wall time.
+fn timed_run_on_mock(path: &Path, extra: &[&str]) -> (Value, f64) {
+    let dir = path.parent().unwrap();
+    std::fs::write(dir.join("mock.toml"), MOCK).unwrap();
+    let _ = std::fs::remove_dir_all(dir.join("out"));
+    let started = std::time::Instant::now();
+    kbench(dir)
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .arg("run")
+        .arg(path)
+        .args([
+            "--out-dir",
+            "out",
+            "--warmup",
+            "1",
+            "--min-samples",
+            "3",
+            "--max-samples",
+            "3",
+        ])
+        .args(extra)
+        .assert()
+        .success();
+    let wall_s = started.elapsed().as_secs_f64();
+    let study_dir = dir.join("out").join("copy");
+    let file = std::fs::read_dir(&study_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let doc = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    // What the processes shared goes with the run.
+    let left: Vec<_> = std::fs::read_dir(&study_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    (doc, wall_s)
+}
+
+#[test]
+fn the_reference_command_runs_once_per_grid_point_for_every_variant_and_process() {
+    let one = tempfile::tempdir().unwrap();
+    let (doc, one_variant_s) = timed_run_on_mock(&copy_study_of(one.path(), SLOW_COPY, 1), &[]);
+    assert_eq!(doc["cases"].as_array().unwrap().len(), 2);
+    let three = tempfile::tempdir().unwrap();
+    let path = copy_study_of(three.path(), SLOW_COPY, 3);
+    let (doc, three_variants_s) = timed_run_on_mock(&path, &[]);
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 6);
+    assert!(cases.iter().all(|c| c["status"] == "passed"), "{doc}");
+    let log = std::fs::read_to_string(three.path().join("params.log")).unwrap();
+    assert_eq!(log, "{\"n\":1000}\n{\"n\":5000}\n");
+    // The first case of a point pays for the command; its overhead says so, the others' not.
+    let reference_s: Vec<f64> = (cases.iter())
+        .map(|c| c["overhead"]["reference_s"].as_f64().unwrap())
+        .collect();
+    assert!(
+        reference_s[0] >= 0.35 && reference_s[3] >= 0.35,
+        "{reference_s:?}"
+    );
+    assert!(
+        reference_s[1] < 0.1 && reference_s[2] < 0.1,
+        "{reference_s:?}"
+    );
+    assert!(
+        three_variants_s <= 1.5 * one_variant_s,
+        "3 variants took {three_variants_s:.2} s, 1 variant {one_variant_s:.2} s"
+    );
+
+    // Three processes a case: still once per point, through the run's shared folder.
+    std::fs::remove_file(three.path().join("params.log")).unwrap();
+    let (doc, _) = timed_run_on_mock(&path, &["--processes", "3"]);
+    assert!(
+        doc["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["status"] == "passed"),
+        "{doc}"
+    );
+    let log = std::fs::read_to_string(three.path().join("params.log")).unwrap();
+    assert_eq!(log, "{\"n\":1000}\n{\"n\":5000}\n");
+}
+
+/// `copy_study` tuned over a block axis, its reference command told it depends on `n` alone
+/// (`axes`), with `edit` applied to the manifest's text.
+fn tuned_copy_study(dir: &Path, edit: impl Fn(String) -> String) -> PathBuf {
+    let path = copy_study_of(dir, SLOW_COPY, 1);
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("n = [1000, 5000]", "n = [1000, 5000]\nblock = [64, 128, 256]")
+        .replace("timeout_s = 30 }", "timeout_s = 30, axes = [\"n\"] }")
+        .replace(
+            "[[custom.buffer]]\nname = \"x\"",
+            "[[custom.axis]]\nname = \"block\"\nkind = \"block\"\n\n[[custom.buffer]]\nname = \"x\"",
+        )
+        .replace("block = \"256\"", "block = \"block\"");
+    std::fs::write(&path, edit(text)).unwrap();
+    path
+}
+
+#[test]
+fn configurations_of_one_problem_share_one_run_of_a_reference_command_told_its_axes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tuned_copy_study(dir.path(), |text| text);
+    let (doc, _) = timed_run_on_mock(&path, &[]);
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 6);
+    assert!(cases.iter().all(|c| c["status"] == "passed"), "{doc}");
+    // Once per problem, and told only the axes it depends on.
+    let log = std::fs::read_to_string(dir.path().join("params.log")).unwrap();
+    assert_eq!(log, "{\"n\":1000}\n{\"n\":5000}\n");
+
+    // Axes the study has not, or an input that reads an axis left out, are refused.
+    for (edit, message) in [
+        (
+            ("axes = [\"n\"]", "axes = [\"m\"]"),
+            "no axis `m`: the study's axes are n, block",
+        ),
+        (
+            ("axes = [\"n\"]", "axes = [\"n\", \"n\"]"),
+            "axis `n` is named twice",
+        ),
+        (
+            (
+                "role = \"input\"",
+                "role = \"input\"\ninit = { expr = \"i % block\" }",
+            ),
+            "buffer `x`'s init reads axis `block`, which these axes leave out",
+        ),
+    ] {
+        let bad = tempfile::tempdir().unwrap();
+        let path = tuned_copy_study(bad.path(), |text| text.replace(edit.0, edit.1));
+        kbench(bad.path())
+            .arg("check")
+            .arg(&path)
+            .assert()
+            .code(2)
+            .stderr(
+                predicates::str::contains(message)
+                    .and(predicates::str::contains("custom.reference_command.axes")),
+            );
+    }
+}
+
+#[test]
+fn max_mismatches_passes_an_output_with_that_many_wrong_elements_and_no_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = "cp \"$KBENCH_INPUTS/x.npy\" \"$KBENCH_OUTPUTS/y.npy\"\n";
+    let path = copy_study(dir.path(), copy);
+    // The mock's scripted wrong answer gets one element of each output wrong.
+    let wrong_once = format!("{MOCK}\n[[event]]\nfault = \"wrong answer\"\n");
+    let run = |manifest: &str| -> Value {
+        std::fs::write(&path, manifest).unwrap();
+        std::fs::write(dir.path().join("wrong.toml"), &wrong_once).unwrap();
+        let _ = std::fs::remove_dir_all(dir.path().join("out"));
+        kbench(dir.path())
+            .env("KBENCH_MOCK_GPU", "wrong.toml")
+            .arg("run")
+            .arg(&path)
+            .args([
+                "--out-dir",
+                "out",
+                "--min-samples",
+                "3",
+                "--max-samples",
+                "3",
+            ])
+            .output()
+            .unwrap();
+        let study = dir.path().join("out/copy");
+        let file = std::fs::read_dir(study)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
+    };
+    let text = std::fs::read_to_string(&path).unwrap();
+    let strict = run(&text);
+    let case = &strict["cases"][0];
+    assert_eq!(case["status"], "accuracy_failed", "{case}");
+    assert!(case["reason"]
+        .as_str()
+        .unwrap()
+        .contains("1 of 1000 elements outside"));
+
+    let one_allowed = text.replace(
+        "tolerance = \"exact\"",
+        "tolerance = \"exact\"\ncheck = { max_mismatches = 1 }",
+    );
+    let lenient = run(&one_allowed);
+    for case in lenient["cases"].as_array().unwrap() {
+        assert_eq!(case["status"], "passed", "{case}");
+        let accuracy = &case["outputs"][0]["accuracy"];
+        assert_eq!(accuracy["wrong_elements"], 1);
+        assert_eq!(accuracy["mismatches_allowed"], 1);
+    }
+
+    // On an input it means nothing, and is refused where it stands.
+    let on_input = text.replace(
+        "role = \"input\"",
+        "role = \"input\"\ncheck = { max_mismatches = 1 }",
+    );
+    std::fs::write(&path, on_input).unwrap();
+    kbench(dir.path())
+        .arg("check")
+        .arg(&path)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "`check` is for outputs; `x` is input (key `custom.buffer[0].check`)",
+        ));
 }
 
 #[test]

@@ -194,7 +194,24 @@ fn redact(text: &str, docs: &[&Value], dir: &Path) -> String {
         rest = &rest[at + 6..];
     }
     out.push_str(rest);
-    out
+    redact_time_lines(&out)
+}
+
+/// Where the time went is this machine's: the lines are kept, their seconds are not.
+fn redact_time_lines(out: &str) -> String {
+    let lines = out.lines().map(|line| {
+        let seconds = match (line.find("time: "), line.find(" was sampling")) {
+            (Some(from), Some(to)) => Some((from + "time: ".len(), to)),
+            _ => line
+                .strip_prefix("  the rest: ")
+                .map(|rest| (line.len() - rest.len(), line.len())),
+        };
+        match seconds {
+            Some((from, to)) => format!("{}[redacted]{}", &line[..from], &line[to..]),
+            None => line.to_string(),
+        }
+    });
+    lines.collect::<Vec<_>>().join("\n") + if out.ends_with('\n') { "\n" } else { "" }
 }
 
 /// The JSON document with its volatile fields replaced.
@@ -225,6 +242,14 @@ fn redacted_json(doc: &Value) -> String {
     }
     for case in doc["cases"].as_array_mut().unwrap() {
         case["wall_s"] = "[redacted]".into();
+        // Its stages are named; their seconds are this machine's.
+        for seconds in case["overhead"]
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|o| o.values_mut())
+        {
+            *seconds = "[redacted]".into();
+        }
         if case["device"].is_object() {
             case["device"]["host"] = "[redacted]".into();
         }
@@ -240,7 +265,7 @@ fn report(dir: &Path, results: &Path, args: &[&str]) -> String {
         .args(args)
         .assert()
         .success();
-    String::from_utf8(out.get_output().stdout.clone()).unwrap()
+    redact_time_lines(&String::from_utf8(out.get_output().stdout.clone()).unwrap())
 }
 
 /// The HTML report with each inline chart cut to its first line and its size (the charts are

@@ -71,6 +71,9 @@ pub struct OutputSpec {
     /// of every element would take too long. Only they are checked, and the results say how
     /// many of how many were. `None`: every element.
     pub checked: Option<Vec<usize>>,
+    /// Elements that may fall outside the tolerance with the output still passing (a custom
+    /// buffer's `check = { max_mismatches = k }`); 0 for the built-ins.
+    pub max_mismatches: u64,
 }
 
 impl OutputSpec {
@@ -90,6 +93,7 @@ impl OutputSpec {
             tolerance,
             in_place: None,
             checked: None,
+            max_mismatches: 0,
         }
     }
 
@@ -122,6 +126,7 @@ impl OutputSpec {
             tolerance,
             in_place: None,
             checked: Some(indices),
+            max_mismatches: 0,
         })
     }
 

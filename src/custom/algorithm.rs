@@ -7,13 +7,11 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 
 use super::def::{AxisKindDecl, CustomDef, ElemType, Expected, Init, Role};
 use super::schedule::{self, case_dtype, param_value};
@@ -22,8 +20,10 @@ use crate::algos::{
     OutputSpec, Spec,
 };
 use crate::device::{DeviceIo, Gpu, KernelFile, Launcher};
+use crate::draws;
 use crate::expr::Value;
 use crate::reference_command::{self, ExpectedOutput, ReferenceCommand, PARAMS_ENV};
+use crate::stage_clock::{self, Stage};
 use crate::vocab::{DType, HostData, ParamValue, Params, Tolerance};
 
 /// The name a manifest gives as `study.algorithm` for its own kernels.
@@ -42,6 +42,12 @@ pub struct Custom {
     buffer_names: Vec<&'static str>,
     /// The kernel file for each define set, made once: NVRTC modules are cached by its name.
     files: Mutex<HashMap<String, KernelFile>>,
+    /// Where the reference command's outputs are kept for the run's other processes, one
+    /// folder per answer (see `ReferenceCommand::shared`).
+    pub shared_references: Option<PathBuf>,
+    /// The reference command's last answer, by what it is a function of (see
+    /// `command_references`).
+    last_reference: Mutex<Option<(u64, Vec<Vec<f64>>)>>,
 }
 
 impl Custom {
@@ -76,6 +82,8 @@ impl Custom {
             def,
             buffer_names,
             files: Mutex::new(HashMap::new()),
+            shared_references: None,
+            last_reference: Mutex::new(None),
         }
     }
 
@@ -248,6 +256,7 @@ impl CustomCase<'_> {
     /// (`outputs` are the output buffers in declaration order), running it once on `inputs`.
     fn command_references(
         &self,
+        seed: u64,
         inputs: &[(&'static str, HostData)],
         outputs: &mut [OutputSpec],
     ) -> Result<()> {
@@ -264,13 +273,39 @@ impl CustomCase<'_> {
         else {
             return Ok(());
         };
-        let params = serde_json::to_string(&self.params).context("the case's parameters")?;
+        let visible: Params = match &decl.axes {
+            Some(axes) => (self.params.iter())
+                .filter(|(axis, _)| axes.contains(axis))
+                .map(|(axis, value)| (axis.clone(), value.clone()))
+                .collect(),
+            None => self.params.clone(),
+        };
+        let params = serde_json::to_string(&visible).context("the case's parameters")?;
+        // What the answer is a function of: the inputs (drawn from the seed, each buffer's name,
+        // type and length, and the visible axes) and what the command is told.
+        let key = {
+            let mut hasher = fnv::FnvHasher::default();
+            (seed, &params, &decl.argv, &self.buffers).hash(&mut hasher);
+            hasher.finish()
+        };
+        let mut last = (self.algorithm.last_reference.lock()).unwrap_or_else(|e| e.into_inner());
+        if let Some((_, values)) = last.as_ref().filter(|(made_for, _)| *made_for == key) {
+            for (&i, reference) in by_command.iter().zip(values) {
+                outputs[i].reference = reference.clone();
+            }
+            return Ok(());
+        }
+        // Dropped before the command runs: it and this answer may not both fit.
+        *last = None;
+        let shared =
+            (self.algorithm.shared_references.as_ref()).map(|dir| dir.join(format!("{key:016x}")));
         let command = ReferenceCommand {
             argv: decl.argv.clone(),
             working_dir: decl.working_dir.clone(),
             // The manifest's check keeps it positive; a huge one means no limit.
             time_limit: Duration::try_from_secs_f64(decl.timeout_s).unwrap_or(Duration::MAX),
             env: vec![(PARAMS_ENV.to_string(), params)],
+            shared,
         };
         let expected: Vec<ExpectedOutput> = (by_command.iter())
             .map(|&i| ExpectedOutput {
@@ -280,9 +315,18 @@ impl CustomCase<'_> {
             .collect();
         let inputs: Vec<(&str, &HostData)> = inputs.iter().map(|(n, d)| (*n, d)).collect();
         let values = reference_command::run(&command, &inputs, &expected)?;
-        for (i, reference) in by_command.into_iter().zip(values) {
-            outputs[i].reference = reference;
+        // Kept for the next configuration of the same problem (`reference_command.axes`); a
+        // grid point's own variants share its whole data already (`run::case`).
+        if decl.axes.is_none() {
+            for (i, reference) in by_command.into_iter().zip(values) {
+                outputs[i].reference = reference;
+            }
+            return Ok(());
         }
+        for (&i, reference) in by_command.iter().zip(&values) {
+            outputs[i].reference = reference.clone();
+        }
+        *last = Some((key, values));
         Ok(())
     }
 }
@@ -334,7 +378,9 @@ impl BoundCase for CustomCase<'_> {
             }
             if decl.role.is_output() {
                 let reference = match &decl.expected {
-                    Some(Expected::Npy(path)) => read_npy(path, dtype, len)?.to_f64(),
+                    Some(Expected::Npy(path)) => {
+                        stage_clock::time(Stage::Reference, || read_npy(path, dtype, len))?.to_f64()
+                    }
                     // Filled in below, once every input is made.
                     Some(Expected::Command) => Vec::new(),
                     // Filled in by the reference kernel sequence's run (see `reference_kernel`).
@@ -350,10 +396,13 @@ impl BoundCase for CustomCase<'_> {
                         .map_or(default_tolerance(dtype), |t| t.for_type(dtype)),
                     in_place: (decl.role == Role::InOut).then_some(name),
                     checked: None,
+                    max_mismatches: decl.max_mismatches,
                 });
             }
         }
-        self.command_references(&inputs, &mut outputs)?;
+        stage_clock::time(Stage::Reference, || {
+            self.command_references(seed, &inputs, &mut outputs)
+        })?;
         let (bytes_read, bytes_written) =
             def.traffic.split(self.count(&def.bytes, "custom.bytes")?);
         Ok(CaseData {
@@ -482,11 +531,11 @@ impl CustomCase<'_> {
 }
 
 /// A buffer's initial contents, drawn from its own stream of the study's seed, so that a
-/// buffer's values do not change when another buffer is added.
+/// buffer's values do not change when another buffer is added (see `draws`).
 fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Result<HostData> {
     let mut hasher = fnv::FnvHasher::default();
     name.hash(&mut hasher);
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ hasher.finish());
+    let key = seed ^ hasher.finish();
     let values: Vec<f64> = match init {
         Init::Npy(path) => return read_npy(path, dtype, len),
         Init::Copy(_) | Init::Expr(_) => bail!("kbench bug: {init:?} is made by the case"),
@@ -506,19 +555,10 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
             _ => (0..len).map(|i| i as f64).collect(),
         },
         Init::Uniform { low, high } if !dtype.is_float() => {
-            let (low, high) = (low.ceil() as i64, high.floor() as i64);
-            (0..len)
-                .map(|_| rng.random_range(low..=high) as f64)
-                .collect()
+            draws::uniform_int(key, len, low.ceil() as i64, high.floor() as i64)
         }
-        Init::Uniform { low, high } => (0..len).map(|_| rng.random_range(*low..*high)).collect(),
-        Init::Normal { mean, std_dev } => (0..len)
-            .map(|_| {
-                // Box-Muller: two uniforms, one normal.
-                let (u1, u2): (f64, f64) = (1.0 - rng.random::<f64>(), rng.random::<f64>());
-                mean + std_dev * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-            })
-            .collect(),
+        Init::Uniform { low, high } => draws::uniform(key, len, *low, *high),
+        Init::Normal { mean, std_dev } => draws::normal(key, len, *mean, *std_dev),
     };
     Ok(HostData::from_f64(dtype, &values))
 }

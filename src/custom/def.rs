@@ -176,6 +176,9 @@ pub struct CommandDecl {
     pub working_dir: PathBuf,
     /// Past this the command is stopped and the case fails.
     pub timeout_s: f64,
+    /// The axes its answer depends on, and all `$KBENCH_PARAMS` holds; None: every axis.
+    #[serde(default)]
+    pub axes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -191,6 +194,9 @@ pub struct BufferDecl {
     /// The `__constant__` variable an input fills before the runs (`d_filter`).
     #[serde(default)]
     pub constant: Option<String>,
+    /// An output passes with at most this many elements outside its tolerance.
+    #[serde(default)]
+    pub max_mismatches: u64,
 }
 
 /// An output's tolerance as the manifest gives it: relative and absolute, and a relative part in

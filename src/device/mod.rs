@@ -37,6 +37,7 @@ pub use nvrtc::{KernelFile, KernelSource};
 pub use timer::Launcher;
 
 use crate::record::DeviceFingerprint;
+use crate::stage_clock::{self, Stage};
 use crate::vocab::{DType, HostData};
 
 /// Whether the driver library can be loaded; `Err` holds the reason to show for skipped cases.
@@ -385,19 +386,20 @@ impl Device {
     /// includes the case's defines and options.
     pub fn module(&mut self, file: &KernelFile) -> Result<Module> {
         if !self.modules.contains_key(file.name) {
-            let built = self
-                .kernels
-                .read(file)
-                .and_then(|src| {
-                    let label = self.kernels.describe(file);
-                    nvrtc::compile_file(&label, &src, &self.arch, file.options, file.names)
-                })
-                .and_then(|compiled| {
-                    let cuda = (self.ctx.load_module(Ptx::from_src(compiled.ptx)))
-                        .map_err(driver_error)?;
-                    Ok(Module::new(cuda, compiled.lowered))
-                })
-                .map_err(|e| format!("{e:#}"));
+            let built = stage_clock::time(Stage::Compile, || {
+                self.kernels
+                    .read(file)
+                    .and_then(|src| {
+                        let label = self.kernels.describe(file);
+                        nvrtc::compile_file(&label, &src, &self.arch, file.options, file.names)
+                    })
+                    .and_then(|compiled| {
+                        let cuda = (self.ctx.load_module(Ptx::from_src(compiled.ptx)))
+                            .map_err(driver_error)?;
+                        Ok(Module::new(cuda, compiled.lowered))
+                    })
+                    .map_err(|e| format!("{e:#}"))
+            });
             self.modules.insert(file.name, built);
         }
         self.modules[file.name].clone().map_err(|e| anyhow!(e))

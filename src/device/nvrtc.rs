@@ -2,6 +2,7 @@
 //! its registration, or read from `--kernels-dir`), with `kernels/common.cuh` spliced in where the
 //! file includes it, compiled to PTX by NVRTC (no GPU needed); and ptxas's resource report.
 
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -138,7 +139,7 @@ pub fn compile(file_label: &str, source: &str, arch: &str) -> Result<Ptx> {
 
 /// A kernel file as NVRTC compiled it: the PTX, and each name expression's lowered (mangled)
 /// name, by the expression as the manifest wrote it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Compiled {
     pub ptx: String,
     pub lowered: Vec<(String, String)>,
@@ -175,7 +176,62 @@ fn base_options(arch: &str, extra_options: &[String]) -> Vec<String> {
 /// `(as written, to instantiate)` name expression in `names` (`softmax<BLOCK, T>`,
 /// `softmax<256, __nv_bfloat16>`): C++ kernels are launched by the name NVRTC gives them. The
 /// error carries NVRTC's log; a name expression that does not instantiate is named in it.
+///
+/// Where this process shares compiles (`share_compiles_in`), a compile another process of the
+/// run made of the same file, options and architecture is read rather than made again.
 pub fn compile_file(
+    file_label: &str,
+    source: &str,
+    arch: &str,
+    extra_options: &[String],
+    names: &[(String, String)],
+) -> Result<Compiled> {
+    let shared = SHARED_COMPILES.get().map(|dir| {
+        let key = (file_label, source, arch, extra_options, names);
+        // Two hashes of 64 bits: a collision between a run's compiles is out of reach.
+        let mut sip = std::hash::DefaultHasher::new();
+        let mut fnv = fnv::FnvHasher::default();
+        key.hash(&mut sip);
+        key.hash(&mut fnv);
+        dir.join(format!("{:016x}{:016x}.json", sip.finish(), fnv.finish()))
+    });
+    let kept = shared.as_deref().and_then(|path| {
+        let text = std::fs::read(path).ok()?;
+        serde_json::from_slice::<Compiled>(&text).ok()
+    });
+    if let Some(compiled) = kept {
+        return Ok(compiled);
+    }
+    let compiled = compile_now(file_label, source, arch, extra_options, names)?;
+    if let Some(path) = shared {
+        // Written aside and renamed, so that no process reads half a file; a failure to keep it
+        // costs only a compile elsewhere.
+        let aside = path.with_extension(format!("{}.part", std::process::id()));
+        let written = serde_json::to_vec(&compiled)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(&aside, bytes))
+            .and_then(|()| std::fs::rename(&aside, &path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&aside);
+        }
+    }
+    Ok(compiled)
+}
+
+/// The folder this process shares compiles through (see `share_compiles_in`).
+static SHARED_COMPILES: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes `compile_file` keep each compile in `dir` and read those other processes kept there:
+/// a run's worker processes (`[measure] processes`, `--devices`, a tune's re-measurements, a
+/// worker started after a fault) compile each define set once between them. The folder is the
+/// run's own (made and removed by the process that starts the workers), so a header edited
+/// between runs is compiled afresh. Set once per process; later calls change nothing.
+pub fn share_compiles_in(dir: PathBuf) {
+    let _ = SHARED_COMPILES.set(dir);
+}
+
+/// `compile_file`'s work: NVRTC itself.
+fn compile_now(
     file_label: &str,
     source: &str,
     arch: &str,

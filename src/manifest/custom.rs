@@ -109,6 +109,13 @@ struct RawReferenceCommand {
     /// Past this many seconds the command is stopped and the case fails. Default 60.
     #[schemars(with = "Option<f64>")]
     timeout_s: Option<Spanned<f64>>,
+    /// The axes the command's answer depends on (default: every axis); `$KBENCH_PARAMS` then
+    /// holds these alone. Cases that agree on them (and on every buffer's type and length)
+    /// share one run of the command: leave out the knobs a tuner varies (block sizes, tiles),
+    /// and a study of many configurations runs it once per problem.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    axes: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -167,6 +174,18 @@ struct RawBuffer {
     /// outside the timing (Kernel Tuner's `cmem_args`).
     #[schemars(with = "Option<String>")]
     constant: Option<Spanned<String>>,
+    /// How an output is judged beyond its tolerance: { max_mismatches = k } passes it with at
+    /// most k elements outside the tolerance (NaN counts as outside).
+    #[schemars(with = "Option<RawCheck>")]
+    check: Option<Spanned<RawCheck>>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawCheck {
+    /// Elements that may fall outside the tolerance (default 0).
+    #[serde(default)]
+    max_mismatches: u64,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -325,7 +344,7 @@ impl Validator<'_> {
             &default_expected,
             &mut spans,
         )?;
-        let reference_command = self.custom_reference_command(&raw, &buffers, &dir)?;
+        let reference_command = self.custom_reference_command(&raw, &buffers, &axis_names, &dir)?;
         let kernels = self.custom_kernels(&raw.kernel, &buffers, &scope, &mut spans)?;
         let reference = match &raw.reference {
             Some(r) if !kernels.iter().any(|k| &k.name == r.get_ref()) => {
@@ -734,6 +753,11 @@ impl Validator<'_> {
                 None => None,
             };
             let constant = self.buffer_constant(b, i, role, &buffers)?;
+            let max_mismatches = match &b.check {
+                Some(c) if !role.is_output() => return Err(not_output("check", c.span())),
+                Some(c) => c.get_ref().max_mismatches,
+                None => 0,
+            };
             buffers.push(BufferDecl {
                 name: name.clone(),
                 elem,
@@ -743,6 +767,7 @@ impl Validator<'_> {
                 expected,
                 tolerance,
                 constant,
+                max_mismatches,
             });
         }
         if !buffers.iter().any(|b| b.role.is_output()) {
@@ -860,6 +885,7 @@ impl Validator<'_> {
         &self,
         raw: &RawCustom,
         buffers: &[BufferDecl],
+        axis_names: &[String],
         dir: &Path,
     ) -> Result<Option<CommandDecl>, ManifestError> {
         let key = "custom.reference_command";
@@ -914,11 +940,59 @@ impl Validator<'_> {
         if users.is_none() {
             return Err(self.error(argv_span, key, "no output is checked against the reference command: give an output `expected = \"command\"`, or leave `reference` out of [custom] so that outputs default to it".into()));
         }
+        let axes = match &raw_command.axes {
+            Some(axes) => Some(self.reference_axes(axes, buffers, axis_names)?),
+            None => None,
+        };
         Ok(Some(CommandDecl {
             argv,
             working_dir: dir.to_path_buf(),
             timeout_s,
+            axes,
         }))
+    }
+
+    /// `reference_command.axes`, checked: axes of the study, each once, and every one an
+    /// input's `init` expression reads among them (else cases sharing the command's answer
+    /// would not share their inputs).
+    fn reference_axes(
+        &self,
+        axes: &Spanned<Vec<String>>,
+        buffers: &[BufferDecl],
+        axis_names: &[String],
+    ) -> Result<Vec<String>, ManifestError> {
+        let key = "custom.reference_command.axes";
+        let fail = |message: String| Err(self.error(axes.span(), key, message));
+        for (i, axis) in axes.get_ref().iter().enumerate() {
+            if !axis_names.contains(axis) {
+                return fail(format!(
+                    "no axis `{axis}`: the study's axes are {}",
+                    axis_names.join(", ")
+                ));
+            }
+            if axes.get_ref()[..i].contains(axis) {
+                return fail(format!("axis `{axis}` is named twice"));
+            }
+        }
+        for buffer in buffers {
+            let Init::Expr(text) = &buffer.init else {
+                continue;
+            };
+            let Ok(expr) = crate::expr::Expr::parse(text) else {
+                continue;
+            };
+            let read = expr.names().into_iter().map(|(name, _)| name.to_string());
+            if let Some(axis) = read
+                .filter(|name| axis_names.contains(name))
+                .find(|name| !axes.get_ref().contains(name))
+            {
+                return fail(format!(
+                    "buffer `{}`'s init reads axis `{axis}`, which these axes leave out: cases that share the command's answer would not share their inputs; add `{axis}`",
+                    buffer.name
+                ));
+            }
+        }
+        Ok(axes.get_ref().clone())
     }
 
     fn npy_file(

@@ -69,6 +69,7 @@ pub fn render_fitted(
     let mut out = String::new();
     let mut lines = heading(doc, &axes.fixed);
     lines.push_str(&device_lines(doc));
+    lines.push_str(&time_lines(&doc.cases));
     match style {
         TableStyle::Terminal => out.push_str(&lines),
         // One paragraph each: consecutive lines would run together in markdown.
@@ -501,6 +502,44 @@ fn heading(doc: &ResultsDoc, fixed: &[String]) -> String {
             format!("  ({})", fixed.join(", "))
         },
     )
+}
+
+/// Where the cases' wall time went (from their `overhead`; nothing for files without it):
+/// the sampling's share first, then the rest by size.
+pub fn time_lines(cases: &[CaseResult]) -> String {
+    let overheads: Vec<_> = (cases.iter())
+        .filter_map(|c| Some((c.wall_s, c.overhead.as_ref()?)))
+        .collect();
+    if overheads.is_empty() {
+        return String::new();
+    }
+    let wall_s: f64 = overheads.iter().map(|(wall_s, _)| wall_s).sum();
+    let total = |part: fn(&crate::record::Overhead) -> f64| -> f64 {
+        overheads.iter().map(|(_, o)| part(o)).sum()
+    };
+    let mut rest = [
+        ("reference", total(|o| o.reference_s)),
+        ("inputs", total(|o| o.inputs_s)),
+        ("compile", total(|o| o.compile_s)),
+        ("setup", total(|o| o.setup_s)),
+        ("transfers", total(|o| o.transfers_s)),
+        ("extra runs", total(|o| o.extra_runs_s)),
+        ("checking", total(|o| o.checking_s)),
+        ("other", total(|o| o.other_s)),
+    ];
+    rest.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let rest: Vec<String> = (rest.iter())
+        .filter(|(_, s)| *s >= 0.05)
+        .map(|(stage, s)| format!("{stage} {s:.1} s"))
+        .collect();
+    let mut text = format!(
+        "time: {:.1} s of the cases' {wall_s:.1} s was sampling\n",
+        total(|o| o.sampling_s)
+    );
+    if !rest.is_empty() {
+        text.push_str(&format!("  the rest: {}\n", rest.join(", ")));
+    }
+    text
 }
 
 /// The GPU the run used and its measured peaks, or each of several; nothing for a CPU run.

@@ -18,7 +18,7 @@ use anyhow::Result;
 
 use crate::record::{
     CaseResult, CaseStatus, ClockRecord, EnergyRecord, GpuTimer, MeasureSettings, Measurement,
-    OutputCheck, StopReason,
+    OutputCheck, Overhead, StopReason,
 };
 use crate::run::case;
 use crate::run::executor::cuda::{finish_timer_record, median_mhz};
@@ -164,8 +164,14 @@ pub fn merge(mut parts: Vec<WorkerReport>, settings: &MeasureSettings) -> Worker
     let saved_files = saved_files_once(&parts);
     let gpu_broken = parts.iter().any(|p| p.gpu_broken);
     let gpu_unavailable = parts.iter().find_map(|p| p.gpu_unavailable.clone());
+    let overhead = (parts.iter())
+        .filter_map(|p| p.result.overhead.as_ref())
+        .fold(None, |sum: Option<Overhead>, o| {
+            Some(sum.map_or(o.clone(), |s| s.plus(o)))
+        });
     let first = parts.swap_remove(0);
     let mut result = first.result;
+    result.overhead = overhead;
     result.outputs = outputs;
     result.saved_files = saved_files;
     if let Some(measurement) = merged {

@@ -49,6 +49,10 @@ pub struct RunOptions {
     pub mock_gpu: Option<MockSpec>,
     /// `run --sanitize`: each CUDA case runs once more under compute-sanitizer.
     pub sanitizer: Option<Sanitizer>,
+    /// The folder the workers of every study these options run share their compiles in
+    /// (`nvrtc::share_compiles_in`); removed with the last copy of the options. None where no
+    /// temporary folder could be made: each worker then compiles for itself.
+    pub shared_compiles: Option<Arc<tempfile::TempDir>>,
 }
 
 impl RunOptions {
@@ -67,6 +71,11 @@ impl RunOptions {
             )],
             mock_gpu: None,
             sanitizer: None,
+            shared_compiles: (tempfile::Builder::new()
+                .prefix("kbench-compiles-")
+                .tempdir())
+            .ok()
+            .map(Arc::new),
         }
     }
 
@@ -139,8 +148,14 @@ pub fn run_study(
     progress: &(impl Progress + ?Sized),
 ) -> Result<StudyEnd> {
     let settings = options.measure_settings(&manifest.measure);
+    let mut study = WorkerStudy::of(manifest);
+    // A case's processes share its grid point's reference outputs through this folder, which
+    // goes with the run (whatever way it ends).
+    let shared =
+        (settings.processes > 1).then(|| SharedFolder(results.path.with_extension("references")));
+    study.shared_references = shared.as_ref().map(|s| s.0.clone());
     let job = StudyJob {
-        study: WorkerStudy::of(manifest),
+        study,
         // With several processes, each worker takes its share of the samples.
         settings: processes::part_settings(&settings),
         save_outputs: options.save_outputs,
@@ -148,6 +163,7 @@ pub fn run_study(
         kernels_dir: options.kernels.dir.clone(),
         fault: options.worker_fault.clone(),
         mock_gpu: options.mock_gpu.clone(),
+        shared_compiles: (options.shared_compiles.as_ref()).map(|dir| dir.path().to_path_buf()),
     };
     let runners: Vec<_> = (options.lanes.iter())
         .map(|lane| lane_runner(options, &job, &settings, lane))
@@ -225,6 +241,7 @@ pub fn run_study(
                 }
             }
             result.wall_s = wall_s;
+            result.overhead = result.overhead.take().map(|o| o.within(wall_s));
             finish(result, &mut results)?;
             Ok(after)
         },
@@ -244,6 +261,15 @@ pub fn run_study(
         PoolEnd::Finished => StudyEnd::Finished,
         PoolEnd::Stopped => StudyEnd::Interrupted,
     })
+}
+
+/// A folder removed when dropped.
+struct SharedFolder(PathBuf);
+
+impl Drop for SharedFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A lane's runner for `run_pool`: runs each case it is given in each of the lane's workers

@@ -48,6 +48,9 @@ pub struct StudyJob {
     /// The mock device CUDA cases run on instead of a GPU (KBENCH_MOCK_GPU).
     #[serde(default)]
     pub mock_gpu: Option<MockSpec>,
+    /// Where the run's workers share their compiles (see `nvrtc::share_compiles_in`).
+    #[serde(default)]
+    pub shared_compiles: Option<PathBuf>,
 }
 
 /// A finished case, with what the worker learned about the GPU on the way.
@@ -432,6 +435,9 @@ pub fn worker_main() -> Result<()> {
         Some(line) => serde_json::from_str(&line?).context("the study sent to the worker")?,
         None => return Ok(()),
     };
+    if let Some(dir) = &job.shared_compiles {
+        crate::device::nvrtc::share_compiles_in(dir.clone());
+    }
     let mut gpu = GpuState::new(
         KernelSource {
             dir: job.kernels_dir.clone(),

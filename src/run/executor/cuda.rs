@@ -22,6 +22,7 @@ use crate::measure::{self, Deadline, Measured, Taken};
 use crate::record::{
     ClockRecord, DeviceFingerprint, EnergyRecord, GpuTimer, MeasureSettings, TimerMethod,
 };
+use crate::stage_clock::{self, Stage};
 use crate::stats;
 use crate::vocab::{CacheMode, DType, HostData, HostMemory, Launch, Scope, TimingMode};
 
@@ -374,11 +375,18 @@ impl<'a, P: Primitives> Scoped<'a, P> {
             timer: &mut timer,
             facts: &mut facts,
         };
+        // Kernel scope times its stages itself; in the others the copies are what is sampled.
         let measured = match (self.scope, self.host_memory) {
             (Scope::Kernel, _) => self.kernel_scope(&mut record)?,
-            (Scope::Transfers, HostMemory::Pageable) => self.pageable_transfers(&mut record)?,
-            (Scope::Transfers, HostMemory::Pinned) => self.pinned_transfers(&mut record)?,
-            (Scope::Program, _) => self.program_scope(&mut record)?,
+            (Scope::Transfers, HostMemory::Pageable) => {
+                stage_clock::time(Stage::Sampling, || self.pageable_transfers(&mut record))?
+            }
+            (Scope::Transfers, HostMemory::Pinned) => {
+                stage_clock::time(Stage::Sampling, || self.pinned_transfers(&mut record))?
+            }
+            (Scope::Program, _) => {
+                stage_clock::time(Stage::Sampling, || self.program_scope(&mut record))?
+            }
         };
         timer.clocks = clock_record(&clocks);
         let Measured {
@@ -418,15 +426,19 @@ impl<'a, P: Primitives> Scoped<'a, P> {
     /// The case's runs alone, on inputs copied once, as the sample plan says; then profiled.
     fn kernel_scope(&self, record: &mut Record) -> Result<Measured> {
         let device = self.device;
-        let mut io = self.allocate()?;
-        for (name, host) in &self.data.inputs.0 {
-            device.copy_in(io.input(name)?, host)?;
-            if self.settings.fresh_inputs {
-                let pristine = device.alloc(host.dtype(), host.len())?;
-                device.copy_in(&pristine, host)?;
-                io.pristine.push((name, pristine));
+        let io = stage_clock::time(Stage::Transfers, || -> Result<_> {
+            let mut io = self.allocate()?;
+            for (name, host) in &self.data.inputs.0 {
+                device.copy_in(io.input(name)?, host)?;
+                if self.settings.fresh_inputs {
+                    let pristine = device.alloc(host.dtype(), host.len())?;
+                    device.copy_in(&pristine, host)?;
+                    io.pristine.push((name, pristine));
+                }
             }
-        }
+            Ok(io)
+        })?;
+        let sampling = stage_clock::Entered::new(Stage::Sampling);
         let mut launcher = self.launched_as_asked(device.launcher(&io)?, record.timer);
         let clocks = &mut *record.clocks;
         // The plan's sizing runs and the samples untraced: CUPTI's kernel records slow a kernel
@@ -448,7 +460,9 @@ impl<'a, P: Primitives> Scoped<'a, P> {
         let resumed = device.set_tracing(true);
         let (plan, mut measured) = measured?;
         resumed?;
-        self.download(&io, record.outputs)?;
+        drop(sampling);
+        stage_clock::time(Stage::Transfers, || self.download(&io, record.outputs))?;
+        let _extra_runs = stage_clock::Entered::new(Stage::ExtraRuns);
         self.traced_runs(&io, &mut *launcher, &plan, &mut measured, record.timer)?;
         // The facts' run (its own code path: durbin_schur's stamps) before the guards are read.
         record.facts.extend(launcher.facts()?);

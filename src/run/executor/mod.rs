@@ -16,6 +16,7 @@ use crate::algos::{BoundCase, Buffers, CaseData};
 use crate::device::{Device, KernelFile, KernelSource};
 use crate::measure::Deadline;
 use crate::record::{CaseStatus, DeviceFingerprint, MeasureSettings, Measurement, Variant};
+use crate::stage_clock::Stage;
 use crate::vocab::{Backend, Params};
 
 use cpu::CpuExecutor;
@@ -103,7 +104,7 @@ pub fn executor_for(
     if backend == Backend::Cpu {
         return Ok(Box::new(CpuExecutor));
     }
-    gpu.open();
+    crate::stage_clock::time(Stage::Setup, || gpu.open());
     match gpu {
         GpuState::Open(device) => Ok(Box::new(CudaExecutor::new(device))),
         GpuState::Mock(mock) => Ok(Box::new(MockExecutor::new(mock))),

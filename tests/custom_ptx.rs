@@ -278,3 +278,34 @@ fn a_parameter_named_like_an_int_axis_gets_the_way_out_in_the_message() {
         "sources = ",
     );
 }
+
+/// A run's workers share their compiles: once a process shares them in a folder, a compile of
+/// the same file, options and names is read from there (here, a planted PTX proves it is read),
+/// and a different define set is compiled anew.
+#[test]
+#[ignore = "needs NVRTC"]
+fn compiles_shared_in_a_folder_are_read_back_rather_than_made_again() {
+    use kbench::device::nvrtc;
+    let dir = tempfile::tempdir().unwrap();
+    nvrtc::share_compiles_in(dir.path().to_path_buf());
+    let source = "extern \"C\" __global__ void shared_compile_probe(float* y) { y[0] = K; }\n";
+    let options = ["-DK=3".to_string()];
+    let first = nvrtc::compile_file("probe.cu", source, "sm_80", &options, &[]).unwrap();
+    assert!(first.ptx.contains("shared_compile_probe"));
+    let kept: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let planted = kbench::device::nvrtc::Compiled {
+        ptx: "// planted".into(),
+        lowered: Vec::new(),
+    };
+    std::fs::write(&kept[0], serde_json::to_vec(&planted).unwrap()).unwrap();
+    let again = nvrtc::compile_file("probe.cu", source, "sm_80", &options, &[]).unwrap();
+    assert_eq!(again.ptx, "// planted");
+    let other = ["-DK=4".to_string()];
+    let fresh = nvrtc::compile_file("probe.cu", source, "sm_80", &other, &[]).unwrap();
+    assert!(fresh.ptx.contains("shared_compile_probe"));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}

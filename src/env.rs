@@ -27,6 +27,7 @@ pub fn detect() -> Environment {
             end: None,
             other_busy_cpus: None,
         }),
+        cuda_headers: None,
     }
 }
 

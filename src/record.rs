@@ -513,6 +513,10 @@ pub struct Environment {
     /// when its run was busier than the baselines' (`crate::compare`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<HostLoad>,
+    /// Where a custom study's kernels found CUDA's and CCCL's headers (what `check --verbose`
+    /// prints); None for the built-ins, and in files written before kbench recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_headers: Option<String>,
 }
 
 /// The host's load over one run, from /proc (`crate::env::load_sample`): read when the run

@@ -171,7 +171,12 @@ impl ResultsFile {
                     compare: manifest.compare,
                     files,
                 },
-                environment: crate::env::detect(),
+                environment: crate::record::Environment {
+                    // A study's own kernels include CUDA's headers from where kbench found them.
+                    cuda_headers: (manifest.custom.is_some())
+                        .then(|| crate::device::headers::cuda_headers().describe()),
+                    ..crate::env::detect()
+                },
                 started_at: now.to_rfc3339(),
                 resumed_at: Vec::new(),
                 finished_at: None,

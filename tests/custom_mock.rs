@@ -230,6 +230,9 @@ fn outputs_are_checked_against_the_reference_commands_files() {
     let cases = doc["cases"].as_array().unwrap();
     assert_eq!(cases.len(), 2);
     assert!(cases.iter().all(|c| c["status"] == "passed"), "{doc}");
+    // Where the kernels' CUDA headers came from is recorded, found or not.
+    let headers = doc["environment"]["cuda_headers"].as_str().unwrap();
+    assert!(headers.starts_with("CUDA headers: "), "{headers}");
     // Once per case, in the manifest's folder, with the case's axis values.
     let log = std::fs::read_to_string(dir.path().join("params.log")).unwrap();
     assert_eq!(log, "{\"n\":1000}\n{\"n\":5000}\n");
@@ -546,7 +549,7 @@ fn inputs_of_every_new_kind_reach_the_reference_and_unrunnable_points_are_skippe
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("k.cu"), "#include <cuda_bf16.h>\n__global__ void k(const unsigned char* b, const unsigned char* c, const __nv_bfloat16* h, const long long* rows, float* y, int n) {}\n").unwrap();
+    std::fs::write(dir.path().join("k.cu"), "#include <cuda_bf16.h>\n__global__ void k(const unsigned char* b, const unsigned char* c, const __nv_bfloat16* h, const long long* rows, const int* ptr, const float* keys, float* y, int n) {}\n").unwrap();
     std::fs::write(
         dir.path().join("reference.py"),
         r#"import json, os, sys
@@ -560,6 +563,10 @@ if b.dtype != np.uint8 or len(b) != n or (n > 100 and len(np.unique(b)) < 200): 
 if not np.array_equal(b, c): problems.append("c is not a copy of b")
 if h.dtype != np.float32 or not np.array_equal(h.view(np.uint32) & 0xFFFF, np.zeros(n, np.uint32)): problems.append(f"h: {h.dtype}, not bfloat16 values as float32")
 if not np.array_equal(rows, 3 * np.arange(n + 1)): problems.append(f"rows: {rows[:5]}")
+ptr, keys = np.load(os.path.join(i, "ptr.npy")), np.load(os.path.join(i, "keys.npy"))
+if ptr.dtype != np.int32 or len(ptr) != n + 1 or ptr[0] != 0 or ptr[-1] != 5 * n or np.any(np.diff(ptr) < 0): problems.append(f"ptr: {ptr[:5]} .. {ptr[-2:]}")
+if n > 100 and len(np.unique(np.diff(ptr))) < 3: problems.append("ptr: evenly spaced")
+if len(keys) != n or np.any(np.diff(keys) < 0) or keys.min() < -2 or keys.max() >= 2: problems.append(f"keys: {keys[:5]}")
 if problems: sys.exit("; ".join(problems))
 np.save(os.path.join(o, "y.npy"), b.astype(np.float32) + h)
 "#,
@@ -618,6 +625,18 @@ length = "n + 1"
 role = "input"
 init = { expr = "3 * i" }
 [[custom.buffer]]
+name = "ptr"
+type = "i32"
+length = "n + 1"
+role = "input"
+init = { offsets = "5 * n" }
+[[custom.buffer]]
+name = "keys"
+type = "f32"
+length = "n"
+role = "input"
+init = { sorted = [-2.0, 2.0] }
+[[custom.buffer]]
 name = "y"
 type = "f32"
 length = "n"
@@ -630,7 +649,7 @@ name = "k"
 kernel = "k"
 grid = "ceil_div(n, bx * by)"
 block = ["bx", "by"]
-args = [{ buffer = "b" }, { buffer = "c" }, { buffer = "h" }, { buffer = "rows" }, { buffer = "y" }, { type = "int", value = "n" }]
+args = [{ buffer = "b" }, { buffer = "c" }, { buffer = "h" }, { buffer = "rows" }, { buffer = "ptr" }, { buffer = "keys" }, { buffer = "y" }, { type = "int", value = "n" }]
 
 [[variant]]
 name = "k"

@@ -25,6 +25,7 @@ use crate::expr::Value;
 use crate::reference_command::{self, ExpectedOutput, ReferenceCommand, PARAMS_ENV};
 use crate::stage_clock::{self, Stage};
 use crate::vocab::{DType, HostData, ParamValue, Params, Tolerance};
+use rayon::slice::ParallelSliceMut;
 
 /// The name a manifest gives as `study.algorithm` for its own kernels.
 pub const CUSTOM: &str = "custom";
@@ -371,6 +372,10 @@ impl BoundCase for CustomCase<'_> {
                     Init::Expr(text) => {
                         self.values_of(text, &format!("custom.buffer[{i}].init"), dtype, len)
                     }
+                    Init::Offsets(text) => {
+                        let total = self.count(text, &format!("custom.buffer[{i}].init"))?;
+                        offsets(total, dtype, len, seed, &decl.name)
+                    }
                     init => initial(init, dtype, len, seed, &decl.name),
                 }
                 .with_context(|| format!("buffer `{}`", decl.name))?;
@@ -538,7 +543,9 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
     let key = seed ^ hasher.finish();
     let values: Vec<f64> = match init {
         Init::Npy(path) => return read_npy(path, dtype, len),
-        Init::Copy(_) | Init::Expr(_) => bail!("kbench bug: {init:?} is made by the case"),
+        Init::Copy(_) | Init::Expr(_) | Init::Offsets(_) => {
+            bail!("kbench bug: {init:?} is made by the case")
+        }
         Init::Zeros => vec![0.0; len],
         Init::Constant(c) => vec![*c; len],
         Init::Iota => match dtype.integer_range() {
@@ -554,12 +561,40 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
             }
             _ => (0..len).map(|i| i as f64).collect(),
         },
-        Init::Uniform { low, high } if !dtype.is_float() => {
-            draws::uniform_int(key, len, low.ceil() as i64, high.floor() as i64)
+        Init::Uniform { low, high, sorted } => {
+            let mut values = match dtype.is_float() {
+                true => draws::uniform(key, len, *low, *high),
+                false => draws::uniform_int(key, len, low.ceil() as i64, high.floor() as i64),
+            };
+            if *sorted {
+                values.par_sort_unstable_by(f64::total_cmp);
+            }
+            values
         }
-        Init::Uniform { low, high } => draws::uniform(key, len, *low, *high),
         Init::Normal { mean, std_dev } => draws::normal(key, len, *mean, *std_dev),
     };
+    Ok(HostData::from_f64(dtype, &values))
+}
+
+/// `len` offsets of `total` elements (CSR row pointers): 0 first, `total` last, and ascending
+/// draws from [0, total] between them, from the buffer's own stream of the seed.
+fn offsets(total: u64, dtype: DType, len: usize, seed: u64, name: &str) -> Result<HostData> {
+    if let Some((_, high)) = dtype.integer_range() {
+        if total as f64 > high {
+            bail!("`offsets` reach {total}, above what {dtype} holds ({high})");
+        }
+    }
+    let total = i64::try_from(total).context("`offsets`: the total is above 2^63")?;
+    let mut hasher = fnv::FnvHasher::default();
+    name.hash(&mut hasher);
+    let mut values = draws::uniform_int(seed ^ hasher.finish(), len, 0, total);
+    values.par_sort_unstable_by(f64::total_cmp);
+    if let Some(first) = values.first_mut() {
+        *first = 0.0;
+    }
+    if len > 1 {
+        values[len - 1] = total as f64;
+    }
     Ok(HostData::from_f64(dtype, &values))
 }
 

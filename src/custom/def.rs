@@ -131,10 +131,13 @@ impl Role {
 /// A buffer's contents before a run (inputs and in-out buffers; scratch starts zeroed).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Init {
-    /// Uniform in [low, high) from the study's seed (integers: [low, high]).
+    /// Uniform in [low, high) from the study's seed (integers: [low, high]); `sorted`: the
+    /// draws in ascending order (sorted keys, a search's haystack).
     Uniform {
         low: f64,
         high: f64,
+        #[serde(default)]
+        sorted: bool,
     },
     Normal {
         mean: f64,
@@ -152,6 +155,9 @@ pub enum Init {
     /// An expression of the element's index `i` and the axes, for each element (`i % 7`,
     /// `i * 3` for the row offsets of a CSR matrix of three a row).
     Expr(String),
+    /// Offsets into an array of the expression's length (CSR row pointers): the first element
+    /// 0, the last the total, the ones between ascending draws from [0, total].
+    Offsets(String),
 }
 
 /// What an output is checked against.

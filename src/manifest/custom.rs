@@ -819,6 +819,20 @@ impl Validator<'_> {
                             None => return Err(self.error(v.span(), key("init"), format!("`copy` names `{from}`, which is no input declared before `{name}`"))),
                         }
                     }
+                    Init::Offsets(text) => {
+                        if matches!(elem, ElemType::Fixed(d) if d.is_float()) {
+                            return Err(self.error(
+                                v.span(),
+                                key("init"),
+                                format!(
+                                    "`offsets` are integers, and `{name}` is {}",
+                                    elem_name(elem)
+                                ),
+                            ));
+                        }
+                        let spanned = Spanned::new(v.span(), text.clone());
+                        self.expression(&spanned, &key("init"), scope, spans)?;
+                    }
                     Init::Expr(text) => {
                         let mut with_index: Vec<String> = scope.axes.to_vec();
                         with_index.push("i".into());
@@ -838,10 +852,12 @@ impl Validator<'_> {
                 ElemType::Fixed(d) if !d.is_float() => Init::Uniform {
                     low: d.integer_range().map_or(-100.0, |(low, _)| low.max(-100.0)),
                     high: 100.0,
+                    sorted: false,
                 },
                 _ => Init::Uniform {
                     low: 0.0,
                     high: 1.0,
+                    sorted: false,
                 },
             },
         })
@@ -975,7 +991,7 @@ impl Validator<'_> {
             }
         }
         for buffer in buffers {
-            let Init::Expr(text) = &buffer.init else {
+            let (Init::Expr(text) | Init::Offsets(text)) = &buffer.init else {
                 continue;
             };
             let Ok(expr) = crate::expr::Expr::parse(text) else {
@@ -1026,7 +1042,7 @@ impl Validator<'_> {
     ) -> Result<Init, ManifestError> {
         let span = value.span();
         let bad = |m: &str| {
-            self.error(span.clone(), key, format!("{m}; an init is \"zeros\", \"iota\", {{ uniform = [lo, hi] }}, {{ normal = [mean, std] }}, {{ constant = x }}, {{ copy = \"buffer\" }}, {{ expr = \"i % 7\" }} or {{ npy = \"file.npy\" }}"))
+            self.error(span.clone(), key, format!("{m}; an init is \"zeros\", \"iota\", {{ uniform = [lo, hi] }}, {{ normal = [mean, std] }}, {{ constant = x }}, {{ sorted = [lo, hi] }}, {{ offsets = \"nnz\" }}, {{ copy = \"buffer\" }}, {{ expr = \"i % 7\" }} or {{ npy = \"file.npy\" }}"))
         };
         let pair = |v: &toml::Value| -> Option<(f64, f64)> {
             let a = v.as_array()?;
@@ -1042,9 +1058,17 @@ impl Validator<'_> {
             toml::Value::Table(t) if t.len() == 1 => {
                 let (k, v) = t.iter().next().expect("one entry");
                 match k.as_str() {
-                    "uniform" => match pair(v) {
-                        Some((low, high)) if low < high => Ok(Init::Uniform { low, high }),
-                        _ => Err(bad("`uniform` takes [lo, hi] with lo < hi")),
+                    "uniform" | "sorted" => match pair(v) {
+                        Some((low, high)) if low < high => Ok(Init::Uniform {
+                            low,
+                            high,
+                            sorted: k == "sorted",
+                        }),
+                        _ => Err(bad(&format!("`{k}` takes [lo, hi] with lo < hi"))),
+                    },
+                    "offsets" => match v.as_str() {
+                        Some(text) => Ok(Init::Offsets(text.to_string())),
+                        None => Err(bad("`offsets` takes the total (the last offset) as an expression of the axes, in a string")),
                     },
                     "normal" => match pair(v) {
                         Some((mean, std_dev)) if std_dev >= 0.0 => {
@@ -1704,7 +1728,7 @@ struct NpyHeader {
 /// (an integer type's `uniform` must hold an integer, its `constant` be one).
 fn init_fits(init: &Init, dtype: DType) -> Result<(), String> {
     let numbers: Vec<f64> = match init {
-        Init::Uniform { low, high } => vec![*low, *high],
+        Init::Uniform { low, high, .. } => vec![*low, *high],
         Init::Normal { mean, std_dev } => vec![*mean, *std_dev],
         Init::Constant(c) => vec![*c],
         _ => return Ok(()),
@@ -1719,27 +1743,25 @@ fn init_fits(init: &Init, dtype: DType) -> Result<(), String> {
     };
     let outside = |x: f64| !(low..=high).contains(&x);
     match init {
-        Init::Uniform { low: lo, high: hi } if !dtype.is_float() && lo.ceil() > hi.floor() => Err(
-            format!("`uniform` [{lo}, {hi}] holds no integer, and the buffer is {dtype}"),
-        ),
+        Init::Uniform {
+            low: lo, high: hi, ..
+        } if !dtype.is_float() && lo.ceil() > hi.floor() => Err(format!(
+            "`uniform` [{lo}, {hi}] holds no integer, and the buffer is {dtype}"
+        )),
         Init::Constant(c) if !dtype.is_float() && c.fract() != 0.0 => Err(format!(
             "`constant` {c} is not an integer, and the buffer is {dtype}"
         )),
         // An integer type draws the integers in [ceil(lo), floor(hi)].
-        Init::Uniform { low: lo, high: hi }
-            if !dtype.is_float() && (outside(lo.ceil()) || outside(hi.floor())) =>
-        {
-            Err(format!(
+        Init::Uniform {
+            low: lo, high: hi, ..
+        } if !dtype.is_float() && (outside(lo.ceil()) || outside(hi.floor())) => Err(format!(
             "`uniform` [{lo}, {hi}] draws integers outside what {dtype} holds ({low} to {high})"
-        ))
-        }
-        Init::Uniform { low: lo, high: hi }
-            if dtype.is_float() && (outside(*lo) || outside(*hi)) =>
-        {
-            Err(format!(
-                "`uniform` [{lo}, {hi}] is outside what {dtype} holds ({low} to {high})"
-            ))
-        }
+        )),
+        Init::Uniform {
+            low: lo, high: hi, ..
+        } if dtype.is_float() && (outside(*lo) || outside(*hi)) => Err(format!(
+            "`uniform` [{lo}, {hi}] is outside what {dtype} holds ({low} to {high})"
+        )),
         Init::Constant(c) if outside(*c) => Err(format!(
             "`constant` {c} is outside what {dtype} holds ({low} to {high})"
         )),

@@ -740,7 +740,7 @@ pub struct Overhead {
     /// Making the inputs: random draws, `.npy` files, copies and expressions.
     pub inputs_s: f64,
     /// The expected outputs: the reference command, the reference kernel's run, `.npy` files
-    /// (little where an earlier case of the grid point made them: see `reference_shared`).
+    /// (none where an earlier case of the grid point, or of the problem, made them).
     pub reference_s: f64,
     /// NVRTC and loading the module (little where the run compiled the same source before).
     pub compile_s: f64,

@@ -538,9 +538,7 @@ impl CustomCase<'_> {
 /// A buffer's initial contents, drawn from its own stream of the study's seed, so that a
 /// buffer's values do not change when another buffer is added (see `draws`).
 fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Result<HostData> {
-    let mut hasher = fnv::FnvHasher::default();
-    name.hash(&mut hasher);
-    let key = seed ^ hasher.finish();
+    let key = stream_key(seed, name);
     let values: Vec<f64> = match init {
         Init::Npy(path) => return read_npy(path, dtype, len),
         Init::Copy(_) | Init::Expr(_) | Init::Offsets(_) => {
@@ -576,6 +574,13 @@ fn initial(init: &Init, dtype: DType, len: usize, seed: u64, name: &str) -> Resu
     Ok(HostData::from_f64(dtype, &values))
 }
 
+/// The key of buffer `name`'s random stream: the study's seed mixed with the name.
+fn stream_key(seed: u64, name: &str) -> u64 {
+    let mut hasher = fnv::FnvHasher::default();
+    name.hash(&mut hasher);
+    seed ^ hasher.finish()
+}
+
 /// `len` offsets of `total` elements (CSR row pointers): 0 first, `total` last, and ascending
 /// draws from [0, total] between them, from the buffer's own stream of the seed.
 fn offsets(total: u64, dtype: DType, len: usize, seed: u64, name: &str) -> Result<HostData> {
@@ -585,9 +590,7 @@ fn offsets(total: u64, dtype: DType, len: usize, seed: u64, name: &str) -> Resul
         }
     }
     let total = i64::try_from(total).context("`offsets`: the total is above 2^63")?;
-    let mut hasher = fnv::FnvHasher::default();
-    name.hash(&mut hasher);
-    let mut values = draws::uniform_int(seed ^ hasher.finish(), len, 0, total);
+    let mut values = draws::uniform_int(stream_key(seed, name), len, 0, total);
     values.par_sort_unstable_by(f64::total_cmp);
     if let Some(first) = values.first_mut() {
         *first = 0.0;

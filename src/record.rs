@@ -687,6 +687,12 @@ pub struct CaseResult {
     #[serde(with = "figure::option")]
     #[schemars(with = "Option<Figure>")]
     pub gflops_per_s: Option<f64>,
+    /// Elements the case processes (a custom study's `elements`); 0 where none is declared.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub elements: u64,
+    /// From the median time and `elements`; None where none is declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elements_per_s: Option<f64>,
     /// Which measured peak the case's "% peak" divides by: the one matching its traffic (see
     /// `PeakKind::for_traffic`). None for CPU cases and in older files (the copy peak then).
     #[serde(default, skip_serializing_if = "Option::is_none")]

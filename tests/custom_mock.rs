@@ -460,6 +460,58 @@ fn max_mismatches_passes_an_output_with_that_many_wrong_elements_and_no_more() {
 }
 
 #[test]
+fn declared_elements_give_elements_per_second_in_the_json_the_table_and_the_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = "cp \"$KBENCH_INPUTS/x.npy\" \"$KBENCH_OUTPUTS/y.npy\"\n";
+    let path = copy_study(dir.path(), copy);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace(
+            "bytes = \"8 * n\"",
+            "bytes = \"8 * n\"\nelements = \"2 * n\"",
+        ),
+    )
+    .unwrap();
+    let doc = run_manifest_on_mock(&path);
+    for case in doc["cases"].as_array().unwrap() {
+        assert_eq!(case["status"], "passed", "{case}");
+        let n = case["params"]["n"].as_f64().unwrap();
+        assert_eq!(case["elements"].as_f64().unwrap(), 2.0 * n);
+        let median_s = case["summary"]["median_s"].as_f64().unwrap();
+        let rate = case["elements_per_s"].as_f64().unwrap();
+        assert!(
+            (rate - 2.0 * n / median_s).abs() <= 1e-9 * rate,
+            "{rate} {median_s}"
+        );
+    }
+    let results = std::fs::read_dir(dir.path().join("out/copy"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let table = kbench(dir.path())
+        .arg("report")
+        .arg(&results)
+        .args(["--wide"])
+        .assert()
+        .success();
+    let table = String::from_utf8(table.get_output().stdout.clone()).unwrap();
+    assert!(table.contains("Gelem/s"), "{table}");
+    let csv = kbench(dir.path())
+        .arg("report")
+        .arg(&results)
+        .args(["--format", "csv"])
+        .assert()
+        .success();
+    let csv = String::from_utf8(csv.get_output().stdout.clone()).unwrap();
+    assert!(
+        csv.lines().next().unwrap().ends_with(",elements_per_s"),
+        "{csv}"
+    );
+}
+
+#[test]
 fn a_failing_reference_command_fails_its_cases_with_its_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let path = copy_study(dir.path(), "echo 'no numpy here' >&2\nexit 3\n");

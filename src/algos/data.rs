@@ -159,6 +159,8 @@ pub struct CaseData {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub flops: u64,
+    /// Elements processed (a custom study's `elements`): elements/s. 0: not declared.
+    pub elements: u64,
     /// Numbers worth recording about the case (levels, colours, repeats found).
     pub facts: Vec<(&'static str, f64)>,
 }

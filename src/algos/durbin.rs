@@ -325,6 +325,7 @@ impl Algorithm for Durbin {
                 .checked_mul(n.saturating_sub(1))
                 .and_then(|f| f.checked_mul(2))
                 .context("the flop count overflows")?,
+            elements: 0,
             facts: Vec::new(),
         })
     }

@@ -126,6 +126,7 @@ impl Algorithm for FindRepeats {
             bytes_read: 4 * n,
             bytes_written: 4 * (count as u64 + 1),
             flops: 0,
+            elements: 0,
             facts: vec![("repeats_found", count as f64)],
         })
     }

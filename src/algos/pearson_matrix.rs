@@ -180,6 +180,7 @@ impl Algorithm for PearsonMatrix {
             flops: (m as u64 * (m as u64 + 1))
                 .checked_mul(n as u64)
                 .context("the flop count overflows")?,
+            elements: 0,
             facts: vec![("checked_series", rows.len() as f64)],
         })
     }

@@ -141,6 +141,7 @@ impl Algorithm for PearsonMeans {
                 .context("the byte count overflows")?,
             bytes_written: p.walk.m as u64 * p.dtype.size_bytes(),
             flops: elements,
+            elements: 0,
             facts: Vec::new(),
         })
     }

@@ -110,6 +110,7 @@ impl Algorithm for PearsonSeries {
                 .context("the byte count overflows")?,
             // A multiply-add and a multiply a step (Philox's integer work not counted).
             flops: 2 * elements,
+            elements: 0,
             facts: Vec::new(),
         })
     }

@@ -118,6 +118,7 @@ impl Algorithm for Reduce {
                 .context("the byte count overflows")?,
             bytes_written: dtype.size_bytes(),
             flops: p.n.saturating_sub(1) as u64,
+            elements: 0,
             facts: Vec::new(),
         })
     }

@@ -104,6 +104,7 @@ impl Algorithm for Saxpy {
             bytes_read: n.checked_mul(8).context("the byte count overflows")?,
             bytes_written: 4 * n,
             flops: 2 * n,
+            elements: 0,
             facts: Vec::new(),
         })
     }

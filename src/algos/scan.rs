@@ -200,6 +200,7 @@ impl Algorithm for Scan {
             bytes_read: n.checked_mul(4).context("the byte count overflows")?,
             bytes_written: 4 * n,
             flops: n,
+            elements: 0,
             facts: Vec::new(),
         })
     }

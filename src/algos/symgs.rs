@@ -269,6 +269,7 @@ impl Algorithm for Symgs {
             bytes_read: 2 * sweep_read_bytes,
             bytes_written: 2 * n64 * elem,
             flops: 2 * 2 * nnz64,
+            elements: 0,
             facts: vec![
                 ("rows", n as f64),
                 ("nonzeros", nnz as f64),

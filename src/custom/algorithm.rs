@@ -416,6 +416,7 @@ impl BoundCase for CustomCase<'_> {
             bytes_read,
             bytes_written,
             flops: self.count(&def.flops, "custom.flops")?,
+            elements: self.count(&def.elements, "custom.elements")?,
             facts: Vec::new(),
         })
     }

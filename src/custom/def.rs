@@ -38,6 +38,9 @@ pub struct CustomDef {
     /// Bytes moved and flops, as expressions: GB/s and GFLOP/s.
     pub bytes: String,
     pub flops: String,
+    /// Elements processed, as an expression: elements/s ("0": not declared).
+    #[serde(default = "no_elements")]
+    pub elements: String,
     /// Which way `bytes` go: the peak "% peak" divides by.
     #[serde(default)]
     pub traffic: Traffic,
@@ -169,6 +172,10 @@ pub enum Expected {
     Npy(PathBuf),
     /// What the study's reference command writes (`CustomDef::reference_command`).
     Command,
+}
+
+fn no_elements() -> String {
+    "0".into()
 }
 
 /// An external reference command as the manifest declares it; run by

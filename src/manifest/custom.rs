@@ -81,6 +81,10 @@ pub(super) struct RawCustom {
     /// Floating-point operations, as an expression (GFLOP/s). Default 0.
     #[schemars(with = "Option<String>")]
     flops: Option<Spanned<String>>,
+    /// Elements the kernels process, as an expression (elements per second beside GB/s).
+    /// Default: none.
+    #[schemars(with = "Option<String>")]
+    elements: Option<Spanned<String>>,
     /// Which way `bytes` go: `read` (read alone), `write` (written alone) or `copy` (both, the
     /// default). "% peak" divides by the measured peak of that kind.
     #[schemars(with = "Option<RawTraffic>")]
@@ -386,6 +390,7 @@ impl Validator<'_> {
             };
         let bytes = work(&raw.bytes, "custom.bytes")?;
         let flops = work(&raw.flops, "custom.flops")?;
+        let elements = work(&raw.elements, "custom.elements")?;
         let traffic = match &raw.traffic {
             None => Traffic::Copy,
             Some(text) => Traffic::parse(text.get_ref()).ok_or_else(|| {
@@ -414,6 +419,7 @@ impl Validator<'_> {
             reference_command,
             bytes,
             flops,
+            elements,
             traffic,
         };
         Ok((def, spans))
@@ -1550,7 +1556,12 @@ impl Validator<'_> {
                     return Err(at(e, &point));
                 }
             }
-            for (key, text) in [("custom.bytes", &def.bytes), ("custom.flops", &def.flops)] {
+            let work = [
+                ("custom.bytes", &def.bytes),
+                ("custom.flops", &def.flops),
+                ("custom.elements", &def.elements),
+            ];
+            for (key, text) in work {
                 schedule::eval_count(text, key, key, u64::MAX, &names)
                     .map_err(|e| at(e, &point))?;
             }

@@ -286,6 +286,22 @@ fn rate_columns(doc: &ResultsDoc, cases: &[CaseResult]) -> Vec<Column> {
             .droppable(5),
         );
     }
+    // A study that declares the elements it processes reads in elements per second too.
+    if cases.iter().any(|c| c.elements_per_s.is_some()) {
+        columns.push(
+            Column::new(
+                "Gelem/s",
+                (cases.iter())
+                    .map(|c| {
+                        c.elements_per_s
+                            .map_or("-".into(), |r| format_rate(r / 1e9))
+                    })
+                    .collect(),
+            )
+            .numeric()
+            .droppable(4),
+        );
+    }
     let device = doc.environment.device.as_ref();
     if device.is_some() {
         columns.push(
@@ -846,6 +862,10 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
     let clocks = doc.cases.iter().any(|c| c.clocks().is_some());
     let implausible = doc.cases.iter().any(|c| c.implausible);
     let above_peak = doc.cases.iter().any(|c| c.above_peak.is_some());
+    let elements = doc.cases.iter().any(|c| c.elements_per_s.is_some());
+    if elements {
+        header.push("elements_per_s");
+    }
     if energy {
         header.extend([
             "joules_per_run",
@@ -907,6 +927,9 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
             .map(num),
         );
         row.push(c.reason.clone().unwrap_or_default());
+        if elements {
+            row.push(num(c.elements_per_s));
+        }
         if energy {
             let e = c.energy();
             row.extend([

@@ -186,6 +186,8 @@ fn result_of(variants: &[Variant], case: &Case) -> CaseResult {
         summary: None,
         gbytes_per_s: None,
         gflops_per_s: None,
+        elements: 0,
+        elements_per_s: None,
         peak_kind: None,
         peak_gbytes_per_s: None,
         implausible: false,
@@ -366,6 +368,7 @@ fn settle(job: &Job, study: &WorkerStudy, data: &mut CaseData, result: &mut Case
     result.bytes_read = data.bytes_read;
     result.bytes_written = data.bytes_written;
     result.flops = data.flops;
+    result.elements = data.elements;
     result.facts = (data.facts.iter())
         .map(|(k, v)| (k.to_string(), *v))
         .collect();
@@ -451,6 +454,7 @@ fn summarize(result: &mut CaseResult, measurement: Measurement, data: &CaseData)
     let summary = stats::summarize(&measurement.samples_s);
     result.gbytes_per_s = Some(data.bytes_moved() as f64 / summary.median_s / 1e9);
     result.gflops_per_s = Some(data.flops as f64 / summary.median_s / 1e9);
+    result.elements_per_s = (data.elements > 0).then(|| data.elements as f64 / summary.median_s);
     result.summary = Some(summary);
     result.measurement = Some(measurement);
 }

@@ -201,6 +201,8 @@ fn summarize(
     let summary = stats::summarize(&measurement.samples_s);
     result.gbytes_per_s = Some(result.bytes_moved as f64 / summary.median_s / 1e9);
     result.gflops_per_s = Some(result.flops as f64 / summary.median_s / 1e9);
+    result.elements_per_s =
+        (result.elements > 0).then(|| result.elements as f64 / summary.median_s);
     result.summary = Some(summary);
     result.measurement = Some(measurement);
     if let (Some(device), Some(_)) = (device, result.peak_kind) {

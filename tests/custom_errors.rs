@@ -98,6 +98,7 @@ const CASES: &[(&str, &str, &str, &str, &str)] = &[
     ("unknown role", "role = \"scratch\"", "role = \"temp\"", "unknown role `temp`", "role = \"temp\""),
     ("init on an output", "tolerance = { rel = 1e-6 }", "init = \"zeros\"", "`init` sets an input's contents", "init = \"zeros\""),
     ("bad init", "init = { uniform = [-1.0, 1.0] }", "init = { uniform = [1.0, -1.0] }", "lo < hi", "uniform = [1.0"),
+    ("vector width of 0", "role = \"scratch\"", "role = \"scratch\"\nwidth = 0", "`width` is the values an element holds (float4: 4), 1 to 16, not 0", "width = 0"),
     ("sorted init the wrong way round", "init = { uniform = [-1.0, 1.0] }", "init = { sorted = [1.0, -1.0] }", "`sorted` takes [lo, hi] with lo < hi", "sorted = [1.0"),
     ("offsets into a float buffer", "name = \"tmp\"\ntype = \"f32\"\nlength = \"ceil_div(n, block)\"\nrole = \"scratch\"", "name = \"tmp\"\ntype = \"f32\"\nlength = \"ceil_div(n, block)\"\nrole = \"input\"\ninit = { offsets = \"n\" }", "`offsets` are integers, and `tmp` is f32", "offsets ="),
     ("offsets of an unknown axis", "name = \"tmp\"\ntype = \"f32\"\nlength = \"ceil_div(n, block)\"\nrole = \"scratch\"", "name = \"tmp\"\ntype = \"i32\"\nlength = \"ceil_div(n, block)\"\nrole = \"input\"\ninit = { offsets = \"nnz\" }", "unknown name `nnz`", "offsets ="),

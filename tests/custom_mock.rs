@@ -601,7 +601,7 @@ fn inputs_of_every_new_kind_reach_the_reference_and_unrunnable_points_are_skippe
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("k.cu"), "#include <cuda_bf16.h>\n__global__ void k(const unsigned char* b, const unsigned char* c, const __nv_bfloat16* h, const long long* rows, const int* ptr, const float* keys, float* y, int n) {}\n").unwrap();
+    std::fs::write(dir.path().join("k.cu"), "#include <cuda_bf16.h>\n__global__ void k(const unsigned char* b, const unsigned char* c, const __nv_bfloat16* h, const long long* rows, const int* ptr, const float* keys, const float4* v, float* y, int n) {}\n").unwrap();
     std::fs::write(
         dir.path().join("reference.py"),
         r#"import json, os, sys
@@ -619,6 +619,8 @@ ptr, keys = np.load(os.path.join(i, "ptr.npy")), np.load(os.path.join(i, "keys.n
 if ptr.dtype != np.int32 or len(ptr) != n + 1 or ptr[0] != 0 or ptr[-1] != 5 * n or np.any(np.diff(ptr) < 0): problems.append(f"ptr: {ptr[:5]} .. {ptr[-2:]}")
 if n > 100 and len(np.unique(np.diff(ptr))) < 3: problems.append("ptr: evenly spaced")
 if len(keys) != n or np.any(np.diff(keys) < 0) or keys.min() < -2 or keys.max() >= 2: problems.append(f"keys: {keys[:5]}")
+v = np.load(os.path.join(i, "v.npy"))
+if v.dtype != np.float32 or len(v) != 4 * n or (n > 100 and len(np.unique(v)) < 4 * n - 5): problems.append(f"v: {v.dtype} {len(v)}")
 if problems: sys.exit("; ".join(problems))
 np.save(os.path.join(o, "y.npy"), b.astype(np.float32) + h)
 "#,
@@ -689,6 +691,12 @@ length = "n"
 role = "input"
 init = { sorted = [-2.0, 2.0] }
 [[custom.buffer]]
+name = "v"
+type = "f32"
+width = 4
+length = "n"
+role = "input"
+[[custom.buffer]]
 name = "y"
 type = "f32"
 length = "n"
@@ -701,7 +709,7 @@ name = "k"
 kernel = "k"
 grid = "ceil_div(n, bx * by)"
 block = ["bx", "by"]
-args = [{ buffer = "b" }, { buffer = "c" }, { buffer = "h" }, { buffer = "rows" }, { buffer = "ptr" }, { buffer = "keys" }, { buffer = "y" }, { type = "int", value = "n" }]
+args = [{ buffer = "b" }, { buffer = "c" }, { buffer = "h" }, { buffer = "rows" }, { buffer = "ptr" }, { buffer = "keys" }, { buffer = "v" }, { buffer = "y" }, { type = "int", value = "n" }]
 
 [[variant]]
 name = "k"

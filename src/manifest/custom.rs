@@ -157,6 +157,11 @@ struct RawBuffer {
     /// Elements, as an expression of the axes (`n`, `m * n`, `ceil_div(n, 256)`).
     #[schemars(with = "String")]
     length: Spanned<String>,
+    /// Values of `type` an element holds (a vector type: 2 for float2, 4 for float4 or int4,
+    /// 2 for half2): the buffer holds `length * width` values. Default 1.
+    #[serde(default)]
+    #[schemars(with = "Option<u32>", range(min = 1, max = 16))]
+    width: Option<Spanned<u32>>,
     /// input (read), output (checked), inout (both), scratch (the kernels' own, zeroed once).
     #[schemars(with = "String", extend("enum" = ["input", "output", "inout", "scratch"]))]
     role: Spanned<String>,
@@ -764,10 +769,26 @@ impl Validator<'_> {
                 Some(c) => c.get_ref().max_mismatches,
                 None => 0,
             };
+            // A vector element is `width` values: every later use counts the values.
+            let length =
+                match &b.width {
+                    Some(w) if !(1..=16).contains(w.get_ref()) => return Err(self.error(
+                        w.span(),
+                        key("width"),
+                        format!(
+                            "`width` is the values an element holds (float4: 4), 1 to 16, not {}",
+                            w.get_ref()
+                        ),
+                    )),
+                    Some(w) if *w.get_ref() > 1 => {
+                        format!("({}) * {}", b.length.get_ref(), w.get_ref())
+                    }
+                    _ => b.length.get_ref().clone(),
+                };
             buffers.push(BufferDecl {
                 name: name.clone(),
                 elem,
-                length: b.length.get_ref().clone(),
+                length,
                 role,
                 init,
                 expected,

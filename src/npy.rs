@@ -10,20 +10,54 @@ use crate::vocab::{DType, HostData};
 
 /// A `.npy` file's values as `dtype` exactly (a file of another dtype is refused: a buffer's
 /// contents are not converted behind the user's back), in C order. A file over `max_bytes` is
-/// refused. bfloat16, which NumPy has no dtype for, is read from a float32 file whose every
-/// value is a bfloat16 (as `HostData::write_npy` writes it), or from a uint16 file of its bit
-/// patterns whose name ends in `.bf16.npy`.
+/// refused. bfloat16 and the 8-bit floats, which NumPy has no dtype for, are read from a
+/// float32 file whose every value is one of theirs (as `HostData::write_npy` writes them), or
+/// from an unsigned integer file of their bit patterns whose name ends in `.bf16.npy`,
+/// `.f8e4m3.npy` or `.f8e5m2.npy` (`bits_suffix`).
 pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, String> {
     let npy = open(path, max_bytes)?;
     let order = Layout::of(&npy);
     let unreadable = |e: std::io::Error| format!("does not hold {} values: {e}", dtype.name());
-    if dtype == DType::BF16 {
-        return read_bf16(path, npy).map(|v| HostData::BF16(order.to_c_order(v)));
+    let as_bits = |suffix: &str| {
+        (path.file_name().and_then(|n| n.to_str())).is_some_and(|n| n.ends_with(suffix))
+    };
+    match dtype {
+        DType::BF16 => {
+            let values = read_narrow(npy, dtype, as_bits(BF16_BITS_SUFFIX), |npy| {
+                Ok(npy
+                    .into_vec::<u16>()?
+                    .into_iter()
+                    .map(half::bf16::from_bits)
+                    .collect())
+            });
+            return values.map(|v| HostData::BF16(order.to_c_order(v)));
+        }
+        DType::F8E4M3 => {
+            let values = read_narrow(npy, dtype, as_bits(".f8e4m3.npy"), |npy| {
+                Ok(npy
+                    .into_vec::<u8>()?
+                    .into_iter()
+                    .map(float8::F8E4M3::from_bits)
+                    .collect())
+            });
+            return values.map(|v| HostData::F8E4M3(order.to_c_order(v)));
+        }
+        DType::F8E5M2 => {
+            let values = read_narrow(npy, dtype, as_bits(".f8e5m2.npy"), |npy| {
+                Ok(npy
+                    .into_vec::<u8>()?
+                    .into_iter()
+                    .map(float8::F8E5M2::from_bits)
+                    .collect())
+            });
+            return values.map(|v| HostData::F8E5M2(order.to_c_order(v)));
+        }
+        _ => {}
     }
     macro_rules! read {
         ($($variant:ident $t:ty),*) => {
             match dtype {
-                DType::BF16 => unreachable!("read above"),
+                DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => unreachable!("read above"),
                 $(DType::$variant => HostData::$variant(
                     order.to_c_order(npy.into_vec::<$t>().map_err(unreadable)?),
                 ),)*
@@ -67,13 +101,14 @@ pub fn holds(descr: &str, dtype: DType, path: &Path) -> Result<(), String> {
         DType::I64 => &["i8"],
         DType::U64 => &["u8"],
         DType::F16 => &["f2"],
-        DType::BF16 => {
-            let as_bits = (path.file_name().and_then(|n| n.to_str()))
-                .is_some_and(|n| n.ends_with(BF16_BITS_SUFFIX));
-            if as_bits {
-                &["u2"]
-            } else {
-                &["f4"]
+        DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => {
+            let suffix = bits_suffix(dtype).expect("a narrow float");
+            let as_bits =
+                (path.file_name().and_then(|n| n.to_str())).is_some_and(|n| n.ends_with(suffix));
+            match (as_bits, dtype.size_bytes()) {
+                (true, 1) => &["u1"],
+                (true, _) => &["u2"],
+                (false, _) => &["f4"],
             }
         }
         DType::F32 => &["f4"],
@@ -82,9 +117,9 @@ pub fn holds(descr: &str, dtype: DType, path: &Path) -> Result<(), String> {
     if wanted.contains(&kind_size) {
         return Ok(());
     }
-    let hint = match dtype {
-        DType::BF16 => format!(" (bf16 is read from float32 values, or from their uint16 bit patterns in a file named `*{BF16_BITS_SUFFIX}`)"),
-        _ => String::new(),
+    let hint = match bits_suffix(dtype) {
+        Some(suffix) => format!(" ({dtype} is read from float32 values, or from their uint{} bit patterns in a file named `*{suffix}`)", 8 * dtype.size_bytes()),
+        None => String::new(),
     };
     Err(format!(
         "holds `{descr}` values, and the buffer is {dtype}{hint}"
@@ -94,30 +129,45 @@ pub fn holds(descr: &str, dtype: DType, path: &Path) -> Result<(), String> {
 /// The file name suffix that marks a uint16 `.npy` file as bfloat16 bit patterns.
 pub const BF16_BITS_SUFFIX: &str = ".bf16.npy";
 
-fn read_bf16(
-    path: &Path,
+/// The file name suffix that marks an unsigned integer `.npy` file as bit patterns of `dtype`,
+/// for the floats NumPy has no dtype for.
+pub fn bits_suffix(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::BF16 => Some(BF16_BITS_SUFFIX),
+        DType::F8E4M3 => Some(".f8e4m3.npy"),
+        DType::F8E5M2 => Some(".f8e5m2.npy"),
+        _ => None,
+    }
+}
+
+/// A float type NumPy has no dtype for: its bit patterns (`from_bits`) where the file is named
+/// so, else float32 values that must each be one of the type's.
+fn read_narrow<T: crate::vocab::Element + std::fmt::Display>(
     npy: npyz::NpyFile<std::io::Cursor<Vec<u8>>>,
-) -> Result<Vec<half::bf16>, String> {
-    let as_bits =
-        (path.file_name().and_then(|n| n.to_str())).is_some_and(|n| n.ends_with(BF16_BITS_SUFFIX));
+    dtype: DType,
+    as_bits: bool,
+    from_bits: impl FnOnce(npyz::NpyFile<std::io::Cursor<Vec<u8>>>) -> std::io::Result<Vec<T>>,
+) -> Result<Vec<T>, String> {
+    let suffix = bits_suffix(dtype).unwrap_or_default();
+    let bits = 8 * dtype.size_bytes();
     if as_bits {
-        let bits = (npy.into_vec::<u16>()).map_err(|e| {
-            format!("does not hold uint16 values (a `{BF16_BITS_SUFFIX}` file holds bfloat16 bit patterns): {e}")
-        })?;
-        return Ok(bits.into_iter().map(half::bf16::from_bits).collect());
+        return from_bits(npy).map_err(|e| {
+            format!("does not hold uint{bits} values (a `{suffix}` file holds {dtype} bit patterns): {e}")
+        });
     }
     let values = npy.into_vec::<f32>().map_err(|e| {
-        format!("does not hold bf16 values: give float32 values that are each a bfloat16, or their bit patterns as uint16 in a file named `*{BF16_BITS_SUFFIX}` ({e})")
+        format!("does not hold {dtype} values: give float32 values that are each a {dtype}, or their bit patterns as uint{bits} in a file named `*{suffix}` ({e})")
     })?;
     let mut out = Vec::with_capacity(values.len());
     for (i, v) in values.into_iter().enumerate() {
-        let b = half::bf16::from_f32(v);
-        if b.to_f32().to_bits() != v.to_bits() && !(v.is_nan() && b.is_nan()) {
+        let nearest = T::nearest(f64::from(v));
+        let back = nearest.to_f64();
+        if back != f64::from(v) && !(v.is_nan() && back.is_nan()) {
             return Err(format!(
-                "holds {v} at index {i}, which is not a bfloat16 value (the nearest is {b}): round the file to bfloat16 first"
+                "holds {v} at index {i}, which is not a {dtype} value (the nearest is {nearest}): round the file to {dtype} first"
             ));
         }
-        out.push(b);
+        out.push(nearest);
     }
     Ok(out)
 }
@@ -313,5 +363,40 @@ mod tests {
         assert!(read_f64(&path, 1 << 20)
             .unwrap_err()
             .starts_with("is not a .npy file"));
+    }
+
+    #[test]
+    fn the_8_bit_floats_travel_as_float32_or_as_their_named_bit_patterns() {
+        let dir = tempfile::tempdir().unwrap();
+        let e4m3 = |v: f64| float8::F8E4M3::from_f64(v);
+        // CUDA's conversion: round to nearest even, saturate to the largest finite value.
+        assert_eq!(e4m3(1000.0).to_f64(), 448.0);
+        assert_eq!(e4m3(0.3).to_f64(), 0.3125);
+        assert_eq!(e4m3(-2.2).to_f64(), -2.25);
+        let values = HostData::F8E4M3([0.3, -2.2, 448.0, 0.0, 1e-3].map(e4m3).to_vec());
+        let path = dir.path().join("q.npy");
+        values.write_npy(&path).unwrap();
+        assert_eq!(header(&path).unwrap(), ("<f4".to_string(), 5));
+        assert_eq!(read_as(&path, DType::F8E4M3, 1 << 20).unwrap(), values);
+        // A float32 value that no e4m3 holds is refused, with the nearest one named.
+        HostData::F32(vec![0.25, 0.3]).write_npy(&path).unwrap();
+        let err = read_as(&path, DType::F8E4M3, 1 << 20).unwrap_err();
+        assert!(
+            err.contains("holds 0.3 at index 1, which is not a f8e4m3 value"),
+            "{err}"
+        );
+        // Bit patterns: uint8, in a file named *.f8e5m2.npy.
+        let bits = dir.path().join("q.f8e5m2.npy");
+        HostData::U8(vec![0x3C, 0xC0, 0x7B])
+            .write_npy(&bits)
+            .unwrap();
+        assert!(holds("|u1", DType::F8E5M2, &bits).is_ok());
+        let read = read_as(&bits, DType::F8E5M2, 1 << 20).unwrap().to_f64();
+        assert_eq!(read, [1.0, -2.0, 57344.0]);
+        let err = holds("|u1", DType::F8E4M3, &path).unwrap_err();
+        assert!(
+            err.contains("uint8 bit patterns in a file named `*.f8e4m3.npy`"),
+            "{err}"
+        );
     }
 }

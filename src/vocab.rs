@@ -36,10 +36,12 @@ pub enum DType {
     U64 = 9,
     F16 = 10,
     BF16 = 11,
+    F8E4M3 = 12,
+    F8E5M2 = 13,
 }
 
 impl DType {
-    pub const ALL: [DType; 12] = [
+    pub const ALL: [DType; 14] = [
         DType::I8,
         DType::U8,
         DType::I16,
@@ -48,6 +50,8 @@ impl DType {
         DType::U32,
         DType::I64,
         DType::U64,
+        DType::F8E4M3,
+        DType::F8E5M2,
         DType::F16,
         DType::BF16,
         DType::F32,
@@ -69,6 +73,8 @@ impl DType {
             DType::U64 => "u64",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
+            DType::F8E4M3 => "f8e4m3",
+            DType::F8E5M2 => "f8e5m2",
             DType::F32 => "f32",
             DType::F64 => "f64",
         }
@@ -85,7 +91,7 @@ impl DType {
 
     pub fn size_bytes(self) -> u64 {
         match self {
-            DType::I8 | DType::U8 => 1,
+            DType::I8 | DType::U8 | DType::F8E4M3 | DType::F8E5M2 => 1,
             DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::U32 | DType::F32 => 4,
             DType::I64 | DType::U64 | DType::F64 => 8,
@@ -102,6 +108,8 @@ impl DType {
         match self {
             DType::F16 => Some(f64::from(half::f16::EPSILON)),
             DType::BF16 => Some(f64::from(half::bf16::EPSILON)),
+            DType::F8E4M3 => Some(float8::F8E4M3::EPSILON.to_f64()),
+            DType::F8E5M2 => Some(float8::F8E5M2::EPSILON.to_f64()),
             DType::F32 => Some(f32::EPSILON as f64),
             DType::F64 => Some(f64::EPSILON),
             _ => None,
@@ -129,6 +137,8 @@ impl DType {
         match self {
             DType::F16 => Some(f64::from(half::f16::MAX)),
             DType::BF16 => Some(f64::from(half::bf16::MAX)),
+            DType::F8E4M3 => Some(float8::F8E4M3::MAX.to_f64()),
+            DType::F8E5M2 => Some(float8::F8E5M2::MAX.to_f64()),
             DType::F32 => Some(f32::MAX as f64),
             DType::F64 => Some(f64::MAX),
             _ => None,
@@ -136,7 +146,8 @@ impl DType {
     }
 
     /// The CUDA C++ type a kernel declares for it (what the `T` define becomes). The 16-bit
-    /// floats need `<cuda_fp16.h>` and `<cuda_bf16.h>`, which kbench finds (`device::headers`).
+    /// floats need `<cuda_fp16.h>` and `<cuda_bf16.h>`, the 8-bit ones `<cuda_fp8.h>`, which
+    /// kbench finds (`device::headers`).
     pub fn c_type(self) -> &'static str {
         match self {
             DType::I8 => "signed char",
@@ -149,6 +160,8 @@ impl DType {
             DType::U64 => "unsigned long long",
             DType::F16 => "__half",
             DType::BF16 => "__nv_bfloat16",
+            DType::F8E4M3 => "__nv_fp8_e4m3",
+            DType::F8E5M2 => "__nv_fp8_e5m2",
             DType::F32 => "float",
             DType::F64 => "double",
         }
@@ -215,6 +228,16 @@ macro_rules! with_dtype {
             $crate::vocab::DType::BF16 => {
                 #[allow(dead_code)]
                 type $t = half::bf16;
+                $body
+            }
+            $crate::vocab::DType::F8E4M3 => {
+                #[allow(dead_code)]
+                type $t = float8::F8E4M3;
+                $body
+            }
+            $crate::vocab::DType::F8E5M2 => {
+                #[allow(dead_code)]
+                type $t = float8::F8E5M2;
                 $body
             }
             $crate::vocab::DType::F32 => {
@@ -443,7 +466,8 @@ macro_rules! for_each_element {
     ($m:ident) => {
         $m! {
             I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64,
-            F16 half::f16, BF16 half::bf16, F32 f32, F64 f64
+            F16 half::f16, BF16 half::bf16, F8E4M3 float8::F8E4M3, F8E5M2 float8::F8E5M2,
+            F32 f32, F64 f64
         }
     };
 }
@@ -533,6 +557,9 @@ macro_rules! float_element {
 float_element!(
     F16 half::f16, half::f16::NAN, half::f16::from_f64, f64::from;
     BF16 half::bf16, half::bf16::NAN, half::bf16::from_f64, f64::from;
+    // The types' own conversions (`v.to_f64()` here would be this trait's, calling itself).
+    F8E4M3 float8::F8E4M3, float8::F8E4M3::NAN, float8::F8E4M3::from_f64, |v| float8::F8E4M3::to_f64(&v);
+    F8E5M2 float8::F8E5M2, float8::F8E5M2::NAN, float8::F8E5M2::from_f64, |v| float8::F8E5M2::to_f64(&v);
     F32 f32, f32::NAN, |v: f64| v as f32, f64::from;
     F64 f64, f64::NAN, |v: f64| v, |v: f64| v
 );
@@ -610,11 +637,16 @@ impl HostData {
         for_each_element!(bytes_mut)
     }
 
-    /// Writes the buffer as a NumPy `.npy` file. bfloat16 has no NumPy dtype: it is written as
-    /// float32, which holds every bfloat16 value exactly.
+    /// Writes the buffer as a NumPy `.npy` file. bfloat16 and the 8-bit floats have no NumPy
+    /// dtype: they are written as float32, which holds each of their values exactly.
     pub fn write_npy(&self, path: &std::path::Path) -> anyhow::Result<()> {
-        if let HostData::BF16(v) = self {
-            let widened: Vec<f32> = v.iter().map(|x| x.to_f32()).collect();
+        let widened: Option<Vec<f32>> = match self {
+            HostData::BF16(v) => Some(v.iter().map(|x| x.to_f32()).collect()),
+            HostData::F8E4M3(v) => Some(v.iter().map(|x| x.to_f32()).collect()),
+            HostData::F8E5M2(v) => Some(v.iter().map(|x| x.to_f32()).collect()),
+            _ => None,
+        };
+        if let Some(widened) = widened {
             return HostData::F32(widened).write_npy(path);
         }
         use npyz::WriterBuilder;
@@ -623,7 +655,9 @@ impl HostData {
         macro_rules! write {
             ($($variant:ident $t:ty),*) => {
                 match self {
-                    HostData::BF16(_) => unreachable!("written as float32 above"),
+                    HostData::BF16(_) | HostData::F8E4M3(_) | HostData::F8E5M2(_) => {
+                        unreachable!("written as float32 above")
+                    }
                     $(HostData::$variant(v) => {
                         let mut writer = npyz::WriteOptions::<$t>::new()
                             .default_dtype()

@@ -601,7 +601,7 @@ fn inputs_of_every_new_kind_reach_the_reference_and_unrunnable_points_are_skippe
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("k.cu"), "#include <cuda_bf16.h>\n__global__ void k(const unsigned char* b, const unsigned char* c, const __nv_bfloat16* h, const long long* rows, const int* ptr, const float* keys, const float4* v, float* y, int n) {}\n").unwrap();
+    std::fs::write(dir.path().join("k.cu"), "#include <cuda_bf16.h>\n#include <cuda_fp8.h>\n__global__ void k(const __nv_fp8_e4m3* q, const unsigned char* b, const unsigned char* c, const __nv_bfloat16* h, const long long* rows, const int* ptr, const float* keys, const float4* v, float* y, int n) {}\n").unwrap();
     std::fs::write(
         dir.path().join("reference.py"),
         r#"import json, os, sys
@@ -619,6 +619,10 @@ ptr, keys = np.load(os.path.join(i, "ptr.npy")), np.load(os.path.join(i, "keys.n
 if ptr.dtype != np.int32 or len(ptr) != n + 1 or ptr[0] != 0 or ptr[-1] != 5 * n or np.any(np.diff(ptr) < 0): problems.append(f"ptr: {ptr[:5]} .. {ptr[-2:]}")
 if n > 100 and len(np.unique(np.diff(ptr))) < 3: problems.append("ptr: evenly spaced")
 if len(keys) != n or np.any(np.diff(keys) < 0) or keys.min() < -2 or keys.max() >= 2: problems.append(f"keys: {keys[:5]}")
+q = np.load(os.path.join(i, "q.npy")).astype(np.float64)
+m, e = np.frexp(q)
+# e4m3: 4 significant bits (normals), multiples of 2^-9 (subnormals), at most 448.
+if len(q) != n or np.any(np.abs(q) > 448) or not np.all((m * 16 == np.round(m * 16)) | (q * 512 == np.round(q * 512))) or (n > 100 and len(np.unique(q)) < 20): problems.append(f"q: {q[:8]}")
 v = np.load(os.path.join(i, "v.npy"))
 if v.dtype != np.float32 or len(v) != 4 * n or (n > 100 and len(np.unique(v)) < 4 * n - 5): problems.append(f"v: {v.dtype} {len(v)}")
 if problems: sys.exit("; ".join(problems))
@@ -654,6 +658,12 @@ kind = "int"
 min = 1
 max = 1024
 
+[[custom.buffer]]
+name = "q"
+type = "f8e4m3"
+length = "n"
+role = "input"
+init = { normal = [0.0, 100.0] }
 [[custom.buffer]]
 name = "b"
 type = "u8"
@@ -709,7 +719,7 @@ name = "k"
 kernel = "k"
 grid = "ceil_div(n, bx * by)"
 block = ["bx", "by"]
-args = [{ buffer = "b" }, { buffer = "c" }, { buffer = "h" }, { buffer = "rows" }, { buffer = "ptr" }, { buffer = "keys" }, { buffer = "v" }, { buffer = "y" }, { type = "int", value = "n" }]
+args = [{ buffer = "q" }, { buffer = "b" }, { buffer = "c" }, { buffer = "h" }, { buffer = "rows" }, { buffer = "ptr" }, { buffer = "keys" }, { buffer = "v" }, { buffer = "y" }, { type = "int", value = "n" }]
 
 [[variant]]
 name = "k"

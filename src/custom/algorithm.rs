@@ -334,11 +334,13 @@ impl CustomCase<'_> {
 
 /// The default tolerance of a float output checked against a reference kernel that sums in
 /// another order: loose enough for reordered float sums, tight enough to catch a wrong element.
-/// The 16-bit floats get 4 of their epsilons (about 2 roundings each way); integers are exact.
+/// The 16-bit floats get 4 of their epsilons (about 2 roundings each way), the 8-bit ones one
+/// (their epsilon is already 1/8 or 1/4); integers are exact.
 fn default_tolerance(dtype: DType) -> Tolerance {
     match dtype {
         DType::F32 => Tolerance::relative(1e-5),
         DType::F64 => Tolerance::relative(1e-12),
+        DType::F8E4M3 | DType::F8E5M2 => Tolerance::relative(dtype.epsilon().unwrap_or(0.0)),
         other => Tolerance::relative(4.0 * other.epsilon().unwrap_or(0.0)),
     }
 }

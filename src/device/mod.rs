@@ -1276,8 +1276,10 @@ impl DeviceBuf {
                 .result()
                 .map_err(driver_error)
             }
-            // All-ones bytes are a NaN in float64, float16 and bfloat16.
-            DType::F64 | DType::F16 | DType::BF16 => self.fill_bytes(0xFF),
+            // All-ones bytes are a NaN in float64, float16, bfloat16 and both 8-bit floats.
+            DType::F64 | DType::F16 | DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => {
+                self.fill_bytes(0xFF)
+            }
             // Every integer type: bytes of 0xA5 (`POISON_I32` in an int).
             _ => self.fill_bytes(crate::vocab::POISON_BYTE),
         }

@@ -149,10 +149,11 @@ struct RawAxis {
 struct RawBuffer {
     #[schemars(with = "String")]
     name: Spanned<String>,
-    /// An element type (i8, u8, i16, u16, i32, u32, i64, u64, f16, bf16, f32, f64), or dtype
+    /// An element type (i8, u8, i16, u16, i32, u32, i64, u64, f8e4m3, f8e5m2, f16, bf16, f32,
+    /// f64), or dtype
     /// (the case's).
     #[serde(rename = "type")]
-    #[schemars(with = "String", extend("enum" = ["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64", "dtype"]))]
+    #[schemars(with = "String", extend("enum" = ["i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f8e4m3", "f8e5m2", "f16", "bf16", "f32", "f64", "dtype"]))]
     elem: Spanned<String>,
     /// Elements, as an expression of the axes (`n`, `m * n`, `ceil_div(n, 256)`).
     #[schemars(with = "String")]
@@ -770,21 +771,22 @@ impl Validator<'_> {
                 None => 0,
             };
             // A vector element is `width` values: every later use counts the values.
-            let length =
-                match &b.width {
-                    Some(w) if !(1..=16).contains(w.get_ref()) => return Err(self.error(
+            let length = match &b.width {
+                Some(w) if !(1..=16).contains(w.get_ref()) => {
+                    return Err(self.error(
                         w.span(),
                         key("width"),
                         format!(
                             "`width` is the values an element holds (float4: 4), 1 to 16, not {}",
                             w.get_ref()
                         ),
-                    )),
-                    Some(w) if *w.get_ref() > 1 => {
-                        format!("({}) * {}", b.length.get_ref(), w.get_ref())
-                    }
-                    _ => b.length.get_ref().clone(),
-                };
+                    ))
+                }
+                Some(w) if *w.get_ref() > 1 => {
+                    format!("({}) * {}", b.length.get_ref(), w.get_ref())
+                }
+                _ => b.length.get_ref().clone(),
+            };
             buffers.push(BufferDecl {
                 name: name.clone(),
                 elem,

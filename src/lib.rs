@@ -13,8 +13,9 @@
 //! Below the stages: `vocab` (shared types), `record` (the results file's types), `numerics`,
 //! `device` (kbench's safe layer over CUDA, and the GPU timer), `algos` (the algorithms and the
 //! seam they plug into), `grid` (axis values and where-filters), `env`, `json_schema` (the
-//! JSON Schemas of the manifest and results formats), and `reference_command` (a user's program
-//! computing a case's expected outputs, through `.npy` files).
+//! JSON Schemas of the manifest and results formats), `reference_command` (a user's program
+//! computing a case's expected outputs, through `.npy` files), `draws` (random buffers drawn on
+//! every core, reproducibly) and `stage_clock` (where a case's time goes).
 
 pub mod algos;
 pub mod changepoint;

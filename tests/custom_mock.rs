@@ -54,19 +54,26 @@ fn run_on_mock(example: &str) -> (String, Value) {
         .assert()
         .success();
     let stdout = String::from_utf8(out.get_output().stdout.clone()).unwrap();
-    let study_dir = std::fs::read_dir(dir.path().join("out"))
+    (stdout, read_json(&results_in(&dir.path().join("out"))))
+}
+
+/// The results file of the one study run with `--out-dir out_dir`.
+fn results_in(out_dir: &Path) -> PathBuf {
+    let study_dir = std::fs::read_dir(out_dir)
         .unwrap()
         .next()
         .unwrap()
         .unwrap()
         .path();
-    let file = std::fs::read_dir(&study_dir)
+    std::fs::read_dir(&study_dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
-    let doc = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-    (stdout, doc)
+        .unwrap()
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 #[test]
@@ -200,18 +207,7 @@ fn run_manifest_on_mock(path: &Path) -> Value {
         // A failed case changes the exit code; the results file is what is checked.
         .output()
         .unwrap();
-    let study_dir = std::fs::read_dir(dir.join("out"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let file = std::fs::read_dir(&study_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
-    serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
+    read_json(&results_in(&dir.join("out")))
 }
 
 #[test]
@@ -266,15 +262,10 @@ fn timed_run_on_mock(path: &Path, extra: &[&str]) -> (Value, f64) {
         .assert()
         .success();
     let wall_s = started.elapsed().as_secs_f64();
-    let study_dir = dir.join("out").join("copy");
-    let file = std::fs::read_dir(&study_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
-    let doc = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let results = results_in(&dir.join("out"));
+    let doc = read_json(&results);
     // What the processes shared goes with the run.
-    let left: Vec<_> = std::fs::read_dir(&study_dir)
+    let left: Vec<_> = std::fs::read_dir(results.parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
@@ -413,14 +404,7 @@ fn max_mismatches_passes_an_output_with_that_many_wrong_elements_and_no_more() {
             ])
             .output()
             .unwrap();
-        let study = dir.path().join("out/copy");
-        let file = std::fs::read_dir(study)
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
-        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
+        read_json(&results_in(&dir.path().join("out")))
     };
     let text = std::fs::read_to_string(&path).unwrap();
     let strict = run(&text);
@@ -485,11 +469,7 @@ fn declared_elements_give_elements_per_second_in_the_json_the_table_and_the_csv(
             "{rate} {median_s}"
         );
     }
-    let results = std::fs::read_dir(dir.path().join("out/copy"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .unwrap();
+    let results = results_in(&dir.path().join("out"));
     let table = kbench(dir.path())
         .arg("report")
         .arg(&results)

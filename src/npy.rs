@@ -18,12 +18,9 @@ pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, St
     let npy = open(path, max_bytes)?;
     let order = Layout::of(&npy);
     let unreadable = |e: std::io::Error| format!("does not hold {} values: {e}", dtype.name());
-    let as_bits = |suffix: &str| {
-        (path.file_name().and_then(|n| n.to_str())).is_some_and(|n| n.ends_with(suffix))
-    };
     match dtype {
         DType::BF16 => {
-            let values = read_narrow(npy, dtype, as_bits(BF16_BITS_SUFFIX), |npy| {
+            let values = read_narrow(npy, path, dtype, |npy| {
                 Ok(npy
                     .into_vec::<u16>()?
                     .into_iter()
@@ -33,7 +30,7 @@ pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, St
             return values.map(|v| HostData::BF16(order.to_c_order(v)));
         }
         DType::F8E4M3 => {
-            let values = read_narrow(npy, dtype, as_bits(".f8e4m3.npy"), |npy| {
+            let values = read_narrow(npy, path, dtype, |npy| {
                 Ok(npy
                     .into_vec::<u8>()?
                     .into_iter()
@@ -43,7 +40,7 @@ pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, St
             return values.map(|v| HostData::F8E4M3(order.to_c_order(v)));
         }
         DType::F8E5M2 => {
-            let values = read_narrow(npy, dtype, as_bits(".f8e5m2.npy"), |npy| {
+            let values = read_narrow(npy, path, dtype, |npy| {
                 Ok(npy
                     .into_vec::<u8>()?
                     .into_iter()
@@ -102,10 +99,7 @@ pub fn holds(descr: &str, dtype: DType, path: &Path) -> Result<(), String> {
         DType::U64 => &["u8"],
         DType::F16 => &["f2"],
         DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => {
-            let suffix = bits_suffix(dtype).expect("a narrow float");
-            let as_bits =
-                (path.file_name().and_then(|n| n.to_str())).is_some_and(|n| n.ends_with(suffix));
-            match (as_bits, dtype.size_bytes()) {
+            match (names_bits(path, dtype), dtype.size_bytes()) {
                 (true, 1) => &["u1"],
                 (true, _) => &["u2"],
                 (false, _) => &["f4"],
@@ -140,17 +134,23 @@ pub fn bits_suffix(dtype: DType) -> Option<&'static str> {
     }
 }
 
+/// Whether the file's name says it holds `dtype`'s bit patterns (see `bits_suffix`).
+fn names_bits(path: &Path, dtype: DType) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str());
+    (bits_suffix(dtype).zip(name)).is_some_and(|(suffix, name)| name.ends_with(suffix))
+}
+
 /// A float type NumPy has no dtype for: its bit patterns (`from_bits`) where the file is named
 /// so, else float32 values that must each be one of the type's.
 fn read_narrow<T: crate::vocab::Element + std::fmt::Display>(
     npy: npyz::NpyFile<std::io::Cursor<Vec<u8>>>,
+    path: &Path,
     dtype: DType,
-    as_bits: bool,
     from_bits: impl FnOnce(npyz::NpyFile<std::io::Cursor<Vec<u8>>>) -> std::io::Result<Vec<T>>,
 ) -> Result<Vec<T>, String> {
     let suffix = bits_suffix(dtype).unwrap_or_default();
     let bits = 8 * dtype.size_bytes();
-    if as_bits {
+    if names_bits(path, dtype) {
         return from_bits(npy).map_err(|e| {
             format!("does not hold uint{bits} values (a `{suffix}` file holds {dtype} bit patterns): {e}")
         });

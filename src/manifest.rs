@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+mod commands;
 mod custom;
 mod file_axes;
 pub use custom::{check_kernel_params, MAX_CHECKED_DEFINE_SETS, MAX_CHECKED_POINTS};

@@ -716,6 +716,12 @@ pub struct CaseResult {
     pub measurement: Option<Measurement>,
     /// Each output checked against its reference.
     pub outputs: Vec<OutputCheck>,
+    /// Timed only: the variant's kernel sequence is `unchecked`, and no output was checked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unchecked: bool,
+    /// What the study's check command said of the answer (custom studies that declare one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check_command: Option<CheckVerdict>,
     /// Numbers an algorithm reports about a case (levels, colours, iterations).
     #[serde(default, with = "figure::map")]
     #[schemars(with = "BTreeMap<String, Figure>")]
@@ -735,6 +741,16 @@ pub struct CaseResult {
     /// Where the case's `wall_s` went (None in files written before kbench recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead: Option<Overhead>,
+}
+
+/// A check command's verdict on a case's answer: exit 0 (passed) or 1 (wrong, with what it
+/// printed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CheckVerdict {
+    pub passed: bool,
+    /// The end of what it printed, where it found the answer wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// Where a case's wall time went, in seconds: what kbench spent around the samples, stage by

@@ -1,12 +1,18 @@
-//! An external reference command: a program of the user's (a NumPy script, say) that computes a
-//! case's expected outputs from its inputs, run once per case outside the timing.
+//! A custom study's external commands: programs of the user's (a NumPy script, say), run
+//! outside the timing.
 //!
-//! The exchange is plain files: each input is written as `<name>.npy` into a fresh temporary
-//! folder named by `KBENCH_INPUTS`; the command runs in the manifest's folder with a time limit
-//! and writes each expected output as `<name>.npy` into the folder named by `KBENCH_OUTPUTS`;
-//! kbench reads them back as f64, any numeric dtype and shape (flattened in C order, as kbench's
-//! buffers are). A command that fails, runs too long, or writes a missing or unreadable file is
-//! an error saying which, with the end of what it printed on stderr.
+//! - The reference command (`run`) computes a case's expected outputs from its inputs. Each
+//!   input is written as `<name>.npy` into a fresh temporary folder named by `KBENCH_INPUTS`;
+//!   the command writes each expected output as `<name>.npy` into the folder named by
+//!   `KBENCH_OUTPUTS`; kbench reads them back as f64, any numeric dtype and shape (flattened in C
+//!   order, as kbench's buffers are).
+//! - The check command (`check`) judges a case's answer: it finds the inputs, the kernel's
+//!   outputs and their references as `.npy` files in the folders `KBENCH_INPUTS`,
+//!   `KBENCH_OUTPUTS` and `KBENCH_REFERENCES`, and exits 0 (right) or 1 (wrong, saying why).
+//!
+//! Both run in the manifest's folder with a time limit. A command that fails, runs too long,
+//! or writes a missing or unreadable file is an error saying which, with the end of what it
+//! printed on stderr.
 
 use std::fs;
 use std::io::Read;
@@ -23,14 +29,24 @@ pub const INPUTS_ENV: &str = "KBENCH_INPUTS";
 pub const OUTPUTS_ENV: &str = "KBENCH_OUTPUTS";
 /// A custom study's case parameters (axis name to value), as one JSON object.
 pub const PARAMS_ENV: &str = "KBENCH_PARAMS";
+/// The folder holding each output's reference (float64), for the check command.
+pub const REFERENCES_ENV: &str = "KBENCH_REFERENCES";
+/// The case's variant, as `[[variant]] name` gives it (a check command, a per-variant
+/// reference command).
+pub const VARIANT_ENV: &str = "KBENCH_VARIANT";
+/// The kernel sequence the case's variant runs (`[[custom.kernel]] name`).
+pub const KERNEL_ENV: &str = "KBENCH_KERNEL";
 
-/// The most of the command's stderr an error quotes: its last lines, up to this many.
+/// The most of the command's stderr (or a check's message) kbench quotes: its last lines, up
+/// to this many.
 const STDERR_TAIL_LINES: usize = 20;
 const STDERR_TAIL_CHARS: usize = 2000;
 
 /// How to run the user's command.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReferenceCommand {
+    /// What it is, for its errors: "reference command" or "check command".
+    pub what: &'static str,
     /// The program and its arguments, run without a shell.
     pub argv: Vec<String>,
     /// Where it runs: the manifest's folder, so that its paths read as the manifest's do.
@@ -61,24 +77,26 @@ pub enum ReferenceError {
     BadName(String),
     #[error("cannot prepare the reference command's files: {0}")]
     Io(String),
-    #[error("cannot start the reference command `{command}`: {reason}")]
-    Spawn { command: String, reason: String },
-    #[error(
-        "the reference command `{command}` failed ({status}){}",
-        quote(stderr_tail)
-    )]
+    #[error("cannot start the {what} `{command}`: {reason}")]
+    Spawn {
+        what: &'static str,
+        command: String,
+        reason: String,
+    },
+    #[error("the {what} `{command}` failed ({status}){}", quote(stderr_tail))]
     Failed {
+        what: &'static str,
         command: String,
         /// `exit code 3` or `killed by signal 9`.
         status: String,
         stderr_tail: String,
     },
     #[error(
-        "the reference command `{command}` ran past its time limit of {limit_s} s and was \
-         stopped{}",
+        "the {what} `{command}` ran past its time limit of {limit_s} s and was stopped{}",
         quote(stderr_tail)
     )]
     TimedOut {
+        what: &'static str,
         command: String,
         limit_s: f64,
         stderr_tail: String,
@@ -149,7 +167,11 @@ pub fn run(
         data.write_npy(&path)
             .map_err(|e| ReferenceError::Io(format!("writing {}: {e:#}", path.display())))?;
     }
-    run_to_completion(command, folder.path(), &inputs_dir, &outputs_dir)?;
+    let folders = [(INPUTS_ENV, &*inputs_dir), (OUTPUTS_ENV, &*outputs_dir)];
+    let status = run_to_completion(command, folder.path(), &folders)?;
+    if !status.success() {
+        return Err(failed(command, status, folder.path()));
+    }
     let values = (outputs.iter())
         .map(|expected| read_output(command, &outputs_dir, expected))
         .collect::<Result<Vec<_>, _>>()?;
@@ -169,14 +191,86 @@ fn check_name(name: &str) -> Result<(), ReferenceError> {
     Ok(())
 }
 
-/// Runs the command to its end (or its time limit), with stdout and stderr in files in
-/// `folder` (files, not pipes, so a chatty command cannot block on a full pipe).
+/// What a check command said of a case's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// It exited 0.
+    Right,
+    /// It exited 1, with the end of what it printed (stderr, else stdout).
+    Wrong(String),
+}
+
+/// Runs the check `command` on a case's `inputs`, its `outputs` and their `references`, each
+/// written as `<name>.npy` into a folder of its own. Exit 0 says the answer is right and exit
+/// 1 that it is wrong; another exit code, a signal or the time limit is an error. The
+/// temporary folder is removed afterwards, whatever happened.
+pub fn check(
+    command: &ReferenceCommand,
+    inputs: &[(&str, &HostData)],
+    outputs: &[(&str, &HostData)],
+    references: &[(&str, &HostData)],
+) -> Result<Verdict, ReferenceError> {
+    if command.argv.is_empty() {
+        return Err(ReferenceError::EmptyCommand);
+    }
+    let io = |e: std::io::Error| ReferenceError::Io(e.to_string());
+    let folder = (tempfile::Builder::new().prefix("kbench-check-").tempdir()).map_err(io)?;
+    let sets = [
+        (INPUTS_ENV, "inputs", inputs),
+        (OUTPUTS_ENV, "outputs", outputs),
+        (REFERENCES_ENV, "references", references),
+    ];
+    let mut folders = Vec::new();
+    for (env, subfolder, arrays) in sets {
+        let dir = folder.path().join(subfolder);
+        fs::create_dir(&dir).map_err(io)?;
+        for (name, data) in arrays {
+            check_name(name)?;
+            let path = dir.join(format!("{name}.npy"));
+            data.write_npy(&path)
+                .map_err(|e| ReferenceError::Io(format!("writing {}: {e:#}", path.display())))?;
+        }
+        folders.push((env, dir));
+    }
+    let folders: Vec<(&str, &Path)> = folders.iter().map(|(e, d)| (*e, d.as_path())).collect();
+    let status = run_to_completion(command, folder.path(), &folders)?;
+    match status.code() {
+        Some(0) => Ok(Verdict::Right),
+        Some(1) => {
+            let said = match output_tail(&folder.path().join("stderr.txt")) {
+                tail if tail.is_empty() => output_tail(&folder.path().join("stdout.txt")),
+                tail => tail,
+            };
+            Ok(Verdict::Wrong(match said.is_empty() {
+                true => format!(
+                    "the check command `{}` exited 1 and printed nothing",
+                    command.argv.join(" ")
+                ),
+                false => said,
+            }))
+        }
+        _ => Err(failed(command, status, folder.path())),
+    }
+}
+
+/// The error of a command that exited with `status`, quoting its stderr.
+fn failed(command: &ReferenceCommand, status: ExitStatus, folder: &Path) -> ReferenceError {
+    ReferenceError::Failed {
+        what: command.what,
+        command: command.argv.join(" "),
+        status: describe_status(status),
+        stderr_tail: output_tail(&folder.join("stderr.txt")),
+    }
+}
+
+/// Runs the command to its end (or its time limit) with each of `folders` named by its
+/// environment variable, and stdout and stderr in files in `folder` (files, not pipes, so a
+/// chatty command cannot block on a full pipe). How it exited is the caller's to judge.
 fn run_to_completion(
     command: &ReferenceCommand,
     folder: &Path,
-    inputs_dir: &Path,
-    outputs_dir: &Path,
-) -> Result<(), ReferenceError> {
+    folders: &[(&str, &Path)],
+) -> Result<ExitStatus, ReferenceError> {
     let shown = command.argv.join(" ");
     let io = |e: std::io::Error| ReferenceError::Io(e.to_string());
     let stderr_path = folder.join("stderr.txt");
@@ -185,8 +279,7 @@ fn run_to_completion(
     let mut child = Command::new(&command.argv[0])
         .args(&command.argv[1..])
         .current_dir(&command.working_dir)
-        .env(INPUTS_ENV, inputs_dir)
-        .env(OUTPUTS_ENV, outputs_dir)
+        .envs(folders.iter().map(|(k, v)| (k, v)))
         .envs(command.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(stdout)
@@ -196,14 +289,15 @@ fn run_to_completion(
         .process_group(0)
         .spawn()
         .map_err(|e| ReferenceError::Spawn {
+            what: command.what,
             command: shown.clone(),
             reason: format!("{e} (run in {})", command.working_dir.display()),
         })?;
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
-    let status = loop {
+    loop {
         if let Some(status) = child.try_wait().map_err(io)? {
-            break status;
+            return Ok(status);
         }
         if started.elapsed() >= command.time_limit {
             // SAFETY: kill(2) on the process group this function created; the child is not
@@ -211,22 +305,15 @@ fn run_to_completion(
             unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
             let _ = child.wait();
             return Err(ReferenceError::TimedOut {
+                what: command.what,
                 command: shown,
                 limit_s: command.time_limit.as_secs_f64(),
-                stderr_tail: stderr_tail(&stderr_path),
+                stderr_tail: output_tail(&stderr_path),
             });
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(50));
-    };
-    if status.success() {
-        return Ok(());
     }
-    Err(ReferenceError::Failed {
-        command: shown,
-        status: describe_status(status),
-        stderr_tail: stderr_tail(&stderr_path),
-    })
 }
 
 fn describe_status(status: ExitStatus) -> String {
@@ -238,7 +325,7 @@ fn describe_status(status: ExitStatus) -> String {
 }
 
 /// The last lines of the file at `path` (empty if it cannot be read).
-fn stderr_tail(path: &Path) -> String {
+fn output_tail(path: &Path) -> String {
     let mut bytes = Vec::new();
     if fs::File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -301,6 +388,7 @@ mod tests {
 
     fn command(script: &str, dir: &Path, limit_ms: u64) -> ReferenceCommand {
         ReferenceCommand {
+            what: "reference command",
             argv: vec!["sh".into(), "-c".into(), script.into()],
             working_dir: dir.to_path_buf(),
             time_limit: Duration::from_millis(limit_ms),
@@ -383,6 +471,7 @@ mod tests {
         assert_eq!(
             err,
             ReferenceError::TimedOut {
+                what: "reference command",
                 command: "sh -c echo thinking >&2; sleep 30; echo done".into(),
                 limit_s: 0.3,
                 stderr_tail: "thinking".into()
@@ -445,6 +534,47 @@ mod tests {
         assert!(
             err.starts_with("cannot start the reference command `kbench-no-such-program`"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_check_command_reads_inputs_outputs_and_references_and_exits_0_or_1() {
+        let dir = tempfile::tempdir().unwrap();
+        // Right when the output file equals the reference file, byte for byte; wrong
+        // otherwise, saying so on stdout (stderr is empty).
+        let same = command(
+            r#"test -f "$KBENCH_INPUTS/x.npy" && cmp -s "$KBENCH_OUTPUTS/y.npy" "$KBENCH_REFERENCES/y.npy" || { echo "y differs"; exit 1; }"#,
+            dir.path(),
+            10_000,
+        );
+        let y = HostData::F64(vec![2.0, 5.0, -6.0]);
+        let other = HostData::F64(vec![2.0, 5.0, -6.5]);
+        let judge =
+            |output: &HostData| check(&same, &[("x", &x())], &[("y", output)], &[("y", &y)]);
+        assert_eq!(judge(&y), Ok(Verdict::Right));
+        assert_eq!(judge(&other), Ok(Verdict::Wrong("y differs".into())));
+        // Exit 2 (or a crash) is no verdict: the case is an error, not a wrong answer.
+        let broken = ReferenceCommand {
+            what: "check command",
+            ..command(
+                "echo 'no module named numpy' >&2; exit 2",
+                dir.path(),
+                10_000,
+            )
+        };
+        let err = check(&broken, &[], &[], &[]).unwrap_err().to_string();
+        assert!(
+            err.starts_with("the check command `sh -c echo")
+                && err.contains("failed (exit code 2)")
+                && err.ends_with("no module named numpy"),
+            "{err}"
+        );
+        let silent = command("exit 1", dir.path(), 10_000);
+        assert_eq!(
+            check(&silent, &[], &[], &[]),
+            Ok(Verdict::Wrong(
+                "the check command `sh -c exit 1` exited 1 and printed nothing".into()
+            ))
         );
     }
 }

@@ -739,3 +739,197 @@ kernel = "k"
         }
     }
 }
+
+/// What a per-variant reference command and a check command heard, one line a run each: the
+/// variant, its kernel sequence and the case's parameters. The check command finds the three
+/// folders and fails `copy_2`'s every answer.
+const LOGGING_REFERENCE: &str = "echo \"reference $KBENCH_VARIANT $KBENCH_KERNEL $KBENCH_PARAMS\" >> runs.log\ncp \"$KBENCH_INPUTS/x.npy\" \"$KBENCH_OUTPUTS/y.npy\"\n";
+const CHECK: &str = "echo \"check $KBENCH_VARIANT $KBENCH_KERNEL $KBENCH_PARAMS\" >> runs.log\ntest -f \"$KBENCH_INPUTS/x.npy\" && test -f \"$KBENCH_OUTPUTS/y.npy\" && test -f \"$KBENCH_REFERENCES/y.npy\" || exit 2\nif [ \"$KBENCH_VARIANT\" = copy_2 ]; then echo \"copy_2 is never right\" >&2; exit 1; fi\n";
+
+#[test]
+fn a_check_command_judges_each_answer_and_a_per_variant_reference_command_is_told_the_variant() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy_study_of(dir.path(), LOGGING_REFERENCE, 2);
+    std::fs::write(dir.path().join("check.sh"), CHECK).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "timeout_s = 30 }",
+        "timeout_s = 30, per_variant = true }\ncheck_command = { argv = [\"sh\", \"check.sh\"] }",
+    );
+    std::fs::write(&path, text).unwrap();
+    kbench(dir.path())
+        .arg("check")
+        .arg(&path)
+        .assert()
+        .success();
+    let doc = run_manifest_on_mock(&path);
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    for case in cases {
+        let verdict = &case["check_command"];
+        if case["variant"] == "copy" {
+            assert_eq!(case["status"], "passed", "{case}");
+            assert_eq!(verdict["passed"], true, "{case}");
+        } else {
+            assert_eq!(case["status"], "accuracy_failed", "{case}");
+            assert_eq!(verdict["passed"], false, "{case}");
+            assert_eq!(verdict["message"], "copy_2 is never right");
+            assert_eq!(
+                case["reason"],
+                "wrong answer: the check command says: copy_2 is never right"
+            );
+        }
+        // Every element of `y` passed the reference before the command had its say.
+        assert_eq!(case["outputs"][0]["accuracy"]["passed"], true, "{case}");
+    }
+    // The reference ran for each variant at each point, told which; the check after each.
+    let log = std::fs::read_to_string(dir.path().join("runs.log")).unwrap();
+    let expected: Vec<String> = ["{\"n\":1000}", "{\"n\":5000}"]
+        .iter()
+        .flat_map(|p| {
+            ["copy", "copy_2"].map(|v| format!("reference {v} copy {p}\ncheck {v} copy {p}\n"))
+        })
+        .collect();
+    assert_eq!(log, expected.concat());
+
+    // Judged by the command alone: no reference, no element compared.
+    std::fs::write(
+        dir.path().join("check.sh"),
+        "test -f \"$KBENCH_OUTPUTS/y.npy\" && ! test -f \"$KBENCH_REFERENCES/y.npy\"\n",
+    )
+    .unwrap();
+    let alone = std::fs::read_to_string(&path).unwrap().replace(
+        "reference_command = { argv = [\"sh\", \"ref.sh\"], timeout_s = 30, per_variant = true }\n",
+        "",
+    );
+    std::fs::write(&path, alone).unwrap();
+    let _ = std::fs::remove_dir_all(dir.path().join("out"));
+    let doc = run_manifest_on_mock(&path);
+    for case in doc["cases"].as_array().unwrap() {
+        assert_eq!(case["status"], "passed", "{case}");
+        assert_eq!(case["check_command"]["passed"], true, "{case}");
+        assert_eq!(case["outputs"], serde_json::json!([]), "{case}");
+    }
+}
+
+#[test]
+fn malformed_check_commands_are_refused_at_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy_study(dir.path(), "true\n");
+    std::fs::write(dir.path().join("check.sh"), "exit 0\n").unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let with_check = |command: &str| {
+        text.replace(
+            "reference_command = { argv = [\"sh\", \"ref.sh\"], timeout_s = 30 }",
+            &format!("check_command = {command}"),
+        )
+    };
+    for (manifest, message) in [
+        (
+            with_check("{ argv = [\"./check.sh\"] }"),
+            "check.sh` is not executable: `chmod +x` it, or name its interpreter first ([\"python3\", \"./check.sh\"]) (key `custom.check_command.argv`)",
+        ),
+        (
+            with_check("{ argv = [\"kbench-no-such-checker\"] }"),
+            "no program `kbench-no-such-checker` on PATH",
+        ),
+        (with_check("{ argv = [] }"), "`argv` names no program"),
+        (
+            with_check("{ argv = [\"sh\", \"check.sh\"], timeout_s = 0.0 }"),
+            "`timeout_s` must be a positive number of seconds, not 0 (key `custom.check_command.timeout_s`)",
+        ),
+        (
+            with_check("{ argv = [\"sh\", \"check.sh\"], per_variant = true }"),
+            "unknown field `per_variant`",
+        ),
+        (
+            with_check("{ argv = [\"sh\", \"check.sh\"] }")
+                .replace("check_command = {", "# check_command = {")
+                .replace("tolerance = \"exact\"", "expected = \"check_command\""),
+            "output `y` is judged by the check command, and [custom] declares none",
+        ),
+    ] {
+        std::fs::write(&path, manifest).unwrap();
+        kbench(dir.path())
+            .arg("check")
+            .arg(&path)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(message).and(predicates::str::contains("copy.toml:")));
+    }
+}
+
+/// `copy_study` whose `y` is the kernels' scratch and whose kernel sequence is timed only:
+/// nothing to check.
+fn timing_only_study(dir: &Path) -> (PathBuf, String) {
+    let path = copy_study_of(dir, "true\n", 2);
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(
+            "reference_command = { argv = [\"sh\", \"ref.sh\"], timeout_s = 30 }\n",
+            "",
+        )
+        .replace(
+            "role = \"output\"\ntolerance = \"exact\"",
+            "role = \"scratch\"",
+        );
+    (path, text)
+}
+
+#[test]
+fn a_timing_only_kernel_sequence_runs_unchecked_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, text) = timing_only_study(dir.path());
+    // Without `unchecked`, a study with nothing to check is refused at its kernel.
+    std::fs::write(&path, &text).unwrap();
+    kbench(dir.path())
+        .arg("check")
+        .arg(&path)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "no buffer has role \"output\" or \"inout\", so kernel `copy` has nothing to check: declare its outputs, or say it is timed only with `unchecked = true` (key `custom.kernel[0]`)",
+        ));
+    let unchecked = text.replace(
+        "name = \"copy\"\n\n[[custom.kernel.launch]]",
+        "name = \"copy\"\nunchecked = true\n\n[[custom.kernel.launch]]",
+    );
+    std::fs::write(&path, &unchecked).unwrap();
+    std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
+    kbench(dir.path())
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .arg("run")
+        .arg(&path)
+        .args([
+            "--out-dir",
+            "out",
+            "--min-samples",
+            "3",
+            "--max-samples",
+            "3",
+        ])
+        .args(["--export", "csv=table.csv"])
+        .assert()
+        .success();
+    let doc = read_json(&results_in(&dir.path().join("out")));
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4);
+    for case in cases {
+        assert_eq!(case["status"], "passed", "{case}");
+        assert_eq!(case["unchecked"], true, "{case}");
+        assert_eq!(case["outputs"], serde_json::json!([]), "{case}");
+    }
+    let csv = std::fs::read_to_string(dir.path().join("table.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with(",unchecked"), "{csv}");
+    assert!(csv.lines().nth(1).unwrap().ends_with(",true"), "{csv}");
+    let table = kbench(dir.path())
+        .arg("report")
+        .arg(results_in(&dir.path().join("out")))
+        .assert()
+        .success();
+    let table = String::from_utf8(table.get_output().stdout.clone()).unwrap();
+    assert!(
+        table.contains("4 cases: 4 passed (4 unchecked: timed only), 0 failed"),
+        "{table}"
+    );
+    assert!(table.contains("unchecked │"), "{table}");
+}

@@ -15,6 +15,7 @@ use serde::de::DeserializeOwned;
 
 use super::{AxisDef, Buffers, CaseData, OutputSpec};
 use crate::device::{DeviceIo, Gpu, KernelFile, Launcher};
+use crate::record::{CheckVerdict, Variant};
 use crate::vocab::{Backend, DType, Params, Tolerance};
 
 /// An algorithm, as data.
@@ -302,6 +303,28 @@ pub trait BoundCase {
     /// (their references come with the data).
     fn reference_kernel(&self) -> Option<&str> {
         None
+    }
+    /// Makes the part of the case's data its variant decides, after the grid point's (`prepare`,
+    /// shared by the point's variants): a custom study's reference command run per variant.
+    /// Nothing by default.
+    fn prepare_variant(&self, _seed: u64, _variant: &Variant, _data: &mut CaseData) -> Result<()> {
+        Ok(())
+    }
+    /// Whether `implementation` is timed only, its outputs left unchecked (a custom kernel
+    /// sequence declared `unchecked`). Built-ins: false.
+    fn unchecked(&self, _implementation: &str) -> bool {
+        false
+    }
+    /// A judgement of the whole answer beside each output's against its reference: a custom
+    /// study's check command, given the inputs, the `outputs` the variant produced and the
+    /// references. An error: no verdict could be had. Built-ins: None.
+    fn check_answer(
+        &self,
+        _variant: &Variant,
+        _data: &CaseData,
+        _outputs: &Buffers,
+    ) -> Result<Option<CheckVerdict>> {
+        Ok(None)
     }
     /// Whether the case's device buffers get guard zones (see `device::guard`), checked after
     /// its runs: a custom study's kernels, which kbench cannot vouch for. Built-ins: false

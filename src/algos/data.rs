@@ -74,6 +74,9 @@ pub struct OutputSpec {
     /// Elements that may fall outside the tolerance with the output still passing (a custom
     /// buffer's `check = { max_mismatches = k }`); 0 for the built-ins.
     pub max_mismatches: u64,
+    /// Whether its elements are compared with `reference`: false for a custom output that the
+    /// study's check command alone judges (it has no reference). True for the built-ins.
+    pub compared: bool,
 }
 
 impl OutputSpec {
@@ -94,6 +97,7 @@ impl OutputSpec {
             in_place: None,
             checked: None,
             max_mismatches: 0,
+            compared: true,
         }
     }
 
@@ -127,6 +131,7 @@ impl OutputSpec {
             in_place: None,
             checked: Some(indices),
             max_mismatches: 0,
+            compared: true,
         })
     }
 

@@ -1,9 +1,10 @@
 //! `Custom`: a manifest's own kernels as an algorithm (`DynAlgorithm`), built from its checked
 //! definition (`def::CustomDef`), and `CustomCase`, one grid point of it (`BoundCase`): the
 //! buffers' lengths, seeded inputs, the outputs' expected values (from `.npy` files, from the
-//! study's reference command, or left for the reference kernel sequence; the command and the
-//! kernel run once per case, outside the timing), the bytes and flops, and the kernel file
-//! compiled with the case's defines.
+//! study's reference command, or left for the reference kernel sequence; the command runs once
+//! per grid point, or per case where it is told the variant, outside the timing), the bytes and
+//! flops, the kernel file compiled with the case's defines, and the check command's verdict on
+//! an answer.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::def::{AxisKindDecl, CustomDef, ElemType, Expected, Init, Role};
+use super::def::{AxisKindDecl, CommandDecl, CustomDef, ElemType, Expected, Init, Role};
 use super::schedule::{self, case_dtype, param_value};
 use crate::algos::{
     AxisDef, AxisDefault, AxisKind, BoundCase, Buffers, CaseData, CpuRun, DynAlgorithm, Length,
@@ -22,7 +23,10 @@ use crate::algos::{
 use crate::device::{DeviceIo, Gpu, KernelFile, Launcher};
 use crate::draws;
 use crate::expr::Value;
-use crate::reference_command::{self, ExpectedOutput, ReferenceCommand, PARAMS_ENV};
+use crate::record::{CheckVerdict, Variant};
+use crate::reference_command::{
+    self, ExpectedOutput, ReferenceCommand, Verdict, KERNEL_ENV, PARAMS_ENV, VARIANT_ENV,
+};
 use crate::stage_clock::{self, Stage};
 use crate::vocab::{DType, HostData, ParamValue, Params, Tolerance};
 use rayon::slice::ParallelSliceMut;
@@ -254,10 +258,12 @@ impl CustomCase<'_> {
     }
 
     /// Fills the expected values of the outputs checked against the study's reference command
-    /// (`outputs` are the output buffers in declaration order), running it once on `inputs`.
+    /// (`outputs` are the output buffers in declaration order), running it once on `inputs`;
+    /// told the `variant` where it runs per variant.
     fn command_references(
         &self,
         seed: u64,
+        variant: Option<&Variant>,
         inputs: &[(&'static str, HostData)],
         outputs: &mut [OutputSpec],
     ) -> Result<()> {
@@ -287,6 +293,7 @@ impl CustomCase<'_> {
         let key = {
             let mut hasher = fnv::FnvHasher::default();
             (seed, &params, &decl.argv, &self.buffers).hash(&mut hasher);
+            variant.map(|v| &v.name).hash(&mut hasher);
             hasher.finish()
         };
         let mut last = (self.algorithm.last_reference.lock()).unwrap_or_else(|e| e.into_inner());
@@ -301,12 +308,8 @@ impl CustomCase<'_> {
         let shared =
             (self.algorithm.shared_references.as_ref()).map(|dir| dir.join(format!("{key:016x}")));
         let command = ReferenceCommand {
-            argv: decl.argv.clone(),
-            working_dir: decl.working_dir.clone(),
-            // The manifest's check keeps it positive; a huge one means no limit.
-            time_limit: Duration::try_from_secs_f64(decl.timeout_s).unwrap_or(Duration::MAX),
-            env: vec![(PARAMS_ENV.to_string(), params)],
             shared,
+            ..command_of(decl, "reference command", params, variant)
         };
         let expected: Vec<ExpectedOutput> = (by_command.iter())
             .map(|&i| ExpectedOutput {
@@ -329,6 +332,30 @@ impl CustomCase<'_> {
         }
         *last = Some((key, values));
         Ok(())
+    }
+}
+
+/// How to run `decl` for a case whose visible parameters are `params` (JSON), told its
+/// `variant` where it has one.
+fn command_of(
+    decl: &CommandDecl,
+    what: &'static str,
+    params: String,
+    variant: Option<&Variant>,
+) -> ReferenceCommand {
+    let mut env = vec![(PARAMS_ENV.to_string(), params)];
+    if let Some(variant) = variant {
+        env.push((VARIANT_ENV.to_string(), variant.name.clone()));
+        env.push((KERNEL_ENV.to_string(), variant.implementation.clone()));
+    }
+    ReferenceCommand {
+        what,
+        argv: decl.argv.clone(),
+        working_dir: decl.working_dir.clone(),
+        // The manifest's check keeps it positive; a huge one means no limit.
+        time_limit: Duration::try_from_secs_f64(decl.timeout_s).unwrap_or(Duration::MAX),
+        env,
+        shared: None,
     }
 }
 
@@ -392,6 +419,8 @@ impl BoundCase for CustomCase<'_> {
                     Some(Expected::Command) => Vec::new(),
                     // Filled in by the reference kernel sequence's run (see `reference_kernel`).
                     Some(Expected::Reference) | None => Vec::new(),
+                    // None: the check command alone judges it.
+                    Some(Expected::CheckCommand) => Vec::new(),
                 };
                 outputs.push(OutputSpec {
                     name,
@@ -404,12 +433,15 @@ impl BoundCase for CustomCase<'_> {
                     in_place: (decl.role == Role::InOut).then_some(name),
                     checked: None,
                     max_mismatches: decl.max_mismatches,
+                    compared: decl.expected != Some(Expected::CheckCommand),
                 });
             }
         }
-        stage_clock::time(Stage::Reference, || {
-            self.command_references(seed, &inputs, &mut outputs)
-        })?;
+        if !(def.reference_command.as_ref()).is_some_and(|c| c.per_variant) {
+            stage_clock::time(Stage::Reference, || {
+                self.command_references(seed, None, &inputs, &mut outputs)
+            })?;
+        }
         let (bytes_read, bytes_written) =
             def.traffic.split(self.count(&def.bytes, "custom.bytes")?);
         Ok(CaseData {
@@ -421,6 +453,49 @@ impl BoundCase for CustomCase<'_> {
             elements: self.count(&def.elements, "custom.elements")?,
             facts: Vec::new(),
         })
+    }
+
+    fn prepare_variant(&self, seed: u64, variant: &Variant, data: &mut CaseData) -> Result<()> {
+        let def = &self.algorithm.def;
+        if (def.reference_command.as_ref()).is_some_and(|c| c.per_variant) {
+            self.command_references(seed, Some(variant), &data.inputs.0, &mut data.outputs)?;
+        }
+        Ok(())
+    }
+
+    fn unchecked(&self, implementation: &str) -> bool {
+        (self.algorithm.def.kernels.iter()).any(|k| k.name == implementation && k.unchecked)
+    }
+
+    fn check_answer(
+        &self,
+        variant: &Variant,
+        data: &CaseData,
+        outputs: &Buffers,
+    ) -> Result<Option<CheckVerdict>> {
+        let Some(decl) = &self.algorithm.def.check_command else {
+            return Ok(None);
+        };
+        let params = serde_json::to_string(&self.params).context("the case's parameters")?;
+        let command = command_of(decl, "check command", params, Some(variant));
+        let inputs: Vec<(&str, &HostData)> = data.inputs.0.iter().map(|(n, d)| (*n, d)).collect();
+        let produced: Vec<(&str, &HostData)> = outputs.0.iter().map(|(n, d)| (*n, d)).collect();
+        let references: Vec<(&str, HostData)> = (data.outputs.iter())
+            .filter(|o| o.compared)
+            .map(|o| (o.name, HostData::F64(o.reference.clone())))
+            .collect();
+        let references: Vec<(&str, &HostData)> = references.iter().map(|(n, d)| (*n, d)).collect();
+        let verdict = reference_command::check(&command, &inputs, &produced, &references)?;
+        Ok(Some(match verdict {
+            Verdict::Right => CheckVerdict {
+                passed: true,
+                message: None,
+            },
+            Verdict::Wrong(message) => CheckVerdict {
+                passed: false,
+                message: Some(message),
+            },
+        }))
     }
 
     fn cpu(&self, implementation: &str) -> Result<CpuRun> {

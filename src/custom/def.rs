@@ -35,6 +35,10 @@ pub struct CustomDef {
     /// The user's program that computes the expected values of every output checked against
     /// `Expected::Command`, from the inputs as `.npy` files.
     pub reference_command: Option<CommandDecl>,
+    /// The user's program that judges each checked case's answer from its outputs, their
+    /// references and the inputs as `.npy` files: exit 0 passes it, exit 1 fails it.
+    #[serde(default)]
+    pub check_command: Option<CommandDecl>,
     /// Bytes moved and flops, as expressions: GB/s and GFLOP/s.
     pub bytes: String,
     pub flops: String,
@@ -172,14 +176,18 @@ pub enum Expected {
     Npy(PathBuf),
     /// What the study's reference command writes (`CustomDef::reference_command`).
     Command,
+    /// Nothing element by element: the study's check command alone judges it
+    /// (`CustomDef::check_command`).
+    CheckCommand,
 }
 
 fn no_elements() -> String {
     "0".into()
 }
 
-/// An external reference command as the manifest declares it; run by
-/// `crate::reference_command::run` once per case, outside the timing.
+/// An external command as the manifest declares it: the reference command (run by
+/// `crate::reference_command::run`) or the check command (`crate::reference_command::check`),
+/// outside the timing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommandDecl {
     /// The program and its arguments, run without a shell. A program named by a path (one
@@ -192,6 +200,10 @@ pub struct CommandDecl {
     /// The axes its answer depends on, and all `$KBENCH_PARAMS` holds; None: every axis.
     #[serde(default)]
     pub axes: Option<Vec<String>>,
+    /// Run for every case, told its variant (`$KBENCH_VARIANT`, `$KBENCH_KERNEL`), rather than
+    /// once for all the variants of a grid point.
+    #[serde(default)]
+    pub per_variant: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -241,6 +253,9 @@ pub struct Program {
     /// NVRTC options of this sequence's compile, after the study's.
     #[serde(default)]
     pub compiler_options: Vec<String>,
+    /// Timed only: its outputs are not checked (it may write none), and its cases say so.
+    #[serde(default)]
+    pub unchecked: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

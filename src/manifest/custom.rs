@@ -16,10 +16,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::commands::{RawCheckCommand, RawReferenceCommand};
 use super::{printable, where_source_span, ManifestError, Validator};
 use crate::custom::def::{
-    ArgDecl, AxisDecl, AxisKindDecl, BufferDecl, CType, CommandDecl, CustomDef, ElemType, Expected,
-    Init, LaunchDecl, Program, Repeat, Role, SourceFile, ToleranceDecl, Traffic,
+    ArgDecl, AxisDecl, AxisKindDecl, BufferDecl, CType, CustomDef, ElemType, Expected, Init,
+    LaunchDecl, Program, Repeat, Role, SourceFile, ToleranceDecl, Traffic,
 };
 use crate::custom::schedule::{self, DefError};
 use crate::expr::Expr;
@@ -75,6 +76,12 @@ pub(super) struct RawCustom {
     /// from the inputs, as `.npy` files: see the README.
     #[schemars(with = "Option<RawReferenceCommand>")]
     reference_command: Option<Spanned<RawReferenceCommand>>,
+    /// A program of yours that judges each checked case's answer (its outputs, their
+    /// references and the inputs, as `.npy` files) and exits 0 or 1: see the README. Outputs
+    /// with `expected = "check_command"` (the default when there is no other reference) are
+    /// judged by it alone.
+    #[schemars(with = "Option<RawCheckCommand>")]
+    check_command: Option<Spanned<RawCheckCommand>>,
     /// Bytes the kernels must move, as an expression (GB/s). Default 0.
     #[schemars(with = "Option<String>")]
     bytes: Option<Spanned<String>>,
@@ -99,27 +106,6 @@ enum RawTraffic {
     Read,
     Write,
     Copy,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct RawReferenceCommand {
-    /// The program and its arguments, run without a shell in the manifest's folder (a program
-    /// named by a path, `./ref.sh`, is relative to it). It finds the inputs as `<buffer>.npy` in
-    /// the folder `$KBENCH_INPUTS`, the case's axis values as a JSON object in `$KBENCH_PARAMS`,
-    /// and writes each output as `<buffer>.npy` into the folder `$KBENCH_OUTPUTS`.
-    #[schemars(with = "Vec<String>")]
-    argv: Spanned<Vec<String>>,
-    /// Past this many seconds the command is stopped and the case fails. Default 60.
-    #[schemars(with = "Option<f64>")]
-    timeout_s: Option<Spanned<f64>>,
-    /// The axes the command's answer depends on (default: every axis); `$KBENCH_PARAMS` then
-    /// holds these alone. Cases that agree on them (and on every buffer's type and length)
-    /// share one run of the command: leave out the knobs a tuner varies (block sizes, tiles),
-    /// and a study of many configurations runs it once per problem.
-    #[serde(default)]
-    #[schemars(with = "Option<Vec<String>>")]
-    axes: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -172,8 +158,10 @@ struct RawBuffer {
     /// within the type).
     #[schemars(with = "Option<serde_json::Value>")]
     init: Option<Spanned<toml::Value>>,
-    /// An output's expected values: "reference" (the reference kernel's, the default) or a
-    /// `.npy` file.
+    /// An output's expected values: "reference" (the reference kernel's), "command" (the
+    /// reference command's), a `.npy` file, or "check_command" (none: the check command alone
+    /// judges it). Default: the reference kernel's if [custom] names one, else the reference
+    /// command's, else the check command's.
     #[schemars(with = "Option<String>")]
     expected: Option<Spanned<String>>,
     /// An output's tolerance: "exact", or { rel = .., abs = .., rel_eps = .. } (rel_eps: a
@@ -211,6 +199,10 @@ struct RawKernel {
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
     compiler_options: Vec<Spanned<String>>,
+    /// Timed only: its outputs are not checked (it may write none), and its cases say
+    /// "unchecked" wherever they are shown. Default false.
+    #[schemars(with = "Option<bool>")]
+    unchecked: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -338,8 +330,9 @@ impl Validator<'_> {
 
         // An output without `expected` is checked against the reference kernel if [custom]
         // names one, else against the reference command if it declares one.
-        let default_expected = match (&raw.reference, &raw.reference_command) {
-            (None, Some(_)) => Expected::Command,
+        let default_expected = match (&raw.reference, &raw.reference_command, &raw.check_command) {
+            (None, Some(_), _) => Expected::Command,
+            (None, None, Some(_)) => Expected::CheckCommand,
             _ => Expected::Reference,
         };
         let axis_dtypes: Option<Vec<DType>> = axes.iter().find_map(|a| match &a.kind {
@@ -354,8 +347,21 @@ impl Validator<'_> {
             &default_expected,
             &mut spans,
         )?;
-        let reference_command = self.custom_reference_command(&raw, &buffers, &axis_names, &dir)?;
+        let expected_at = |i: usize| {
+            let b = raw.buffer[i].get_ref();
+            b.expected.as_ref().map_or(b.name.span(), |e| e.span())
+        };
+        let reference_command = self.custom_reference_command(
+            raw.reference_command.as_ref(),
+            &buffers,
+            &expected_at,
+            &axis_names,
+            &dir,
+        )?;
+        let check_command =
+            self.custom_check_command(raw.check_command.as_ref(), &buffers, &expected_at, &dir)?;
         let kernels = self.custom_kernels(&raw.kernel, &buffers, &scope, &mut spans)?;
+        self.outputs_or_unchecked(&raw, &buffers, &kernels)?;
         let reference = match &raw.reference {
             Some(r) if !kernels.iter().any(|k| &k.name == r.get_ref()) => {
                 return Err(self.error(
@@ -423,6 +429,7 @@ impl Validator<'_> {
             kernels,
             reference,
             reference_command,
+            check_command,
             bytes,
             flops,
             elements,
@@ -752,6 +759,7 @@ impl Validator<'_> {
                 Some(e) if !role.is_output() => return Err(not_output("expected", e.span())),
                 Some(e) if e.get_ref() == "reference" => Some(Expected::Reference),
                 Some(e) if e.get_ref() == "command" => Some(Expected::Command),
+                Some(e) if e.get_ref() == "check_command" => Some(Expected::CheckCommand),
                 Some(e) => {
                     spans.exprs.insert(key("expected"), e.span());
                     Some(Expected::Npy(self.npy_file(e, &key("expected"), dir)?))
@@ -798,9 +806,6 @@ impl Validator<'_> {
                 constant,
                 max_mismatches,
             });
-        }
-        if !buffers.iter().any(|b| b.role.is_output()) {
-            return Err(self.error(raw[0].span(), "custom.buffer", "no buffer has role \"output\" or \"inout\": kbench checks a kernel's outputs, so declare at least one".into()));
         }
         Ok(buffers)
     }
@@ -922,122 +927,6 @@ impl Validator<'_> {
             }
         }
         Ok(constant)
-    }
-
-    /// `[custom.reference_command]`, checked: a program, a positive time limit, and outputs
-    /// that use it; and no output that expects it when it is missing.
-    fn custom_reference_command(
-        &self,
-        raw: &RawCustom,
-        buffers: &[BufferDecl],
-        axis_names: &[String],
-        dir: &Path,
-    ) -> Result<Option<CommandDecl>, ManifestError> {
-        let key = "custom.reference_command";
-        let users = buffers
-            .iter()
-            .position(|b| b.expected == Some(Expected::Command));
-        let Some(command) = &raw.reference_command else {
-            let Some(i) = users else { return Ok(None) };
-            let b = raw.buffer[i].get_ref();
-            let span = b.expected.as_ref().map_or(b.name.span(), |e| e.span());
-            return Err(self.error(span, format!("custom.buffer[{i}].expected"), format!(
-                "output `{}` is checked against the reference command, and [custom] declares none: add `reference_command = {{ argv = [\"python3\", \"reference.py\"] }}` to [custom]",
-                b.name.get_ref()
-            )));
-        };
-        let raw_command = command.get_ref();
-        let argv_span = raw_command.argv.span();
-        let mut argv = raw_command.argv.get_ref().clone();
-        let Some(program) = argv.first_mut().filter(|p| !p.trim().is_empty()) else {
-            return Err(self.error(argv_span, format!("{key}.argv"), "`argv` names no program: give the program and its arguments, e.g. [\"python3\", \"reference.py\"]".into()));
-        };
-        // A path is the manifest's, whatever folder kbench runs in (a bare name is looked
-        // up on PATH when the case runs).
-        if program.contains('/') {
-            let path = dir.join(&*program);
-            if !path.is_file() {
-                return Err(self.error(
-                    argv_span,
-                    format!("{key}.argv"),
-                    format!(
-                        "no program `{}` (a path is relative to the manifest)",
-                        path.display()
-                    ),
-                ));
-            }
-            *program = path.display().to_string();
-        }
-        let timeout_s = match &raw_command.timeout_s {
-            Some(t) if !(t.get_ref().is_finite() && *t.get_ref() > 0.0) => {
-                return Err(self.error(
-                    t.span(),
-                    format!("{key}.timeout_s"),
-                    format!(
-                        "`timeout_s` must be a positive number of seconds, not {}",
-                        t.get_ref()
-                    ),
-                ))
-            }
-            Some(t) => *t.get_ref(),
-            None => DEFAULT_REFERENCE_TIMEOUT_S,
-        };
-        if users.is_none() {
-            return Err(self.error(argv_span, key, "no output is checked against the reference command: give an output `expected = \"command\"`, or leave `reference` out of [custom] so that outputs default to it".into()));
-        }
-        let axes = match &raw_command.axes {
-            Some(axes) => Some(self.reference_axes(axes, buffers, axis_names)?),
-            None => None,
-        };
-        Ok(Some(CommandDecl {
-            argv,
-            working_dir: dir.to_path_buf(),
-            timeout_s,
-            axes,
-        }))
-    }
-
-    /// `reference_command.axes`, checked: axes of the study, each once, and every one an
-    /// input's `init` expression reads among them (else cases sharing the command's answer
-    /// would not share their inputs).
-    fn reference_axes(
-        &self,
-        axes: &Spanned<Vec<String>>,
-        buffers: &[BufferDecl],
-        axis_names: &[String],
-    ) -> Result<Vec<String>, ManifestError> {
-        let key = "custom.reference_command.axes";
-        let fail = |message: String| Err(self.error(axes.span(), key, message));
-        for (i, axis) in axes.get_ref().iter().enumerate() {
-            if !axis_names.contains(axis) {
-                return fail(format!(
-                    "no axis `{axis}`: the study's axes are {}",
-                    axis_names.join(", ")
-                ));
-            }
-            if axes.get_ref()[..i].contains(axis) {
-                return fail(format!("axis `{axis}` is named twice"));
-            }
-        }
-        for buffer in buffers {
-            let (Init::Expr(text) | Init::Offsets(text)) = &buffer.init else {
-                continue;
-            };
-            let Ok(expr) = crate::expr::Expr::parse(text) else {
-                continue;
-            };
-            let read = expr.names().into_iter().map(|(name, _)| name.to_string());
-            if let Some(axis) = read
-                .filter(|name| axis_names.contains(name))
-                .find(|name| !axes.get_ref().contains(name))
-            {
-                return fail(format!(
-                    "buffer `{}`'s init reads axis `{axis}`, which these axes leave out: cases that share the command's answer would not share their inputs; add `{axis}`",
-                    buffer.name
-                ));
-            }
-        }
-        Ok(axes.get_ref().clone())
     }
 
     fn npy_file(
@@ -1236,9 +1125,40 @@ impl Validator<'_> {
                 name: name.clone(),
                 launches,
                 compiler_options: self.compiler_options(&k.compiler_options, &key)?,
+                unchecked: k.unchecked.as_ref().is_some_and(|u| *u.get_ref()),
             });
         }
         Ok(programs)
+    }
+
+    /// A study without outputs is timing alone: every kernel sequence must say so
+    /// (`unchecked = true`). The reference sequence is never unchecked.
+    fn outputs_or_unchecked(
+        &self,
+        raw: &RawCustom,
+        buffers: &[BufferDecl],
+        kernels: &[Program],
+    ) -> Result<(), ManifestError> {
+        let reference = raw.reference.as_ref().map(|r| r.get_ref());
+        for (k, program) in kernels.iter().enumerate() {
+            let unchecked = raw.kernel[k].get_ref().unchecked.as_ref();
+            if let Some(flag) = unchecked.filter(|_| reference == Some(&program.name)) {
+                return Err(self.error(flag.span(), format!("custom.kernel[{k}].unchecked"), format!(
+                    "kernel `{}` is the study's reference: its outputs are what the others are checked against, so it cannot be unchecked",
+                    program.name
+                )));
+            }
+        }
+        if buffers.iter().any(|b| b.role.is_output()) {
+            return Ok(());
+        }
+        match kernels.iter().position(|k| !k.unchecked) {
+            None => Ok(()),
+            Some(k) => Err(self.error(raw.kernel[k].get_ref().name.span(), format!("custom.kernel[{k}]"), format!(
+                "no buffer has role \"output\" or \"inout\", so kernel `{}` has nothing to check: declare its outputs, or say it is timed only with `unchecked = true`",
+                kernels[k].name
+            ))),
+        }
     }
 
     fn launch(
@@ -1631,9 +1551,6 @@ impl Validator<'_> {
         Ok(notes)
     }
 }
-
-/// How long a reference command may run for one case unless the manifest says.
-pub const DEFAULT_REFERENCE_TIMEOUT_S: f64 = 60.0;
 
 /// The grid points `check_over_grid` evaluates at most: enough for any study a person writes,
 /// bounded so that `check` stays quick on a generated one.

@@ -500,7 +500,7 @@ fn heading(doc: &ResultsDoc, fixed: &[String]) -> String {
     let cases = &doc.cases;
     let count = |status: CaseStatus| cases.iter().filter(|c| c.status == status).count();
     format!(
-        "{}{}\n{} {}: {} passed, {} failed, {} skipped{}\n",
+        "{}{}\n{} {}: {} passed{}, {} failed, {} skipped{}\n",
         doc.study.name,
         if doc.study.title.is_empty() {
             String::new()
@@ -510,6 +510,10 @@ fn heading(doc: &ResultsDoc, fixed: &[String]) -> String {
         cases.len(),
         if cases.len() == 1 { "case" } else { "cases" },
         count(CaseStatus::Passed),
+        match cases.iter().filter(|c| c.unchecked).count() {
+            0 => String::new(),
+            n => format!(" ({n} unchecked: timed only)"),
+        },
         cases.iter().filter(|c| c.failed()).count(),
         count(CaseStatus::Skipped),
         if fixed.is_empty() {
@@ -863,8 +867,12 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
     let implausible = doc.cases.iter().any(|c| c.implausible);
     let above_peak = doc.cases.iter().any(|c| c.above_peak.is_some());
     let elements = doc.cases.iter().any(|c| c.elements_per_s.is_some());
+    let unchecked = doc.cases.iter().any(|c| c.unchecked);
     if elements {
         header.push("elements_per_s");
+    }
+    if unchecked {
+        header.push("unchecked");
     }
     if energy {
         header.extend([
@@ -930,6 +938,9 @@ pub fn render_csv(doc: &ResultsDoc, axis_order: &[&str]) -> anyhow::Result<Strin
         if elements {
             row.push(num(c.elements_per_s));
         }
+        if unchecked {
+            row.push(c.unchecked.to_string());
+        }
         if energy {
             let e = c.energy();
             row.extend([
@@ -989,8 +1000,13 @@ fn accuracy_cell(case: &CaseResult) -> String {
     } else {
         String::new()
     };
+    // The check command runs once every output passed, so its verdict decides where it failed.
+    let command_failed = case.check_command.as_ref().is_some_and(|v| !v.passed);
     match (case.status, case.max_rel_err()) {
+        (CaseStatus::Passed, _) if case.unchecked => "unchecked".into(),
+        (CaseStatus::AccuracyFailed, _) if command_failed => "FAIL (check command)".into(),
         (CaseStatus::Passed, Some(e)) => format!("ok {e:.1e}{subset}"),
+        (CaseStatus::Passed, None) if case.check_command.is_some() => "ok (check command)".into(),
         (CaseStatus::AccuracyFailed, Some(e)) => format!("FAIL {e:.1e}{subset}"),
         (CaseStatus::Error, _) => "ERROR".into(),
         (CaseStatus::TimedOut, _) => "TIMED OUT".into(),

@@ -226,6 +226,34 @@ fn accuracy(doc: &ResultsDoc) -> String {
                     .map_or(String::new(), |n| format!(" checked (of {n})")),
             );
         }
+        let whole_answer = match &case.check_command {
+            _ if case.unchecked => Some((
+                "unchecked",
+                "unchecked",
+                "timed only: its kernel sequence is `unchecked`",
+            )),
+            Some(v) if v.passed => Some(("check command", "passed", "")),
+            Some(v) => Some((
+                "check command",
+                "FAILED",
+                v.message.as_deref().unwrap_or(""),
+            )),
+            None => None,
+        };
+        if let Some((what, verdict, message)) = whole_answer {
+            let class = if verdict == "FAILED" {
+                "failed"
+            } else {
+                "passed"
+            };
+            let _ = writeln!(
+                rows,
+                "<tr><td>{}</td><td>{}</td><td>{what}</td><td class=\"{class}\">{verdict}</td><td colspan=\"4\">{}</td></tr>",
+                escape(&case.variant),
+                escape(&describe_params(&case.params)),
+                escape(message),
+            );
+        }
     }
     if rows.is_empty() {
         return String::new();

@@ -195,6 +195,8 @@ fn result_of(variants: &[Variant], case: &Case) -> CaseResult {
         above_peak: None,
         measurement: None,
         outputs: Vec::new(),
+        unchecked: false,
+        check_command: None,
         facts: Default::default(),
         saved_files: Vec::new(),
         wall_s: 0.0,
@@ -296,10 +298,16 @@ fn measure_case(
     };
     let data = made.as_mut().map_err(|e| anyhow!("{e}"))?;
     settle(&job, study, data, result);
-    if let Some(reference) = bound.reference_kernel() {
+    result.unchecked = bound.unchecked(&variant.implementation);
+    if !result.unchecked {
         stage_clock::time(Stage::Reference, || {
-            run_reference(&mut *executor, &job, reference, data)
+            bound.prepare_variant(study.seed, variant, data)
         })?;
+        if let Some(reference) = bound.reference_kernel() {
+            stage_clock::time(Stage::Reference, || {
+                run_reference(&mut *executor, &job, reference, data)
+            })?;
+        }
     }
     let data = &*data;
     let Executed {
@@ -321,7 +329,13 @@ fn measure_case(
         result.judge_peak(device);
     }
     let _checking = stage_clock::Entered::new(Stage::Checking);
-    let wrong = judge(result, data, &mut outputs);
+    let wrong = match result.unchecked {
+        true => None,
+        false => judge(result, data, &mut outputs).map_or_else(
+            || ask_check_command(&*bound, variant, data, &outputs, result),
+            |why| Ok(Some(why)),
+        )?,
+    };
     // A wrong answer outranks a time that is no number, which outranks a time limit; a right
     // answer clears neither.
     let no_time = non_finite_time(result);
@@ -465,6 +479,7 @@ fn summarize(result: &mut CaseResult, measurement: Measurement, data: &CaseData)
 fn judge(result: &mut CaseResult, data: &CaseData, outputs: &mut Buffers) -> Option<String> {
     let trimmed = data.trim_outputs(outputs);
     result.outputs = (data.outputs.iter())
+        .filter(|spec| spec.compared)
         .map(|spec| {
             let got = (outputs.data(spec.name).map(HostData::to_f64)).unwrap_or_default();
             let (mut accuracy, has_every_element) = match &spec.checked {
@@ -496,6 +511,25 @@ fn judge(result: &mut CaseResult, data: &CaseData, outputs: &mut Buffers) -> Opt
         Ok(()) if !wrong.is_empty() => Some(format!("wrong answer: {}", wrong.join("; "))),
         Ok(()) => None,
     }
+}
+
+/// The algorithm's own judgement of an answer every output of which passed (a custom study's
+/// check command), recorded in `result`: why it is wrong, if it is.
+fn ask_check_command(
+    bound: &dyn crate::algos::BoundCase,
+    variant: &Variant,
+    data: &CaseData,
+    outputs: &Buffers,
+    result: &mut CaseResult,
+) -> Result<Option<String>> {
+    let Some(verdict) = bound.check_answer(variant, data, outputs)? else {
+        return Ok(None);
+    };
+    result.check_command = Some(verdict.clone());
+    Ok(verdict
+        .message
+        .filter(|_| !verdict.passed)
+        .map(|message| format!("wrong answer: the check command says: {message}")))
 }
 
 /// One wrong output, with its errors and tolerances.

@@ -93,6 +93,41 @@ enum Node {
 pub struct Expr {
     node: Node,
     offset: usize,
+    /// Levels of the tree below and at this node (a leaf is 1), at most `MAX_DEPTH`: evaluating
+    /// and dropping a tree recurse through it.
+    depth: usize,
+}
+
+/// The deepest an expression may nest: parentheses, calls, signs and each operator of a chain
+/// count one level. Far above what a length or a launch needs, far below what overflows the
+/// stack of the recursive parser, evaluator and drop.
+pub const MAX_DEPTH: usize = 256;
+
+impl Expr {
+    /// A node over `children`, refused past `MAX_DEPTH` at `offset`.
+    fn over(node: Node, offset: usize) -> Result<Expr, ExprError> {
+        let below = match &node {
+            Node::Neg(e) | Node::Not(e) => e.depth,
+            Node::Bin(_, a, b) => a.depth.max(b.depth),
+            Node::Call(_, args) => args.iter().map(|a| a.depth).max().unwrap_or(0),
+            _ => 0,
+        };
+        if below >= MAX_DEPTH {
+            return too_deep(offset);
+        }
+        Ok(Expr {
+            node,
+            offset,
+            depth: below + 1,
+        })
+    }
+}
+
+fn too_deep<T>(offset: usize) -> Result<T, ExprError> {
+    error(
+        offset,
+        format!("the expression nests more than {MAX_DEPTH} levels deep (parentheses, calls, signs and each operator in a chain count one level); simplify it"),
+    )
 }
 
 /// Element types `sizeof` knows, by name.
@@ -118,6 +153,7 @@ impl Expr {
         let mut parser = Parser {
             tokens,
             at: 0,
+            nesting: 0,
             end: text.len(),
         };
         let expr = parser.or()?;
@@ -507,6 +543,8 @@ fn lex(text: &str) -> Result<Vec<(usize, Token)>, ExprError> {
 struct Parser {
     tokens: Vec<(usize, Token)>,
     at: usize,
+    /// Parentheses, calls and signs open around the parse (see `nested`).
+    nesting: usize,
     /// The text's length: where "the expression ends too soon" is reported.
     end: usize,
 }
@@ -542,10 +580,7 @@ impl Parser {
             };
             let offset = self.eat(text).unwrap_or(self.end);
             let right = next(self)?;
-            left = Expr {
-                node: Node::Bin(op, Box::new(left), Box::new(right)),
-                offset,
-            };
+            left = Expr::over(Node::Bin(op, Box::new(left), Box::new(right)), offset)?;
             if !chain {
                 return Ok(left);
             }
@@ -588,21 +623,31 @@ impl Parser {
 
     fn unary(&mut self) -> Result<Expr, ExprError> {
         if let Some(offset) = self.eat("-") {
-            let inner = self.unary()?;
+            let inner = self.nested(offset, Parser::unary)?;
             // A negative literal is a literal: `-9223372036854775808` aside, it cannot overflow.
-            return Ok(Expr {
-                node: Node::Neg(Box::new(inner)),
-                offset,
-            });
+            return Expr::over(Node::Neg(Box::new(inner)), offset);
         }
         if let Some(offset) = self.eat("!") {
-            let inner = self.unary()?;
-            return Ok(Expr {
-                node: Node::Not(Box::new(inner)),
-                offset,
-            });
+            let inner = self.nested(offset, Parser::unary)?;
+            return Expr::over(Node::Not(Box::new(inner)), offset);
         }
         self.primary()
+    }
+
+    /// `parse` one level further down, refused past `MAX_DEPTH` levels at `offset` before it
+    /// recurses (`((((...` builds no tree until its innermost value).
+    fn nested(
+        &mut self,
+        offset: usize,
+        parse: fn(&mut Parser) -> Result<Expr, ExprError>,
+    ) -> Result<Expr, ExprError> {
+        if self.nesting >= MAX_DEPTH {
+            return too_deep(offset);
+        }
+        self.nesting += 1;
+        let parsed = parse(self);
+        self.nesting -= 1;
+        parsed
     }
 
     fn primary(&mut self) -> Result<Expr, ExprError> {
@@ -625,7 +670,7 @@ impl Parser {
                 let mut args = Vec::new();
                 if self.eat(")").is_none() {
                     loop {
-                        args.push(self.or()?);
+                        args.push(self.nested(offset, Parser::or)?);
                         if self.eat(")").is_some() {
                             break;
                         }
@@ -642,7 +687,7 @@ impl Parser {
             }
             Token::Name(name) => Node::Name(name),
             Token::Op("(") => {
-                let inner = self.or()?;
+                let inner = self.nested(offset, Parser::or)?;
                 if self.eat(")").is_none() {
                     let at = self.peek().map_or(self.end, |(o, _)| o);
                     return error(at, "expected `)`");
@@ -651,7 +696,7 @@ impl Parser {
             }
             Token::Op(op) => return error(offset, format!("expected a value, found `{op}`")),
         };
-        Ok(Expr { node, offset })
+        Expr::over(node, offset)
     }
 }
 
@@ -694,6 +739,40 @@ mod tests {
             Value::Bool(true)
         );
         assert_eq!(eval("not (n >= 1000)").unwrap(), Value::Bool(false));
+    }
+
+    #[test]
+    fn nesting_is_bounded_where_it_is_written_and_not_before() {
+        // Just within the bound, on a test thread's 2 MiB stack: parsed, evaluated, dropped.
+        let deepest = format!(
+            "{}n{}",
+            "(-".repeat(MAX_DEPTH / 2 - 1),
+            ")".repeat(MAX_DEPTH / 2 - 1)
+        );
+        assert_eq!(eval(&deepest).unwrap(), Value::Int(-1000));
+        let chain = vec!["n"; MAX_DEPTH].join(" + ");
+        assert_eq!(eval(&chain).unwrap(), Value::Int(1000 * MAX_DEPTH as i64));
+        // Far past it, as a hostile manifest writes: refused with an offset, no overflow.
+        let nested = format!("{}n{}", "(".repeat(10_000), ")".repeat(10_000));
+        let e = eval(&nested).unwrap_err();
+        assert_eq!(e.offset, MAX_DEPTH);
+        assert!(
+            e.message.contains("nests more than 256 levels deep"),
+            "{e:?}"
+        );
+        let long = vec!["n"; 30_000].join("+");
+        let e = eval(&long).unwrap_err();
+        assert_eq!(e.offset, 2 * MAX_DEPTH - 1);
+        let calls = format!("{}n{}", "max(1, ".repeat(5_000), ")".repeat(5_000));
+        assert!(eval(&calls)
+            .unwrap_err()
+            .message
+            .contains("nests more than"));
+        let signs = format!("{}n", "-".repeat(5_000));
+        assert!(eval(&signs)
+            .unwrap_err()
+            .message
+            .contains("nests more than"));
     }
 
     #[test]

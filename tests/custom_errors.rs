@@ -184,6 +184,22 @@ fn malformed_custom_studies_are_refused_at_the_faults_line() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+#[test]
+fn expressions_nested_past_the_bound_are_refused_at_their_line_not_by_a_stack_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k.cu"), KERNEL_SOURCE).unwrap();
+    let path = dir.path().join("m.toml");
+    let nested = format!("{}n{}", "(".repeat(10_000), ")".repeat(10_000));
+    let flat = vec!["n"; 30_000].join(" + ");
+    for (key, hostile) in [("flops", nested), ("bytes", flat)] {
+        let from = format!("{key} = \"");
+        let text = BASE.replacen(&from, &format!("{key} = \"{hostile} + "), 1);
+        let e = kbench::manifest::parse(&path, &text).unwrap_err();
+        assert!(e.message.contains("nests more than 256 levels deep"), "{e}");
+        assert_eq!(e.line, line_of(&text, &from), "{e}");
+    }
+}
+
 /// A template kernel whose parameters are `BLOCK_SIZE` and `T`, and one named `Elem`: what the
 /// define clashes below are found in.
 const TEMPLATE_SOURCE: &str =

@@ -933,3 +933,55 @@ fn a_timing_only_kernel_sequence_runs_unchecked_and_says_so() {
     );
     assert!(table.contains("unchecked │"), "{table}");
 }
+
+#[test]
+fn resuming_runs_only_the_commands_the_manifest_on_disk_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = "echo ran >> runs.log\ncp \"$KBENCH_INPUTS/x.npy\" \"$KBENCH_OUTPUTS/y.npy\"\n";
+    let path = copy_study(dir.path(), copy);
+    run_manifest_on_mock(&path);
+    let results = results_in(&dir.path().join("out"));
+    let mut doc = read_json(&results);
+    // As if interrupted after its first case.
+    doc["cases"].as_array_mut().unwrap().truncate(1);
+    doc["complete"] = Value::Bool(false);
+    let resume = |doc: &Value| {
+        std::fs::write(&results, serde_json::to_string(doc).unwrap()).unwrap();
+        kbench(dir.path())
+            .env("KBENCH_MOCK_GPU", "mock.toml")
+            .args(["run", "--resume"])
+            .arg(&results)
+            .assert()
+    };
+    // An edited results file names another program: refused, and nothing runs.
+    let mut edited = doc.clone();
+    let toml = edited["manifest"]["toml"].as_str().unwrap().to_string();
+    edited["manifest"]["toml"] = Value::String(toml.replace(
+        "argv = [\"sh\", \"ref.sh\"]",
+        "argv = [\"sh\", \"-c\", \"touch pwned\"]",
+    ));
+    resume(&edited).code(2).stderr(
+        predicates::str::contains(
+            "its study runs `sh -c touch pwned`, and the manifest it was recorded from",
+        )
+        .and(predicates::str::contains(
+            "differs from the one embedded in the results",
+        )),
+    );
+    assert!(!dir.path().join("pwned").exists());
+    // So is a manifest changed on disk since the run.
+    let on_disk = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, on_disk.replace("timeout_s = 30", "timeout_s = 31")).unwrap();
+    resume(&doc)
+        .code(2)
+        .stderr(predicates::str::contains("differs from the one embedded"));
+    // The manifest as it was: the resume runs the command for the case left.
+    std::fs::write(&path, &on_disk).unwrap();
+    std::fs::remove_file(dir.path().join("runs.log")).unwrap();
+    resume(&doc).success();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("runs.log")).unwrap(),
+        "ran\n"
+    );
+    assert_eq!(read_json(&results)["cases"].as_array().unwrap().len(), 2);
+}

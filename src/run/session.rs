@@ -412,6 +412,39 @@ pub fn load_and_plan(
     }
 }
 
+/// A results file is data: resuming it runs a custom study's reference or check command only
+/// where the manifest it was recorded from is on disk and says exactly what the file embeds, so
+/// an edited (or a stranger's) results file cannot name a program to run.
+fn refuse_commands_not_on_disk(
+    manifest: &Manifest,
+    doc: &crate::record::ResultsDoc,
+    results: &Path,
+) -> anyhow::Result<()> {
+    let Some(def) = &manifest.custom else {
+        return Ok(());
+    };
+    let commands: Vec<String> = [&def.reference_command, &def.check_command]
+        .into_iter()
+        .flatten()
+        .map(|c| format!("`{}`", c.argv.join(" ")))
+        .collect();
+    if commands.is_empty() {
+        return Ok(());
+    }
+    let recorded_from = Path::new(&doc.manifest.path);
+    let why = match std::fs::read_to_string(recorded_from) {
+        Ok(text) if text == doc.manifest.toml => return Ok(()),
+        Ok(_) => "differs from the one embedded in the results".to_string(),
+        Err(e) => format!("cannot be read ({e})"),
+    };
+    bail!(
+        "cannot resume {}: its study runs {}, and the manifest it was recorded from, {}, {why};          a results file is data, so resuming runs only the commands a manifest on disk names:          resume from the folder the run started in with that manifest unchanged, or start a new run",
+        results.display(),
+        commands.join(" and "),
+        recorded_from.display()
+    )
+}
+
 /// An interrupted study: its manifest (as recorded in the results), the cases it has no result
 /// for, and its results file, locked and reopened to be completed. The cases still to run are
 /// measured with the settings the file records (the original run's, command-line overrides
@@ -459,6 +492,7 @@ fn resume_study(path: &Path, overrides: &MeasureOverrides) -> anyhow::Result<Pre
     if !cases.is_empty() {
         manifest::check_unchanged(&doc.manifest.files)
             .map_err(|e| anyhow::anyhow!("cannot resume {}: {e}", path.display()))?;
+        refuse_commands_not_on_disk(&manifest, doc, path)?;
     }
     Ok(Prepared {
         manifest,

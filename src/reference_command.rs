@@ -324,13 +324,18 @@ fn describe_status(status: ExitStatus) -> String {
     }
 }
 
-/// The last lines of the file at `path` (empty if it cannot be read).
+/// The last lines of the file at `path` (empty if it cannot be read), read from its last
+/// 64 KiB alone: a command may print gigabytes.
 fn output_tail(path: &Path) -> String {
+    use std::io::{Seek, SeekFrom};
+    const READ_BYTES: u64 = 64 << 10;
     let mut bytes = Vec::new();
-    if fs::File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .is_err()
-    {
+    let read = fs::File::open(path).and_then(|mut f| {
+        let length = f.metadata()?.len();
+        f.seek(SeekFrom::Start(length.saturating_sub(READ_BYTES)))?;
+        f.take(READ_BYTES).read_to_end(&mut bytes)
+    });
+    if read.is_err() {
         return String::new();
     }
     let text = String::from_utf8_lossy(&bytes);
@@ -535,6 +540,24 @@ mod tests {
             err.starts_with("cannot start the reference command `kbench-no-such-program`"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_command_that_prints_without_end_is_quoted_by_its_last_lines_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        // 64 MiB on stderr, then the line that says why.
+        let chatty = command(
+            "head -c 67108864 /dev/zero | tr '\\0' 'x' >&2; echo >&2; echo 'the real reason' >&2; exit 4",
+            dir.path(),
+            60_000,
+        );
+        let err = run(&chatty, &[], &[]).unwrap_err().to_string();
+        assert!(
+            err.ends_with("x\nthe real reason"),
+            "{}",
+            &err[err.len().saturating_sub(200)..]
+        );
+        assert!(err.len() < 3 * STDERR_TAIL_CHARS, "{} bytes", err.len());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! custom study's `init = { npy }` inputs and `expected = "file.npy"` outputs, and a reference
 //! command's outputs. Arrays come back flattened in C (row-major) order, kbench's buffers'
 //! order, whatever order the file was written in (NumPy writes a transposed array column-major).
-//! Writing is `HostData::write_npy`'s.
+//! Writing is `HostData::write_npy`'s, through `write`.
 
 use std::path::Path;
 
@@ -15,7 +15,22 @@ use crate::vocab::{DType, HostData};
 /// from an unsigned integer file of their bit patterns whose name ends in `.bf16.npy`,
 /// `.f8e4m3.npy` or `.f8e5m2.npy` (`bits_suffix`).
 pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, String> {
-    let npy = open(path, max_bytes)?;
+    let opened = open(path, max_bytes)?;
+    macro_rules! plain {
+        ($($variant:ident $t:ty),*) => {
+            match dtype {
+                $(DType::$variant => opened
+                    .plain::<$t>(descr(DType::$variant).unwrap_or_default())
+                    .map(HostData::$variant),)*
+                _ => None,
+            }
+        };
+    }
+    let plain = plain!(I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64, F16 half::f16, F32 f32, F64 f64);
+    if let Some(values) = plain {
+        return Ok(values);
+    }
+    let npy = opened.into_file();
     let order = Layout::of(&npy);
     let unreadable = |e: std::io::Error| format!("does not hold {} values: {e}", dtype.name());
     match dtype {
@@ -176,7 +191,15 @@ fn read_narrow<T: crate::vocab::Element + std::fmt::Display>(
 /// float, signed or unsigned integer dtype of either byte order. The error reads after the
 /// file's name ("is not a .npy file: ...").
 pub fn read_f64(path: &Path, max_bytes: u64) -> Result<Vec<f64>, String> {
-    let npy = open(path, max_bytes)?;
+    let opened = open(path, max_bytes)?;
+    if let Some(values) = opened.plain::<f64>("<f8") {
+        return Ok(values);
+    }
+    if let Some(values) = opened.plain::<f32>("<f4") {
+        use rayon::prelude::*;
+        return Ok(values.par_iter().map(|&v| f64::from(v)).collect());
+    }
+    let npy = opened.into_file();
     let order = Layout::of(&npy);
     let dtype = npy.dtype();
     let npyz::DType::Plain(type_str) = &dtype else {
@@ -251,12 +274,96 @@ fn fortran_to_c_order<T: Copy>(values: &[T], shape: &[u64]) -> Vec<T> {
 /// The file's bytes, read as a whole through `input_file` (a FIFO or device left where a file
 /// should be is refused, not waited on; nothing over `max_bytes` is read), and its header.
 /// Errors read after the file's name.
-fn open(path: &Path, max_bytes: u64) -> Result<npyz::NpyFile<std::io::Cursor<Vec<u8>>>, String> {
+fn open(path: &Path, max_bytes: u64) -> Result<Opened, String> {
     let bytes = crate::input_file::read_regular_file(path, "a .npy file", max_bytes)
         .map_err(|e| format!("cannot be read: {}", e.reason))?;
     refuse_overflowing_shape(&bytes)?;
-    npyz::NpyFile::new(std::io::Cursor::new(bytes)).map_err(|e| format!("is not a .npy file: {e}"))
+    let mut rest: &[u8] = &bytes;
+    let header =
+        npyz::NpyHeader::from_reader(&mut rest).map_err(|e| format!("is not a .npy file: {e}"))?;
+    let data_at = bytes.len() - rest.len();
+    Ok(Opened {
+        header,
+        bytes,
+        data_at,
+    })
 }
+
+/// A `.npy` file read whole: its header, and its bytes with where the data starts.
+struct Opened {
+    header: npyz::NpyHeader,
+    bytes: Vec<u8>,
+    data_at: usize,
+}
+
+impl Opened {
+    /// The values copied straight from the file's bytes where they are stored as `T` is in
+    /// memory (NumPy's `descr` for it, in C order): one copy at memory speed, where decoding
+    /// element by element took seconds for a 2^28-element answer.
+    fn plain<T: bytemuck::Pod>(&self, descr: &str) -> Option<Vec<T>> {
+        let header = &self.header;
+        let c_order = header.order() == npyz::Order::C || header.shape().len() <= 1;
+        // npyz gives the descr as the header writes it, quoted: `'<f4'`.
+        if !c_order || header.dtype().descr().trim_matches('\'') != descr {
+            return None;
+        }
+        let bytes = usize::try_from(header.len())
+            .ok()?
+            .checked_mul(std::mem::size_of::<T>())?;
+        let data = self.bytes.get(self.data_at..)?.get(..bytes)?;
+        Some(bytemuck::pod_collect_to_vec(data))
+    }
+
+    /// The file for npyz to decode, its reader at the data.
+    fn into_file(self) -> npyz::NpyFile<std::io::Cursor<Vec<u8>>> {
+        let mut data = std::io::Cursor::new(self.bytes);
+        data.set_position(self.data_at as u64);
+        npyz::NpyFile::with_header(self.header, data)
+    }
+}
+
+/// NumPy's `descr` of `dtype` as kbench's (little-endian) hosts hold it in memory; None for
+/// the types NumPy has not (bfloat16, the 8-bit floats).
+pub fn descr(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::I8 => "|i1",
+        DType::U8 => "|u1",
+        DType::I16 => "<i2",
+        DType::U16 => "<u2",
+        DType::I32 => "<i4",
+        DType::U32 => "<u4",
+        DType::I64 => "<i8",
+        DType::U64 => "<u8",
+        DType::F16 => "<f2",
+        DType::F32 => "<f4",
+        DType::F64 => "<f8",
+        DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => return None,
+    })
+}
+
+/// Writes `data` (a 1-D array of `len` values of NumPy type `descr`, as memory holds them) as a
+/// `.npy` file (format 1.0): the header, then the bytes in one write.
+pub fn write(path: &Path, descr: &str, len: usize, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({len},), }}");
+    // Magic (6), version (2), the header's length (2), the header: padded with spaces to a
+    // multiple of 64 and ended by a newline, as NumPy writes it.
+    let unpadded = 10 + header.len() + 1;
+    header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    header.push('\n');
+    let mut file = std::fs::File::create(path)?;
+    let mut head = b"\x93NUMPY\x01\x00".to_vec();
+    head.extend((header.len() as u16).to_le_bytes());
+    head.extend(header.as_bytes());
+    file.write_all(&head)?;
+    file.write_all(data)?;
+    Ok(())
+}
+
+const _: () = assert!(
+    cfg!(target_endian = "little"),
+    "`Opened::plain` reads little-endian files as memory"
+);
 
 /// npyz multiplies the header's shape out without a check (and panics where it overflows):
 /// the shape is read here first, from the header's text, and a product past 64 bits refused.
@@ -309,6 +416,47 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_type_written_reads_back_straight_from_its_bytes_and_through_npyz() {
+        let dir = tempfile::tempdir().unwrap();
+        for dtype in [
+            DType::I8,
+            DType::U8,
+            DType::I16,
+            DType::U16,
+            DType::I32,
+            DType::U32,
+            DType::I64,
+            DType::U64,
+            DType::F16,
+            DType::F32,
+            DType::F64,
+        ] {
+            // 67 values (a length no header padding lines up with), -60 .. 73 within the type.
+            let values: Vec<f64> = (0..67).map(|i| (i * 2 - 60) as f64).collect();
+            let values: Vec<f64> = match dtype.name().starts_with('u') {
+                false => values,
+                true => values.iter().map(|v| v.abs()).collect(),
+            };
+            let data = HostData::from_f64(dtype, &values);
+            let path = dir.path().join(format!("{}.npy", dtype.name()));
+            data.write_npy(&path).unwrap();
+            let opened = open(&path, 1 << 20).unwrap();
+            assert!(
+                opened.data_at.is_multiple_of(64) && opened.data_at > 10,
+                "{dtype:?}"
+            );
+            // The fast path's condition: npyz reads the header as the type kbench wrote.
+            let written = opened.header.dtype().descr();
+            assert_eq!(written.trim_matches('\''), descr(dtype).unwrap());
+            assert!(opened.plain::<u8>("nothing").is_none());
+            let decoded = opened.into_file();
+            assert_eq!(decoded.shape(), [67]);
+            assert_eq!(read_as(&path, dtype, 1 << 20).unwrap(), data, "{dtype:?}");
+            assert_eq!(read_f64(&path, 1 << 20).unwrap(), values, "{dtype:?}");
+        }
+    }
 
     /// The 2 x 3 matrix [[1, 2, 3], [4, 5, 6]] stored by columns, as `np.save` writes a
     /// transposed (Fortran-ordered) array.

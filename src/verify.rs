@@ -8,7 +8,54 @@ use crate::vocab::Tolerance;
 
 const FIRST_WRONG_KEPT: usize = 10;
 
+/// One chunk of `compare`'s work: its largest error (NaN outputs aside), its counts, its first
+/// wrong elements and its largest |expected|.
+#[derive(Default)]
+struct ChunkCheck {
+    max_abs_err: f64,
+    wrong: usize,
+    nan: usize,
+    first_wrong: Vec<WrongElement>,
+    max_expected: f64,
+}
+
+/// Elements a thread checks at a time: chunks of 64 Ki keep a 2^28-element output's check on
+/// every core without a chunk's bookkeeping showing.
+const CHUNK: usize = 1 << 16;
+
 pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyReport {
+    use rayon::prelude::*;
+    let paired = got.len().min(expected.len());
+    let chunks: Vec<ChunkCheck> = (got[..paired].par_chunks(CHUNK))
+        .zip(expected[..paired].par_chunks(CHUNK))
+        .enumerate()
+        .map(|(c, (got, expected))| {
+            let mut chunk = ChunkCheck::default();
+            for (k, (&g, &e)) in got.iter().zip(expected).enumerate() {
+                let abs_err = (g - e).abs();
+                let ok = abs_err <= tolerance.abs + tolerance.rel * e.abs();
+                if g.is_nan() {
+                    chunk.nan += 1;
+                } else {
+                    // `max` passes over a NaN error (a NaN expected value).
+                    chunk.max_abs_err = chunk.max_abs_err.max(abs_err);
+                }
+                // `ok` is false for NaN, since every comparison with NaN is.
+                if !ok {
+                    chunk.wrong += 1;
+                    if chunk.first_wrong.len() < FIRST_WRONG_KEPT {
+                        chunk.first_wrong.push(WrongElement {
+                            index: c * CHUNK + k,
+                            got: g,
+                            expected: e,
+                        });
+                    }
+                }
+                chunk.max_expected = chunk.max_expected.max(e.abs());
+            }
+            chunk
+        })
+        .collect();
     let mut report = AccuracyReport {
         passed: got.len() == expected.len(),
         tolerance,
@@ -21,31 +68,21 @@ pub fn compare(got: &[f64], expected: &[f64], tolerance: Tolerance) -> AccuracyR
         nan_elements: 0,
         first_wrong: Vec::new(),
     };
-    for (index, (&g, &e)) in got.iter().zip(expected).enumerate() {
-        let abs_err = (g - e).abs();
-        let ok = abs_err <= tolerance.abs + tolerance.rel * e.abs();
-        if g.is_nan() {
-            report.nan_elements += 1;
-            report.max_abs_err = f64::NAN;
-            report.max_rel_err = f64::NAN;
-        } else if !report.max_abs_err.is_nan() {
-            report.max_abs_err = report.max_abs_err.max(abs_err);
-        }
-        // `ok` is false for NaN, since every comparison with NaN is.
-        if !ok {
-            report.passed = false;
-            report.wrong_elements += 1;
-            if report.first_wrong.len() < FIRST_WRONG_KEPT {
-                report.first_wrong.push(WrongElement {
-                    index,
-                    got: g,
-                    expected: e,
-                });
-            }
-        }
+    let mut max_expected = (expected[paired..].iter()).fold(0.0f64, |m, e| m.max(e.abs()));
+    for chunk in chunks {
+        report.max_abs_err = report.max_abs_err.max(chunk.max_abs_err);
+        report.wrong_elements += chunk.wrong;
+        report.nan_elements += chunk.nan;
+        let room = FIRST_WRONG_KEPT - report.first_wrong.len();
+        report
+            .first_wrong
+            .extend(chunk.first_wrong.into_iter().take(room));
+        max_expected = max_expected.max(chunk.max_expected);
     }
-    let max_expected = expected.iter().fold(0.0f64, |m, e| m.max(e.abs()));
-    report.max_rel_err = if report.max_abs_err.is_nan() {
+    report.passed &= report.wrong_elements == 0;
+    // A NaN output makes the errors NaN: no figure stands for it.
+    report.max_rel_err = if report.nan_elements > 0 {
+        report.max_abs_err = f64::NAN;
         f64::NAN
     } else if max_expected > 0.0 {
         report.max_abs_err / max_expected
@@ -113,6 +150,25 @@ mod tests {
             },
         );
         assert!(r.passed && (r.max_rel_err - 1e-12).abs() < 1e-17, "{r:?}");
+    }
+
+    #[test]
+    fn elements_past_the_first_chunk_are_found_and_named_in_order() {
+        let expected: Vec<f64> = (0..200_003).map(|i| (i % 97) as f64 - 40.0).collect();
+        let mut got = expected.clone();
+        for i in [199_999, 70_001, 65_536, 3] {
+            got[i] += 1.0;
+        }
+        got[150_000] = f64::NAN;
+        let r = compare(&got, &expected, Tolerance::relative(1e-9));
+        let indices: Vec<usize> = r.first_wrong.iter().map(|w| w.index).collect();
+        assert_eq!(indices, [3, 65_536, 70_001, 150_000, 199_999]);
+        assert_eq!((r.wrong_elements, r.nan_elements, r.passed), (5, 1, false));
+        assert!(r.max_abs_err.is_nan() && r.max_rel_err.is_nan());
+        got[150_000] = expected[150_000];
+        let r = compare(&got, &expected, Tolerance::relative(1e-9));
+        // 1.0 off over a largest |expected| of 56.
+        assert_eq!((r.max_abs_err, r.max_rel_err), (1.0, 1.0 / 56.0));
     }
 
     #[test]

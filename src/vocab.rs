@@ -612,9 +612,11 @@ impl HostData {
         })
     }
 
+    /// Every value as f64, converted on every core (a 2^28-element output is checked so).
     pub fn to_f64(&self) -> Vec<f64> {
+        use rayon::prelude::*;
         with_dtype!(self.dtype(), |T| T::slice(self)
-            .map(|v| v.iter().map(|x| x.to_f64()).collect())
+            .map(|v| v.par_iter().map(|x| x.to_f64()).collect())
             .unwrap_or_default())
     }
 
@@ -649,28 +651,8 @@ impl HostData {
         if let Some(widened) = widened {
             return HostData::F32(widened).write_npy(path);
         }
-        use npyz::WriterBuilder;
-        let file = std::io::BufWriter::new(std::fs::File::create(path)?);
-        let shape = [self.len() as u64];
-        macro_rules! write {
-            ($($variant:ident $t:ty),*) => {
-                match self {
-                    HostData::BF16(_) | HostData::F8E4M3(_) | HostData::F8E5M2(_) => {
-                        unreachable!("written as float32 above")
-                    }
-                    $(HostData::$variant(v) => {
-                        let mut writer = npyz::WriteOptions::<$t>::new()
-                            .default_dtype()
-                            .shape(&shape)
-                            .writer(file)
-                            .begin_nd()?;
-                        writer.extend(v.iter().copied())?;
-                        writer.finish()?;
-                    })*
-                }
-            };
-        }
-        write!(I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64, F16 half::f16, F32 f32, F64 f64);
+        let descr = crate::npy::descr(self.dtype()).expect("written as float32 above");
+        crate::npy::write(path, descr, self.len(), self.as_bytes())?;
         Ok(())
     }
 }

@@ -985,3 +985,30 @@ fn resuming_runs_only_the_commands_the_manifest_on_disk_names() {
     );
     assert_eq!(read_json(&results)["cases"].as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn a_tunes_fresh_workers_share_the_reference_commands_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = tuned_copy_study(dir.path(), |text| {
+        format!("{text}\n[tune]\naxes = [\"block\"]\nstrategy = \"random\"\nbudget = {{ evaluations = 3 }}\ntop = 2\nrounds = 2\nmin_rounds = 2\n")
+    });
+    std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
+    kbench(dir.path())
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .arg("tune")
+        .arg(&path)
+        .args([
+            "--out-dir",
+            "out",
+            "--min-samples",
+            "3",
+            "--max-samples",
+            "3",
+        ])
+        .assert()
+        .success();
+    // Two problems (n = 1000, 5000), each evaluated and re-measured in several fresh workers:
+    // the command ran once for each.
+    let log = std::fs::read_to_string(dir.path().join("params.log")).unwrap();
+    assert_eq!(log, "{\"n\":1000}\n{\"n\":5000}\n");
+}

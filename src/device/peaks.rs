@@ -7,8 +7,14 @@
 //! A case's "% peak" divides by the measured peak matching its traffic (`record::PeakKind`); the
 //! physical ceiling a case may not pass (`DeviceFingerprint::ceiling_gbytes_per_s`) is the larger
 //! of the datasheet's figure and CUDA's attribute one.
+//!
+//! A run's workers share what its first worker on a GPU measured (`share_peaks_in`): the peaks
+//! and the host link take about a second, and a tune's re-measurements start a worker per case.
+
+use std::path::PathBuf;
 
 use anyhow::Result;
+use serde::{Deserialize, Serialize};
 
 use super::{driver_error, timer, Arg, Device, DeviceBuf, Dims, Kernel, Module};
 use crate::vocab::DType;
@@ -25,6 +31,57 @@ pub(super) struct KernelPeaks {
     pub read_gbytes_per_s: f64,
     pub write_gbytes_per_s: f64,
     pub triad_gbytes_per_s: f64,
+}
+
+/// What a device measured of its memory and host link, in GB/s, as a run's workers share it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub(super) struct MeasuredPeaks {
+    pub copy: f64,
+    pub read: f64,
+    pub write: f64,
+    pub triad: f64,
+    pub to_device: f64,
+    pub to_host: f64,
+}
+
+/// The folder this process shares peaks through (see `share_peaks_in`).
+static SHARED_PEAKS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes each device this process opens read the peaks another worker of the run measured on
+/// the same GPU (by PCI bus id) from `dir`, or measure them and keep them there. The folder is
+/// the run's own, so a later run measures afresh. Set once per process.
+pub fn share_peaks_in(dir: PathBuf) {
+    let _ = SHARED_PEAKS.set(dir);
+}
+
+/// Where the peaks of the GPU at `pci_bus_id` are kept for this run, if they are.
+fn kept_at(pci_bus_id: &str) -> Option<PathBuf> {
+    let name: String = (pci_bus_id.chars())
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    Some(SHARED_PEAKS.get()?.join(format!("peaks-{name}.json")))
+}
+
+/// The peaks another worker of the run kept for this GPU.
+pub(super) fn kept(pci_bus_id: &str) -> Option<MeasuredPeaks> {
+    let text = std::fs::read(kept_at(pci_bus_id)?).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Keeps `peaks` for the run's other workers: written aside and renamed, so no worker reads
+/// half a file; a failure costs only a measurement elsewhere.
+pub(super) fn keep(pci_bus_id: &str, peaks: &MeasuredPeaks) {
+    let Some(path) = kept_at(pci_bus_id) else {
+        return;
+    };
+    let aside = path.with_extension(format!("{}.part", std::process::id()));
+    let written = serde_json::to_vec(peaks)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| std::fs::write(&aside, bytes))
+        .and_then(|()| std::fs::rename(&aside, &path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&aside);
+    }
 }
 
 /// Launch shapes tried for the read and write peaks, as (threads per block, blocks per SM): the

@@ -49,10 +49,15 @@ pub struct RunOptions {
     pub mock_gpu: Option<MockSpec>,
     /// `run --sanitize`: each CUDA case runs once more under compute-sanitizer.
     pub sanitizer: Option<Sanitizer>,
-    /// The folder the workers of every study these options run share their compiles in
-    /// (`nvrtc::share_compiles_in`); removed with the last copy of the options. None where no
-    /// temporary folder could be made: each worker then compiles for itself.
+    /// The folder the workers of every study these options run share their compiles and each
+    /// GPU's peaks in (`nvrtc::share_compiles_in`, `peaks::share_peaks_in`); removed with the
+    /// last copy of the options. None where no temporary folder could be made: each worker then
+    /// compiles and measures for itself.
     pub shared_compiles: Option<Arc<tempfile::TempDir>>,
+    /// The folder every study these options run keeps its reference commands' answers in, for
+    /// all its workers (a tune's re-measurements); removed with the last copy of the options.
+    /// None: a study keeps them for a case's processes alone (`[measure] processes`).
+    pub shared_references: Option<Arc<tempfile::TempDir>>,
 }
 
 impl RunOptions {
@@ -76,6 +81,7 @@ impl RunOptions {
                 .tempdir())
             .ok()
             .map(Arc::new),
+            shared_references: None,
         }
     }
 
@@ -151,9 +157,12 @@ pub fn run_study(
     let mut study = WorkerStudy::of(manifest);
     // A case's processes share its grid point's reference outputs through this folder, which
     // goes with the run (whatever way it ends).
-    let shared =
-        (settings.processes > 1).then(|| SharedFolder(results.path.with_extension("references")));
-    study.shared_references = shared.as_ref().map(|s| s.0.clone());
+    let shared = (options.shared_references.is_none() && settings.processes > 1)
+        .then(|| SharedFolder(results.path.with_extension("references")));
+    study.shared_references = match &options.shared_references {
+        Some(dir) => Some(dir.path().to_path_buf()),
+        None => shared.as_ref().map(|s| s.0.clone()),
+    };
     let job = StudyJob {
         study,
         // With several processes, each worker takes its share of the samples.

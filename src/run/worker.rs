@@ -48,7 +48,8 @@ pub struct StudyJob {
     /// The mock device CUDA cases run on instead of a GPU (KBENCH_MOCK_GPU).
     #[serde(default)]
     pub mock_gpu: Option<MockSpec>,
-    /// Where the run's workers share their compiles (see `nvrtc::share_compiles_in`).
+    /// Where the run's workers share their compiles and each GPU's peaks (see
+    /// `nvrtc::share_compiles_in`, `peaks::share_peaks_in`).
     #[serde(default)]
     pub shared_compiles: Option<PathBuf>,
 }
@@ -437,6 +438,7 @@ pub fn worker_main() -> Result<()> {
     };
     if let Some(dir) = &job.shared_compiles {
         crate::device::nvrtc::share_compiles_in(dir.clone());
+        crate::device::peaks::share_peaks_in(dir.clone());
     }
     let mut gpu = GpuState::new(
         KernelSource {

@@ -93,8 +93,16 @@ pub fn run(request: &TuneRequest) -> Exit {
         tune.spec.strategy.name(),
         tune.dir.display()
     );
-    let ended = evaluate(&mut tune, &request.options).and_then(|end| match end {
-        StudyEnd::Finished => decide_all(&mut tune, &request.options),
+    // The evaluations and re-measurements of a problem point share its reference answer, in
+    // a folder that goes with the tune: a re-measurement's fresh worker does not run a
+    // reference command again.
+    let mut options = request.options.clone();
+    options.shared_references = (tempfile::Builder::new().prefix(".references-"))
+        .tempdir_in(&tune.dir)
+        .ok()
+        .map(std::sync::Arc::new);
+    let ended = evaluate(&mut tune, &options).and_then(|end| match end {
+        StudyEnd::Finished => decide_all(&mut tune, &options),
         StudyEnd::Interrupted => Ok((StudyEnd::Interrupted, Vec::new())),
     });
     match ended {

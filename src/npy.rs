@@ -2,7 +2,7 @@
 //! custom study's `init = { npy }` inputs and `expected = "file.npy"` outputs, and a reference
 //! command's outputs. Arrays come back flattened in C (row-major) order, kbench's buffers'
 //! order, whatever order the file was written in (NumPy writes a transposed array column-major).
-//! Writing is `HostData::write_npy`'s, through `write`.
+//! Writing is `HostData::write_npy`'s.
 
 use std::path::Path;
 
@@ -20,7 +20,7 @@ pub fn read_as(path: &Path, dtype: DType, max_bytes: u64) -> Result<HostData, St
         ($($variant:ident $t:ty),*) => {
             match dtype {
                 $(DType::$variant => opened
-                    .plain::<$t>(descr(DType::$variant).unwrap_or_default())
+                    .plain::<$t>(DType::$variant.npy_descr().unwrap_or_default())
                     .map(HostData::$variant),)*
                 _ => None,
             }
@@ -322,44 +322,6 @@ impl Opened {
     }
 }
 
-/// NumPy's `descr` of `dtype` as kbench's (little-endian) hosts hold it in memory; None for
-/// the types NumPy has not (bfloat16, the 8-bit floats).
-pub fn descr(dtype: DType) -> Option<&'static str> {
-    Some(match dtype {
-        DType::I8 => "|i1",
-        DType::U8 => "|u1",
-        DType::I16 => "<i2",
-        DType::U16 => "<u2",
-        DType::I32 => "<i4",
-        DType::U32 => "<u4",
-        DType::I64 => "<i8",
-        DType::U64 => "<u8",
-        DType::F16 => "<f2",
-        DType::F32 => "<f4",
-        DType::F64 => "<f8",
-        DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => return None,
-    })
-}
-
-/// Writes `data` (a 1-D array of `len` values of NumPy type `descr`, as memory holds them) as a
-/// `.npy` file (format 1.0): the header, then the bytes in one write.
-pub fn write(path: &Path, descr: &str, len: usize, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({len},), }}");
-    // Magic (6), version (2), the header's length (2), the header: padded with spaces to a
-    // multiple of 64 and ended by a newline, as NumPy writes it.
-    let unpadded = 10 + header.len() + 1;
-    header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
-    header.push('\n');
-    let mut file = std::fs::File::create(path)?;
-    let mut head = b"\x93NUMPY\x01\x00".to_vec();
-    head.extend((header.len() as u16).to_le_bytes());
-    head.extend(header.as_bytes());
-    file.write_all(&head)?;
-    file.write_all(data)?;
-    Ok(())
-}
-
 const _: () = assert!(
     cfg!(target_endian = "little"),
     "`Opened::plain` reads little-endian files as memory"
@@ -449,7 +411,7 @@ mod tests {
             );
             // The fast path's condition: npyz reads the header as the type kbench wrote.
             let written = opened.header.dtype().descr();
-            assert_eq!(written.trim_matches('\''), descr(dtype).unwrap());
+            assert_eq!(written.trim_matches('\''), dtype.npy_descr().unwrap());
             assert!(opened.plain::<u8>("nothing").is_none());
             let decoded = opened.into_file();
             assert_eq!(decoded.shape(), [67]);

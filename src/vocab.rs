@@ -98,6 +98,25 @@ impl DType {
         }
     }
 
+    /// NumPy's `descr` of the type as kbench's (little-endian) hosts hold it in memory; None for
+    /// the types NumPy has not (bfloat16, the 8-bit floats).
+    pub fn npy_descr(self) -> Option<&'static str> {
+        Some(match self {
+            DType::I8 => "|i1",
+            DType::U8 => "|u1",
+            DType::I16 => "<i2",
+            DType::U16 => "<u2",
+            DType::I32 => "<i4",
+            DType::U32 => "<u4",
+            DType::I64 => "<i8",
+            DType::U64 => "<u8",
+            DType::F16 => "<f2",
+            DType::F32 => "<f4",
+            DType::F64 => "<f8",
+            DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => return None,
+        })
+    }
+
     pub fn is_float(self) -> bool {
         self.epsilon().is_some()
     }
@@ -651,10 +670,34 @@ impl HostData {
         if let Some(widened) = widened {
             return HostData::F32(widened).write_npy(path);
         }
-        let descr = crate::npy::descr(self.dtype()).expect("written as float32 above");
-        crate::npy::write(path, descr, self.len(), self.as_bytes())?;
+        let descr = self.dtype().npy_descr().expect("written as float32 above");
+        write_npy_bytes(path, descr, self.len(), self.as_bytes())?;
         Ok(())
     }
+}
+
+/// Writes `data` (a 1-D array of `len` values of NumPy type `descr`, as memory holds them) as a
+/// `.npy` file (format 1.0): the header, then the bytes in one write.
+fn write_npy_bytes(
+    path: &std::path::Path,
+    descr: &str,
+    len: usize,
+    data: &[u8],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({len},), }}");
+    // Magic (6), version (2), the header's length (2), the header: padded with spaces to a
+    // multiple of 64 and ended by a newline, as NumPy writes it.
+    let unpadded = 10 + header.len() + 1;
+    header.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    header.push('\n');
+    let mut file = std::fs::File::create(path)?;
+    let mut head = b"\x93NUMPY\x01\x00".to_vec();
+    head.extend((header.len() as u16).to_le_bytes());
+    head.extend(header.as_bytes());
+    file.write_all(&head)?;
+    file.write_all(data)?;
+    Ok(())
 }
 
 /// An output element passes when `|got - expected| <= abs + rel * |expected|`.

@@ -1,7 +1,7 @@
 //! `kbench tune`'s decision on a mock device whose medians move from one worker process to the
 //! next (`worker_jitter`: each case run in a process offset by up to +-that share for all its
 //! samples, drawn afresh in every process), as a GPU's do. The decision rests on rounds, each
-//! contender in a fresh worker per round, compared pair by pair over the rounds:
+//! round in a fresh worker, compared pair by pair over the rounds:
 //!
 //! - a 0.5% gap under a +-8% between-process spread is not called separated (while pooling the
 //!   same rounds' samples, the old rule, calls the two apart);
@@ -90,7 +90,7 @@ fn tune(mock_text: &str, samples: &str) -> (Value, tempfile::TempDir) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("each in a fresh worker"),
+        stderr.contains("a fresh worker for each problem point"),
         "the rounds say how they run: {stderr}"
     );
     (serde_json::from_slice(&out.stdout).unwrap(), dir)

@@ -24,7 +24,7 @@ pub struct RawTune {
     /// How many of the fastest correct configurations are re-measured to decide the winner.
     #[schemars(with = "Option<i64>", range(min = 1))]
     pub top: Option<Spanned<i64>>,
-    /// The most interleaved re-measurement rounds (each contender in a fresh worker per round).
+    /// The most interleaved re-measurement rounds (a fresh worker each round).
     #[schemars(with = "Option<i64>", range(min = 2, max = 100))]
     pub rounds: Option<Spanned<i64>>,
     /// The rounds run before any verdict (at least 2, at most `rounds`).

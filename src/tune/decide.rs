@@ -1,7 +1,8 @@
 //! Deciding the winner of a problem point statistically, from rounds of re-measurement.
 //!
 //! The unit of evidence is a round: in each round every contender (the fastest few correct
-//! configurations) runs once, interleaved, each in a fresh worker process, and gives one median.
+//! configurations) runs once, interleaved, in a fresh worker process for the round, and gives one
+//! median.
 //! A median within one process is very precise (thousands of samples), but medians move by
 //! several % between processes on a GPU (of unknown cause), so samples pooled across
 //! rounds would make differences look certain that no fresh process reproduces. Here each

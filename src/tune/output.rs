@@ -66,7 +66,7 @@ pub struct Winner {
     pub params: Params,
     pub verdict: Verdict,
     pub runner_up_values: Option<Params>,
-    /// Re-measurement rounds run (each contender in a fresh worker per round).
+    /// Re-measurement rounds run (a fresh worker each round).
     pub rounds: usize,
     /// Each contender still in at the end, with its per-round medians.
     pub contenders: Vec<ContenderRounds>,

@@ -4,7 +4,7 @@
 //! through the machinery `kbench run` uses (`run::study::run_study`: worker processes, the
 //! correctness checks, time limits, the GPU or the mock device, `--devices` lanes), each
 //! evaluation journaled as it finishes. Once every budget is spent, the winners are decided
-//! (`decide`: the top few re-measured in rounds, each contender in a fresh worker) and the
+//! (`decide`: the top few re-measured in rounds, each round in a fresh worker) and the
 //! results written (`output`).
 
 use std::cell::RefCell;
@@ -440,9 +440,11 @@ fn rule_of(spec: &TuneSpec) -> Rule {
 
 /// Re-measures every problem point's top configurations in rounds and decides the winners. In
 /// each round every contender runs once, interleaved (the order rotates from round to round),
-/// each alone in a fresh worker (its own `run_study`, so its own process), all on the first
-/// lane's GPU: the rounds compare configurations, not processes or GPUs. A point takes rounds
-/// until its decision is settled (`decide::settled`).
+/// in a fresh worker that the point's contenders share for the round (its own `run_study`, so
+/// its own process: a new process per round is what the rounds need, and the contenders of a
+/// pair then meet the same process's state), all on the first lane's GPU: the rounds compare
+/// configurations, not processes or GPUs. A point takes rounds until its decision is settled
+/// (`decide::settled`).
 fn decide_all(tune: &mut Tune, options: &RunOptions) -> Result<(StudyEnd, Vec<Decided>)> {
     let rule = rule_of(&tune.spec);
     let mut contenders: Vec<Vec<Contender>> = (0..tune.problems.len())
@@ -468,7 +470,7 @@ fn decide_all(tune: &mut Tune, options: &RunOptions) -> Result<(StudyEnd, Vec<De
         )?;
         tune.results_files.push(results.path.clone());
         errln!(
-            "re-measuring, round {}: {cases} cases, each in a fresh worker",
+            "re-measuring, round {}: {cases} cases, a fresh worker for each problem point",
             round + 1
         );
         for &p in &active {
@@ -476,16 +478,19 @@ fn decide_all(tune: &mut Tune, options: &RunOptions) -> Result<(StudyEnd, Vec<De
             let order: Vec<usize> = (0..k)
                 .map(|i| contenders[p][(i + round) % k].config)
                 .collect();
-            let mut medians: Vec<(usize, Result<f64, String>)> = Vec::new();
-            for c in order {
-                let (end, finished) =
-                    run_cases(tune, &[(p, c)], &one_lane, &mut results, Record::Remeasure)?;
-                if end == StudyEnd::Interrupted {
-                    let _ = results.compact();
-                    return Ok((end, Vec::new()));
-                }
-                medians.push((c, round_median(finished.first().map(|f| &f.2))));
+            let batch: Vec<(usize, usize)> = order.iter().map(|&c| (p, c)).collect();
+            let (end, finished) =
+                run_cases(tune, &batch, &one_lane, &mut results, Record::Remeasure)?;
+            if end == StudyEnd::Interrupted {
+                let _ = results.compact();
+                return Ok((end, Vec::new()));
             }
+            let medians = (order.iter())
+                .map(|&c| {
+                    let result = finished.iter().find(|f| f.1 == c).map(|f| &f.2);
+                    (c, round_median(result))
+                })
+                .collect();
             add_round(&mut contenders[p], &mut dropped[p], medians);
         }
         results.compact()?;

@@ -213,6 +213,22 @@ fn cgroup_limit_bytes() -> Option<u64> {
     .filter(|&limit| limit < 1 << 60)
 }
 
+/// `program` in a folder of PATH, as a shell would find it: the first executable file of that
+/// name.
+pub fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file() && is_executable(candidate))
+    })
+}
+
+/// Whether the file at `path` has an execute bit set.
+pub fn is_executable(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::record::LoadSample;

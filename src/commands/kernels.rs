@@ -2,8 +2,6 @@
 //! needed), the PTX written out, and, where ptxas is found, each kernel's registers and spills
 //! (`report::ptxas`).
 
-use std::path::PathBuf;
-
 use super::{bad_input, check_kernels_dir};
 use crate::cli::KernelsArgs;
 use crate::device::{nvrtc, KernelSource};
@@ -58,7 +56,7 @@ pub fn kernels(args: KernelsArgs) -> Exit {
         errln!("error: cannot create {}: {e}", args.out_dir.display());
         return Exit::BadInput;
     }
-    let ptxas = args.ptxas.or_else(|| find_on_path("ptxas"));
+    let ptxas = args.ptxas.or_else(|| crate::env::find_on_path("ptxas"));
     let mut reports = Vec::new();
     for nvrtc::CompiledFile { file, arch, ptx } in &compiled {
         let path = args
@@ -130,7 +128,7 @@ fn custom_kernels(path: &std::path::Path, args: KernelsArgs) -> Exit {
             }
         }
     }
-    let ptxas = args.ptxas.or_else(|| find_on_path("ptxas"));
+    let ptxas = args.ptxas.or_else(|| crate::env::find_on_path("ptxas"));
     let mut reports = Vec::new();
     for (index, (file, at)) in files.iter().enumerate() {
         for arch in &args.archs {
@@ -185,13 +183,4 @@ fn print_report(with_ptxas: bool, reports: &[nvrtc::PtxasReport]) -> Exit {
         ptxas_table::render(reports, super::table_width(false))
     );
     Exit::Ok
-}
-
-/// `program` in a folder of PATH, as a shell would find it.
-fn find_on_path(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(program))
-            .find(|p| p.is_file())
-    })
 }

@@ -154,7 +154,7 @@ impl Validator<'_> {
                     path.display()
                 ));
             }
-            if !is_executable(&path) {
+            if !crate::env::is_executable(&path) {
                 return fail(format!(
                     "`{}` is not executable: `chmod +x` it, or name its interpreter first ([\"python3\", \"{}\"])",
                     path.display(),
@@ -162,7 +162,7 @@ impl Validator<'_> {
                 ));
             }
             argv[0] = path.display().to_string();
-        } else if !on_path(program) {
+        } else if crate::env::find_on_path(program).is_none() {
             return fail(format!(
                 "no program `{program}` on PATH: install it, or name it by its path"
             ));
@@ -226,21 +226,4 @@ impl Validator<'_> {
         }
         Ok(axes.get_ref().clone())
     }
-}
-
-/// Whether the file at `path` has an execute bit set.
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
-}
-
-/// Whether `program` is an executable file in a folder of PATH.
-fn on_path(program: &str) -> bool {
-    let Some(path) = std::env::var_os("PATH") else {
-        return false;
-    };
-    std::env::split_paths(&path).any(|dir| {
-        let candidate = dir.join(program);
-        candidate.is_file() && is_executable(&candidate)
-    })
 }

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::record::CheckVerdict;
 use crate::vocab::HostData;
 
 /// The folder holding the inputs, as the command's environment names it.
@@ -162,14 +163,8 @@ pub fn run(
         None => builder.tempdir_in(exchange_parent(exchanged_bytes)),
     }
     .map_err(io)?;
-    let (inputs_dir, outputs_dir) = (folder.path().join("inputs"), folder.path().join("outputs"));
-    fs::create_dir(&inputs_dir).map_err(io)?;
-    fs::create_dir(&outputs_dir).map_err(io)?;
-    for (name, data) in inputs {
-        let path = inputs_dir.join(format!("{name}.npy"));
-        data.write_npy(&path)
-            .map_err(|e| ReferenceError::Io(format!("writing {}: {e:#}", path.display())))?;
-    }
+    let inputs_dir = write_arrays(folder.path(), "inputs", inputs)?;
+    let outputs_dir = write_arrays(folder.path(), "outputs", &[])?;
     let folders = [(INPUTS_ENV, &*inputs_dir), (OUTPUTS_ENV, &*outputs_dir)];
     let status = run_to_completion(command, folder.path(), &folders)?;
     if !status.success() {
@@ -194,25 +189,17 @@ fn check_name(name: &str) -> Result<(), ReferenceError> {
     Ok(())
 }
 
-/// What a check command said of a case's answer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
-    /// It exited 0.
-    Right,
-    /// It exited 1, with the end of what it printed (stderr, else stdout).
-    Wrong(String),
-}
-
 /// Runs the check `command` on a case's `inputs`, its `outputs` and their `references`, each
 /// written as `<name>.npy` into a folder of its own. Exit 0 says the answer is right and exit
-/// 1 that it is wrong; another exit code, a signal or the time limit is an error. The
-/// temporary folder is removed afterwards, whatever happened.
+/// 1 that it is wrong, with the end of what it printed (stderr, else stdout); another exit
+/// code, a signal or the time limit is an error. The temporary folder is removed afterwards,
+/// whatever happened.
 pub fn check(
     command: &ReferenceCommand,
     inputs: &[(&str, &HostData)],
     outputs: &[(&str, &HostData)],
     references: &[(&str, &HostData)],
-) -> Result<Verdict, ReferenceError> {
+) -> Result<CheckVerdict, ReferenceError> {
     if command.argv.is_empty() {
         return Err(ReferenceError::EmptyCommand);
     }
@@ -230,32 +217,31 @@ pub fn check(
     ];
     let mut folders = Vec::new();
     for (env, subfolder, arrays) in sets {
-        let dir = folder.path().join(subfolder);
-        fs::create_dir(&dir).map_err(io)?;
-        for (name, data) in arrays {
-            check_name(name)?;
-            let path = dir.join(format!("{name}.npy"));
-            data.write_npy(&path)
-                .map_err(|e| ReferenceError::Io(format!("writing {}: {e:#}", path.display())))?;
-        }
-        folders.push((env, dir));
+        folders.push((env, write_arrays(folder.path(), subfolder, arrays)?));
     }
     let folders: Vec<(&str, &Path)> = folders.iter().map(|(e, d)| (*e, d.as_path())).collect();
     let status = run_to_completion(command, folder.path(), &folders)?;
     match status.code() {
-        Some(0) => Ok(Verdict::Right),
+        Some(0) => Ok(CheckVerdict {
+            passed: true,
+            message: None,
+        }),
         Some(1) => {
             let said = match output_tail(&folder.path().join("stderr.txt")) {
                 tail if tail.is_empty() => output_tail(&folder.path().join("stdout.txt")),
                 tail => tail,
             };
-            Ok(Verdict::Wrong(match said.is_empty() {
+            let message = match said.is_empty() {
                 true => format!(
                     "the check command `{}` exited 1 and printed nothing",
                     command.argv.join(" ")
                 ),
                 false => said,
-            }))
+            };
+            Ok(CheckVerdict {
+                passed: false,
+                message: Some(message),
+            })
         }
         _ => Err(failed(command, status, folder.path())),
     }
@@ -277,6 +263,23 @@ fn exchange_parent(bytes: u64) -> PathBuf {
         Some(free) if shm.is_dir() && free / 2 >= bytes => shm.to_path_buf(),
         _ => std::env::temp_dir(),
     }
+}
+
+/// A folder `name` made in `folder`, holding each of `arrays` as `<name>.npy`.
+fn write_arrays(
+    folder: &Path,
+    name: &str,
+    arrays: &[(&str, &HostData)],
+) -> Result<PathBuf, ReferenceError> {
+    let dir = folder.join(name);
+    fs::create_dir(&dir).map_err(|e| ReferenceError::Io(e.to_string()))?;
+    for (name, data) in arrays {
+        check_name(name)?;
+        let path = dir.join(format!("{name}.npy"));
+        data.write_npy(&path)
+            .map_err(|e| ReferenceError::Io(format!("writing {}: {e:#}", path.display())))?;
+    }
+    Ok(dir)
 }
 
 /// The error of a command that exited with `status`, quoting its stderr.
@@ -600,8 +603,16 @@ mod tests {
         let other = HostData::F64(vec![2.0, 5.0, -6.5]);
         let judge =
             |output: &HostData| check(&same, &[("x", &x())], &[("y", output)], &[("y", &y)]);
-        assert_eq!(judge(&y), Ok(Verdict::Right));
-        assert_eq!(judge(&other), Ok(Verdict::Wrong("y differs".into())));
+        let wrong = |message: &str| CheckVerdict {
+            passed: false,
+            message: Some(message.into()),
+        };
+        let right = CheckVerdict {
+            passed: true,
+            message: None,
+        };
+        assert_eq!(judge(&y), Ok(right));
+        assert_eq!(judge(&other), Ok(wrong("y differs")));
         // Exit 2 (or a crash) is no verdict: the case is an error, not a wrong answer.
         let broken = ReferenceCommand {
             what: "check command",
@@ -621,8 +632,8 @@ mod tests {
         let silent = command("exit 1", dir.path(), 10_000);
         assert_eq!(
             check(&silent, &[], &[], &[]),
-            Ok(Verdict::Wrong(
-                "the check command `sh -c exit 1` exited 1 and printed nothing".into()
+            Ok(wrong(
+                "the check command `sh -c exit 1` exited 1 and printed nothing"
             ))
         );
     }

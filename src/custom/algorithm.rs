@@ -25,7 +25,7 @@ use crate::draws;
 use crate::expr::Value;
 use crate::record::{CheckVerdict, Variant};
 use crate::reference_command::{
-    self, ExpectedOutput, ReferenceCommand, Verdict, KERNEL_ENV, PARAMS_ENV, VARIANT_ENV,
+    self, ExpectedOutput, ReferenceCommand, KERNEL_ENV, PARAMS_ENV, VARIANT_ENV,
 };
 use crate::stage_clock::{self, Stage};
 use crate::vocab::{DType, HostData, ParamValue, Params, Tolerance};
@@ -486,16 +486,7 @@ impl BoundCase for CustomCase<'_> {
             .collect();
         let references: Vec<(&str, &HostData)> = references.iter().map(|(n, d)| (*n, d)).collect();
         let verdict = reference_command::check(&command, &inputs, &produced, &references)?;
-        Ok(Some(match verdict {
-            Verdict::Right => CheckVerdict {
-                passed: true,
-                message: None,
-            },
-            Verdict::Wrong(message) => CheckVerdict {
-                passed: false,
-                message: Some(message),
-            },
-        }))
+        Ok(Some(verdict))
     }
 
     fn cpu(&self, implementation: &str) -> Result<CpuRun> {

@@ -194,20 +194,26 @@ kernel = "copy"
     path
 }
 
-/// Runs the manifest at `path` on the mock device; returns its results document.
-fn run_manifest_on_mock(path: &Path) -> Value {
+/// `kbench <command> <path>` in the manifest's folder on the mock device (its file written
+/// there), into `out`, with 1 warm-up run and 3 samples a case.
+fn on_mock(command: &str, path: &Path) -> Command {
     let dir = path.parent().unwrap();
     std::fs::write(dir.join("mock.toml"), MOCK).unwrap();
-    kbench(dir)
+    let mut kbench = kbench(dir);
+    kbench
         .env("KBENCH_MOCK_GPU", "mock.toml")
-        .arg("run")
+        .arg(command)
         .arg(path)
         .args(["--out-dir", "out", "--warmup", "1", "--min-samples", "3"])
-        .args(["--max-samples", "3"])
-        // A failed case changes the exit code; the results file is what is checked.
-        .output()
-        .unwrap();
-    read_json(&results_in(&dir.join("out")))
+        .args(["--max-samples", "3"]);
+    kbench
+}
+
+/// Runs the manifest at `path` on the mock device; returns its results document.
+fn run_manifest_on_mock(path: &Path) -> Value {
+    // A failed case changes the exit code; the results file is what is checked.
+    on_mock("run", path).output().unwrap();
+    read_json(&results_in(&path.parent().unwrap().join("out")))
 }
 
 #[test]
@@ -241,26 +247,9 @@ const SLOW_COPY: &str = "sleep 0.4\necho \"$KBENCH_PARAMS\" >> params.log\ncp \"
 /// wall time.
 fn timed_run_on_mock(path: &Path, extra: &[&str]) -> (Value, f64) {
     let dir = path.parent().unwrap();
-    std::fs::write(dir.join("mock.toml"), MOCK).unwrap();
     let _ = std::fs::remove_dir_all(dir.join("out"));
     let started = std::time::Instant::now();
-    kbench(dir)
-        .env("KBENCH_MOCK_GPU", "mock.toml")
-        .arg("run")
-        .arg(path)
-        .args([
-            "--out-dir",
-            "out",
-            "--warmup",
-            "1",
-            "--min-samples",
-            "3",
-            "--max-samples",
-            "3",
-        ])
-        .args(extra)
-        .assert()
-        .success();
+    on_mock("run", path).args(extra).assert().success();
     let wall_s = started.elapsed().as_secs_f64();
     let results = results_in(&dir.join("out"));
     let doc = read_json(&results);
@@ -894,19 +883,7 @@ fn a_timing_only_kernel_sequence_runs_unchecked_and_says_so() {
         "name = \"copy\"\nunchecked = true\n\n[[custom.kernel.launch]]",
     );
     std::fs::write(&path, &unchecked).unwrap();
-    std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
-    kbench(dir.path())
-        .env("KBENCH_MOCK_GPU", "mock.toml")
-        .arg("run")
-        .arg(&path)
-        .args([
-            "--out-dir",
-            "out",
-            "--min-samples",
-            "3",
-            "--max-samples",
-            "3",
-        ])
+    on_mock("run", &path)
         .args(["--export", "csv=table.csv"])
         .assert()
         .success();
@@ -992,21 +969,7 @@ fn a_tunes_fresh_workers_share_the_reference_commands_answer() {
     let path = tuned_copy_study(dir.path(), |text| {
         format!("{text}\n[tune]\naxes = [\"block\"]\nstrategy = \"random\"\nbudget = {{ evaluations = 3 }}\ntop = 2\nrounds = 2\nmin_rounds = 2\n")
     });
-    std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
-    kbench(dir.path())
-        .env("KBENCH_MOCK_GPU", "mock.toml")
-        .arg("tune")
-        .arg(&path)
-        .args([
-            "--out-dir",
-            "out",
-            "--min-samples",
-            "3",
-            "--max-samples",
-            "3",
-        ])
-        .assert()
-        .success();
+    on_mock("tune", &path).assert().success();
     // Two problems (n = 1000, 5000), each evaluated and re-measured in several fresh workers:
     // the command ran once for each.
     let log = std::fs::read_to_string(dir.path().join("params.log")).unwrap();

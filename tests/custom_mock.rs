@@ -942,7 +942,7 @@ fn resuming_runs_only_the_commands_the_manifest_on_disk_names() {
             "its study runs `sh -c touch pwned`, and the manifest it was recorded from",
         )
         .and(predicates::str::contains(
-            "differs from the one embedded in the results",
+            "differs from the one embedded in the results; a results file is data, so resuming runs only the commands a manifest on disk names",
         )),
     );
     assert!(!dir.path().join("pwned").exists());

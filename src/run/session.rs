@@ -438,7 +438,9 @@ fn refuse_commands_not_on_disk(
         Err(e) => format!("cannot be read ({e})"),
     };
     bail!(
-        "cannot resume {}: its study runs {}, and the manifest it was recorded from, {}, {why};          a results file is data, so resuming runs only the commands a manifest on disk names:          resume from the folder the run started in with that manifest unchanged, or start a new run",
+        "cannot resume {}: its study runs {}, and the manifest it was recorded from, {}, {why}; \
+         a results file is data, so resuming runs only the commands a manifest on disk names: \
+         resume from the folder the run started in with that manifest unchanged, or start a new run",
         results.display(),
         commands.join(" and "),
         recorded_from.display()

@@ -83,6 +83,20 @@ pub fn fits_memory(data_bytes: u64, free: u64, name: &str) -> Result<(), String>
     Ok(())
 }
 
+/// Keeps `value` as JSON at `path` for a run's other workers (a compile, a GPU's peaks): written
+/// aside and renamed, so that no process reads half a file; a failure to keep it costs only the
+/// work again elsewhere.
+fn keep_for_other_workers(path: &std::path::Path, value: &impl serde::Serialize) {
+    let aside = path.with_extension(format!("{}.part", std::process::id()));
+    let written = serde_json::to_vec(value)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| std::fs::write(&aside, bytes))
+        .and_then(|()| std::fs::rename(&aside, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&aside);
+    }
+}
+
 /// Driver errors as text with the CUDA error name (`CUDA_ERROR_OUT_OF_MEMORY: out of memory`).
 pub fn driver_error(e: DriverError) -> anyhow::Error {
     let name = e

@@ -204,16 +204,7 @@ pub fn compile_file(
     }
     let compiled = compile_now(file_label, source, arch, extra_options, names)?;
     if let Some(path) = shared {
-        // Written aside and renamed, so that no process reads half a file; a failure to keep it
-        // costs only a compile elsewhere.
-        let aside = path.with_extension(format!("{}.part", std::process::id()));
-        let written = serde_json::to_vec(&compiled)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| std::fs::write(&aside, bytes))
-            .and_then(|()| std::fs::rename(&aside, &path));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&aside);
-        }
+        super::keep_for_other_workers(&path, &compiled);
     }
     Ok(compiled)
 }

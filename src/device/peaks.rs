@@ -68,19 +68,10 @@ pub(super) fn kept(pci_bus_id: &str) -> Option<MeasuredPeaks> {
     serde_json::from_slice(&text).ok()
 }
 
-/// Keeps `peaks` for the run's other workers: written aside and renamed, so no worker reads
-/// half a file; a failure costs only a measurement elsewhere.
+/// Keeps `peaks` for the run's other workers on the same GPU.
 pub(super) fn keep(pci_bus_id: &str, peaks: &MeasuredPeaks) {
-    let Some(path) = kept_at(pci_bus_id) else {
-        return;
-    };
-    let aside = path.with_extension(format!("{}.part", std::process::id()));
-    let written = serde_json::to_vec(peaks)
-        .map_err(std::io::Error::other)
-        .and_then(|bytes| std::fs::write(&aside, bytes))
-        .and_then(|()| std::fs::rename(&aside, &path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&aside);
+    if let Some(path) = kept_at(pci_bus_id) {
+        super::keep_for_other_workers(&path, peaks);
     }
 }
 
@@ -219,5 +210,30 @@ mod tests {
     fn the_h100s_datasheet_clock_and_bus_give_its_3352_gbytes_per_s() {
         // An H100 SXM: NVML's maximum memory clock 2619 MHz, 5120-bit HBM3.
         assert!((datasheet_rate(2619, 5120) - 3352.32).abs() < 1e-6);
+    }
+}
+
+#[cfg(test)]
+mod sharing_tests {
+    use super::*;
+
+    #[test]
+    fn peaks_kept_by_one_worker_are_read_by_the_next_on_the_same_gpu_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        share_peaks_in(dir.path().to_path_buf());
+        let measured = MeasuredPeaks {
+            copy: 3036.0,
+            read: 3217.0,
+            write: 3210.0,
+            triad: 3103.0,
+            to_device: 55.1,
+            to_host: 52.4,
+        };
+        assert_eq!(kept("00000000:1B:00.0"), None);
+        keep("00000000:1B:00.0", &measured);
+        assert_eq!(kept("00000000:1B:00.0"), Some(measured));
+        assert_eq!(kept("00000000:2C:00.0"), None);
+        // One file, no part left aside.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

@@ -2,7 +2,9 @@
 # Builds what a GPU machine without a Rust toolchain needs to run kbench and its GPU tests, into
 # .gpu-bundle/ (ignored by git):
 #   .gpu-bundle/kbench        the release binary (kernels embedded)
-#   .gpu-bundle/tests/*       the test binaries that need no source tree
+#   .gpu-bundle/tests/it      the integration tests (one binary; scripts/gpu-tests.sh picks the
+#                             modules that need no build tree)
+#   .gpu-bundle/tests/kbench-lib  the library's unit tests
 # On the GPU machine, from the repository root:
 #   .gpu-bundle/kbench run experiments/reduction.toml
 #   bash scripts/gpu-tests.sh                    # every test, the GPU ones included
@@ -24,7 +26,7 @@ for line in sys.stdin:
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         kind = m["target"]["kind"][0]
         name = m["target"]["name"] + ("" if kind == "test" else "-" + kind)
-        if name in ("gpu", "gpu_fault", "gpu_guard", "gpu_custom_guard", "gpu_energy", "gpu_peaks", "gpu_tune", "full_disk_symgs", "harness", "kernels_compile", "manifest_errors", "reliability", "kbench-lib"):
+        if name in ("it", "kbench-lib"):
             shutil.copy(m["executable"], os.path.join(sys.argv[1], name))
 ' "$bundle/tests"
 strip "$bundle/kbench" "$bundle"/tests/* 2>/dev/null || true

@@ -1,7 +1,7 @@
 //! The command line end to end: exit codes, manifests refused before anything runs, and a real
 //! run of experiments/reduction.toml whose JSON is read back and checked.
 
-mod common;
+use crate::common;
 use common::kbench;
 use common::results_file_in;
 

@@ -4,7 +4,7 @@
 //! HTML report; and the paths without energy: no NVML (the fingerprint says why, once), NVML
 //! without the energy counter, and `[measure] energy = false`.
 
-mod common;
+use crate::common;
 use common::results_file_in;
 
 use std::path::Path;

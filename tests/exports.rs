@@ -6,7 +6,7 @@
 //! an export refused before anything runs; and `kbench run --results FILE`, which copies the
 //! results file and never writes over one.
 
-mod common;
+use crate::common;
 use common::kbench;
 use common::results_file_in;
 

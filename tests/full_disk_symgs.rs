@@ -7,7 +7,7 @@
 //! `--include-ignored`). Both need mount namespaces (`unshare --user --map-root-user --mount`),
 //! or root: where neither works the test fails saying so, rather than pass untested.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -12,17 +12,16 @@
 //! target/fuzz-failures/.
 //!
 //! Each surface runs for KBENCH_FUZZ_SECS (or KBENCH_FUZZ_SECONDS; default 3):
-//! `KBENCH_FUZZ_SECS=600 cargo test --test fuzz_inputs -- --nocapture --test-threads 4` for ten
+//! `KBENCH_FUZZ_SECS=600 cargo test --test it fuzz_inputs:: -- --nocapture --test-threads 4` for ten
 //! minutes (the four surfaces at once), which prints the inputs tried, accepted, refused, and
 //! the panics, crashes and hangs.
 
-mod common;
+use crate::common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
@@ -74,7 +73,7 @@ impl Tally {
         self.tried += 1;
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
-            let outcome = catch_unwind(AssertUnwindSafe(read));
+            let outcome = common::expecting_panics(|| catch_unwind(AssertUnwindSafe(read)));
             let _ = tx.send(outcome.map_err(|panic| {
                 panic
                     .downcast_ref::<String>()
@@ -182,20 +181,6 @@ impl Tally {
             "{surface}: the generator gives only one kind"
         );
     }
-}
-
-/// The default panic hook prints each caught panic; the tally keeps them instead. The readers
-/// run on unnamed threads; a panic of a test's own (named) thread is still printed.
-fn quiet_panics() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let default = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if std::thread::current().name().is_some() {
-                default(info);
-            }
-        }));
-    });
 }
 
 /// Byte-level mutations: flips, deletions, repeats, insertions of `tokens`.
@@ -371,7 +356,6 @@ fn generator_name(rng: &mut ChaCha8Rng) -> String {
 
 #[test]
 fn fuzz_matrix_market_files_and_generators() {
-    quiet_panics();
     let seconds = fuzz_seconds();
     let mut rng = rng_for(1);
     let datasets = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets");
@@ -637,7 +621,6 @@ fn run_on_mock(dir: &Path, name: &str, manifest: &str) -> PathBuf {
 
 #[test]
 fn fuzz_tables_and_claims() {
-    quiet_panics();
     let seconds = fuzz_seconds();
     let mut rng = rng_for(2);
     let dir = tempfile::tempdir().unwrap();
@@ -811,7 +794,6 @@ const MOCK_RUN_LIMIT: Duration = Duration::from_secs(60);
 
 #[test]
 fn fuzz_mock_device_files() {
-    quiet_panics();
     let seconds = fuzz_seconds();
     let mut rng = rng_for(3);
     let dir = tempfile::tempdir().unwrap();
@@ -905,7 +887,6 @@ fn mutate_json(node: &mut Value, rng: &mut ChaCha8Rng, depth: usize) {
 
 #[test]
 fn fuzz_results_files() {
-    quiet_panics();
     let seconds = fuzz_seconds();
     let mut rng = rng_for(4);
     let dir = tempfile::tempdir().unwrap();

@@ -10,9 +10,10 @@
 //! printable; a stack overflow would abort the test.
 //!
 //! Each runs for KBENCH_FUZZ_SECONDS (default 3; `KBENCH_FUZZ_SECONDS=600 cargo test --release
-//! --test fuzz_manifest -- --nocapture` for ten minutes) and writes any input that fails to
+//! --test it fuzz_manifest:: -- --nocapture` for ten minutes) and writes any input that fails to
 //! target/fuzz-failures/.
 
+use crate::common;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -167,27 +168,27 @@ fn mutated_manifests_never_panic_the_parser_or_planner() {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let (mut runs, mut accepted, mut planned_cases) = (0u64, 0u64, 0u64);
     let mut failures = Vec::new();
-    // The panic message is what matters; keep the default hook from printing each one.
-    std::panic::set_hook(Box::new(|_| {}));
     while Instant::now() < deadline {
         let text = mutate(&seeds[rng.random_range(0..seeds.len())], &mut rng);
         runs += 1;
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            match kbench::manifest::parse(Path::new("fuzz.toml"), &text) {
-                Ok(m) => match kbench::plan::expand(&m) {
-                    Ok(cases) => Some(cases.len()),
-                    // Rendering an error or a plan must not panic either.
+        let outcome = common::expecting_panics(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                match kbench::manifest::parse(Path::new("fuzz.toml"), &text) {
+                    Ok(m) => match kbench::plan::expand(&m) {
+                        Ok(cases) => Some(cases.len()),
+                        // Rendering an error or a plan must not panic either.
+                        Err(e) => {
+                            let _ = e.to_string();
+                            None
+                        }
+                    },
                     Err(e) => {
                         let _ = e.to_string();
                         None
                     }
-                },
-                Err(e) => {
-                    let _ = e.to_string();
-                    None
                 }
-            }
-        }));
+            }))
+        });
         match outcome {
             Ok(Some(n)) => {
                 accepted += 1;
@@ -203,7 +204,6 @@ fn mutated_manifests_never_panic_the_parser_or_planner() {
             }
         }
     }
-    let _ = std::panic::take_hook();
     println!("fuzzed {runs} manifests in {seconds} s: {accepted} accepted ({planned_cases} cases planned), {} refused, {} panics", runs - accepted, failures.len());
     save_and_fail(&failures, "panic", "inputs panicked");
     assert!(

@@ -3,7 +3,7 @@
 //! a size too big for the device. They need a CUDA GPU: ignored by a plain `cargo test`, run on
 //! the GPU machine with `--include-ignored`, where a missing GPU fails them.
 
-mod common;
+use crate::common;
 
 use common::{assert_all_passed, gpu_test_grid_manifest, run_study, QUICK};
 use kbench::device::KernelSource;

@@ -6,7 +6,7 @@
 //! CUDA GPU: ignored by a plain `cargo test`, run on the GPU machine with `--include-ignored`,
 //! where a missing GPU fails it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

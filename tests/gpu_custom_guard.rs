@@ -10,7 +10,7 @@
 //! their overruns are the zones' to catch), and racecheck finds the race of `copy_race`, whose
 //! answer is right every time.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! ignored by a plain `cargo test`, run on the GPU machine with `--include-ignored`, where a
 //! missing GPU or NVML fails it.
 
-mod common;
+use crate::common;
 
 use common::{assert_all_passed, run_study};
 use kbench::device::KernelSource;

@@ -3,7 +3,7 @@
 //! either run in a new worker with a fresh context. Needs a CUDA GPU: ignored by a plain
 //! `cargo test`, run on the GPU machine with `--include-ignored`.
 
-mod common;
+use crate::common;
 
 use kbench::device::KernelSource;
 use kbench::record::CaseStatus;

@@ -5,7 +5,7 @@
 //! plain `cargo test`, run on the GPU machine with `--include-ignored`, where a missing GPU fails
 //! them (the device does not open, or every case is skipped and none passes).
 
-mod common;
+use crate::common;
 
 use common::{assert_all_passed, run_study};
 use kbench::device::{Device, KernelSource};

@@ -4,7 +4,7 @@
 //! reference. No per-algorithm code: a new algorithm is covered by registering it. The GPU side is
 //! tests/gpu.rs.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

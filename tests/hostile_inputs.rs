@@ -5,7 +5,7 @@
 //! messages that say what is wrong; results files whose figures, indices or names no run
 //! writes are refused naming them; an embedded manifest's error says where its text is.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -4,7 +4,7 @@
 //! test` (reported as ignored, with the reason) and fails where it is asked for and no Chromium
 //! is on PATH: CI installs Debian's `chromium` and runs it with `--include-ignored` (.ci/run).
 
-mod common;
+use crate::common;
 use common::kbench;
 use common::results_file_in;
 

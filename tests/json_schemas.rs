@@ -4,7 +4,7 @@
 //! refuses; a real results file passes the results schema; results without a known
 //! `schema_version` are refused by name.
 
-mod common;
+use crate::common;
 use common::kbench;
 use common::results_file_in;
 

@@ -4,7 +4,7 @@
 //! how its runs were launched, the profiler is not used on graph launches, bad values are
 //! refused with their place, and compare refuses to judge runs launched differently.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -474,7 +474,7 @@ fn a_files_shape_comes_from_its_size_line() {
 
 /// How long nalgebra-sparse's reading takes: its pest parser, not the disk, sets the pace.
 #[test]
-#[ignore = "a timing: cargo test --release --test matrix_market -- --ignored reading_a_large"]
+#[ignore = "a timing: cargo test --release --test it matrix_market::reading_a_large -- --ignored"]
 fn reading_a_large_file_timing() {
     let csr = MatrixSource::parse("hpcg:64").unwrap().load(0).unwrap();
     let (_dir, path) = write(&csr.to_matrix_market(true).unwrap());
@@ -556,7 +556,7 @@ fn datasets_are_what_the_readme_says() {
 
 /// Rewrites the generated datasets (the README says how each is made).
 #[test]
-#[ignore = "writes datasets/: cargo test --test matrix_market -- --ignored write_datasets"]
+#[ignore = "writes datasets/: cargo test --test it matrix_market::write_datasets -- --ignored"]
 fn write_datasets() {
     let generated = |value: &str| MatrixSource::parse(value).unwrap().load(0).unwrap();
     let with_comment = |text: String, comment: &str| {

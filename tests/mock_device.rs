@@ -4,7 +4,7 @@
 //! the CUDA control flow (scripted skips, a kernel fault and the replaced worker, a hang killed
 //! at the time limit, a compile error, out of memory, a wrong answer) on a machine without a GPU.
 
-mod common;
+use crate::common;
 use common::results_file_in;
 
 use std::path::{Path, PathBuf};

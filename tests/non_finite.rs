@@ -4,7 +4,7 @@
 //! input, whose recurrence overflows at n = 2000). The results file stays valid JSON, with
 //! `"inf"` and `"nan"` where JSON has no number (docs/results-format.md).
 
-mod common;
+use crate::common;
 use common::results_file_in;
 
 use std::path::Path;

@@ -6,7 +6,7 @@
 //! closed, either before kbench writes at all (so the first write surely fails) or, as `head -1`
 //! does, after the first line.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

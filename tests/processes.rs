@@ -3,7 +3,7 @@
 //! own level of each case's time (drawn from the process's id and clock), as a GPU's buffer
 //! placement and clocks do; so K processes really ran a case when its K process medians differ.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

@@ -17,7 +17,7 @@
 //!
 //! A block of any other language or marker fails the test, so no new kind of example slips past.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! set of cases as an uninterrupted one; a case over its time limit, or too big for the machine,
 //! is recorded and the study goes on.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
@@ -970,7 +970,7 @@ fn a_results_file_being_written_cannot_be_resumed_at_the_same_time() {
 
 /// Not a check: measures the time spent writing results for `KBENCH_WRITE_CASES` (default
 /// 20,000) cases through the journal, and through the old whole-file rewrite for a tenth of
-/// them. `cargo test --release --test reliability measure_results_writing -- --ignored --nocapture`
+/// them. `cargo test --release --test it reliability::measure_results_writing -- --ignored --nocapture`
 #[test]
 #[ignore]
 fn measure_results_writing() {

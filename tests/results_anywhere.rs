@@ -4,7 +4,7 @@
 //! recorded manifest names another study is refused, and plots of a study whose parameter
 //! values hold `/` get file names without it.
 
-mod common;
+use crate::common;
 use common::{read, results_file_in};
 
 use std::path::{Path, PathBuf};

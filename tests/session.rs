@@ -2,7 +2,7 @@
 //! a person would see recorded by a sink; the command-line overrides stored whole in the
 //! results file and checked on resume.
 
-mod common;
+use crate::common;
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::kbench;
 use common::results_file_in;
 use common::{case_set, read};

@@ -5,7 +5,7 @@
 //! interrupted tune resumes to the same evaluations as one left alone, the exports are usable,
 //! and bad `[tune]` tables are refused at their line.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

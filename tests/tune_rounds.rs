@@ -12,7 +12,7 @@
 //! deterministic: their assertions are set so that a correct rule fails them with a chance well
 //! under 1% (see each).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

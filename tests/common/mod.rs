@@ -220,3 +220,26 @@ name = "tuned"
 backend = "cuda"
 kernel = "tuned"
 "#;
+
+thread_local! {
+    static PANICS_EXPECTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the panics of this thread kept quiet: a fuzzer catches and tallies them, and the
+/// default hook would print each one. The hook is process-wide and every test shares the process,
+/// so it stays quiet only on a thread inside `expecting_panics`; another test's panic still prints.
+pub fn expecting_panics<T>(f: impl FnOnce() -> T) -> T {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !PANICS_EXPECTED.with(|expected| expected.get()) {
+                default(info);
+            }
+        }));
+    });
+    PANICS_EXPECTED.with(|expected| expected.set(true));
+    let result = f();
+    PANICS_EXPECTED.with(|expected| expected.set(false));
+    result
+}

@@ -738,3 +738,115 @@ fn tune_measures_every_evaluation_and_round_in_the_processes_asked() {
     }
     assert!(cases > 0);
 }
+
+/// A finished tune's journal (a budget of 2 at each of the 2 problem points, 2 rounds) in a
+/// folder of its own, `tune.json` left behind: what `--resume` reads.
+fn journal_of_a_finished_tune(dir: &Path) -> (PathBuf, String) {
+    let out = tune(dir, &["--budget-evaluations", "2", "--strategy", "random"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let tune_dir = &tune_dirs(dir)[0];
+    let copy = dir.join("journal-only");
+    std::fs::create_dir(&copy).unwrap();
+    let journal = std::fs::read_to_string(tune_dir.join("journal.jsonl")).unwrap();
+    (copy, journal)
+}
+
+/// A journal is a file: each setting and evaluation a resume replays is checked against the
+/// manifest, and an edited one refused with the journal's path (and line) rather than run
+/// (`min_rounds = 0` panicked, `rounds = 100000` re-measured without end, `top = 0` gave a false
+/// "no winner", a duplicated evaluation or a negative median went into the decision).
+#[test]
+fn an_edited_journal_is_refused_and_a_tune_resumes_from_any_folder() {
+    let dir = setup(Some(
+        "[tune]\naxes = [\"block\", \"items\"]\nstrategy = \"random\"\nbudget = { evaluations = 2 }\nrounds = 2\n",
+    ));
+    let (copy, journal) = journal_of_a_finished_tune(dir.path());
+    let resume = |journal: &str| {
+        std::fs::write(copy.join("journal.jsonl"), journal).unwrap();
+        // From a folder that is neither the study's nor the tune's.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let out = Command::new(common::kbench_exe())
+            .current_dir(elsewhere.path())
+            .env("KBENCH_MOCK_GPU", dir.path().join("mock.toml"))
+            .args(["tune", "--resume"])
+            .arg(&copy)
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    let edit_start = |edit: &dyn Fn(&mut Value)| {
+        let mut lines: Vec<String> = journal.lines().map(str::to_string).collect();
+        let mut start: Value = serde_json::from_str(&lines[0]).unwrap();
+        edit(&mut start);
+        lines[0] = start.to_string();
+        lines.join("\n") + "\n"
+    };
+    let edit_evaluation = |n: usize, edit: &dyn Fn(&mut Value)| {
+        let mut lines: Vec<String> = journal.lines().map(str::to_string).collect();
+        let mut evaluation: Value = serde_json::from_str(&lines[n]).unwrap();
+        edit(&mut evaluation);
+        lines[n] = evaluation.to_string();
+        lines.join("\n") + "\n"
+    };
+    let edits: Vec<(&str, String, &str)> = vec![
+        (
+            "min_rounds 0",
+            edit_start(&|s| s["spec"]["min_rounds"] = 0.into()),
+            "`min_rounds` is 0",
+        ),
+        (
+            "rounds 100000",
+            edit_start(&|s| s["spec"]["rounds"] = 100_000.into()),
+            "`rounds` is 100000 where the manifest's is 2",
+        ),
+        (
+            "top 0",
+            edit_start(&|s| s["spec"]["top"] = 0.into()),
+            "`top` is 0 where the manifest's is 3",
+        ),
+        (
+            "negative tie_within",
+            edit_start(&|s| s["spec"]["tie_within"] = (-0.5).into()),
+            "`tie_within` is -0.5",
+        ),
+        (
+            "edited axes",
+            edit_start(&|s| s["spec"]["axes"] = serde_json::json!(["block"])),
+            "tuned axes",
+        ),
+        (
+            "no budget",
+            edit_start(&|s| s["spec"]["budget"] = serde_json::json!({"evaluations": 0})),
+            "a budget of 0 evaluations",
+        ),
+        (
+            "negative median",
+            edit_evaluation(1, &|e| e["median_s"] = (-1.0).into()),
+            "journal.jsonl:2: case #",
+        ),
+        (
+            "edited values",
+            edit_evaluation(2, &|e| e["values"]["block"] = 3.into()),
+            "journal.jsonl:3: the evaluation of case #",
+        ),
+        (
+            "duplicate",
+            format!("{journal}{}\n", journal.lines().nth(1).unwrap()),
+            "is evaluated twice",
+        ),
+    ];
+    for (what, edited, expected) in edits {
+        let (code, stderr) = resume(&edited);
+        assert_eq!(code, Some(2), "{what}: {stderr}");
+        assert!(stderr.contains(expected), "{what}: {stderr}");
+        assert!(stderr.contains("journal"), "{what}: {stderr}");
+    }
+    // Untouched, the journal resumes from elsewhere: the manifest's path was recorded whole.
+    let (code, stderr) = resume(&journal);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(copy.join("tune.json").exists());
+    // And a finished tune is not decided again over its results.
+    let (code, stderr) = resume(&journal);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("finished: its results are in"), "{stderr}");
+}

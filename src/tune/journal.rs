@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::spec::TuneSpec;
+use super::space::Problem;
+use super::spec::{Budget, StrategyKind, TuneSpec};
 use crate::record::{CaseResult, CaseStatus, MeasureOverrides};
 use crate::vocab::Params;
 
@@ -143,4 +144,134 @@ impl Journal {
             .write_all(&bytes)
             .with_context(|| format!("cannot write {}", self.path.display()))
     }
+}
+
+/// The `[tune]` settings a resumed tune runs with: the journal's, once they are shown to be what
+/// the manifest (unchanged since the start) says. Only the strategy, budget and seed may differ,
+/// as the command line could set them, and `min_rounds` (journals from before that setting hold
+/// none and resume with the least); each of those is checked as the manifest's would be. A
+/// journal is a file anyone can edit: its settings bound every loop of the decision.
+pub fn checked_spec(journal: &Path, recorded: &TuneSpec, manifest: &TuneSpec) -> Result<TuneSpec> {
+    let differs = |what: &str, recorded: String, manifest: String| {
+        anyhow::anyhow!(
+            "{}: the journal's {what} is {recorded} where the manifest's is {manifest}: was the journal edited? start a new tune",
+            journal.display()
+        )
+    };
+    if recorded.axes != manifest.axes {
+        return Err(differs(
+            "tuned axes",
+            format!("{:?}", recorded.axes),
+            format!("{:?}", manifest.axes),
+        ));
+    }
+    for (what, r, m) in [
+        ("`top`", recorded.top, manifest.top),
+        ("`rounds`", recorded.rounds, manifest.rounds),
+    ] {
+        if r != m {
+            return Err(differs(what, r.to_string(), m.to_string()));
+        }
+    }
+    if recorded.tie_within != manifest.tie_within {
+        return Err(differs(
+            "`tie_within`",
+            recorded.tie_within.to_string(),
+            manifest.tie_within.to_string(),
+        ));
+    }
+    let refuse = |message: String| {
+        anyhow::anyhow!(
+            "{}: {message}: was the journal edited? start a new tune",
+            journal.display()
+        )
+    };
+    if !(2..=recorded.rounds).contains(&recorded.min_rounds) {
+        return Err(refuse(format!(
+            "`min_rounds` is {}; it must be from 2 to `rounds` ({})",
+            recorded.min_rounds, recorded.rounds
+        )));
+    }
+    match recorded.budget {
+        Budget::Evaluations(0) => return Err(refuse("a budget of 0 evaluations".into())),
+        Budget::TimeS(s) if !(s.is_finite() && s > 0.0) => {
+            return Err(refuse(format!("a budget of {s} seconds")))
+        }
+        Budget::Everything if recorded.strategy != StrategyKind::Exhaustive => {
+            return Err(refuse(format!(
+                "strategy `{}` with no budget",
+                recorded.strategy.name()
+            )))
+        }
+        _ => {}
+    }
+    Ok(recorded.clone())
+}
+
+/// Each journaled evaluation where the plan has it: its problem point and configuration exist
+/// and are that case with those values, none is journaled twice, and its figures are ones a
+/// measurement gives (a passed case's finite positive median inside its interval; no median for
+/// any other). An evaluation out of place would be replayed into a strategy's history and the
+/// decision as if measured.
+pub fn check_evaluations(
+    journal: &Path,
+    evaluations: &[Evaluation],
+    problems: &[Problem],
+) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, e) in evaluations.iter().enumerate() {
+        // The journal's line: the first holds the start.
+        let line = i + 2;
+        let refuse = |message: String| {
+            anyhow::anyhow!(
+                "{}:{line}: {message}: was the manifest or the journal edited? start a new tune",
+                journal.display()
+            )
+        };
+        let config = (problems.get(e.problem)).and_then(|p| p.configs.get(e.config));
+        let Some(config) = config.filter(|c| c.case.index == e.case_index) else {
+            return Err(refuse(format!(
+                "the evaluation of case #{} does not fit the manifest's plan",
+                e.case_index
+            )));
+        };
+        if config.values != e.values {
+            return Err(refuse(format!(
+                "the evaluation of case #{} names values {} where the plan has {}",
+                e.case_index,
+                crate::vocab::describe_params(&e.values),
+                crate::vocab::describe_params(&config.values)
+            )));
+        }
+        if !seen.insert((e.problem, e.config)) {
+            return Err(refuse(format!("case #{} is evaluated twice", e.case_index)));
+        }
+        let passed = e.status == CaseStatus::Passed;
+        let sound_median = match (e.median_s, e.median_ci95_s) {
+            (Some(m), Some((lo, hi))) => {
+                passed
+                    && m.is_finite()
+                    && m > 0.0
+                    && lo.is_finite()
+                    && hi.is_finite()
+                    && lo <= m
+                    && m <= hi
+            }
+            (None, None) => !passed,
+            _ => false,
+        };
+        if !sound_median {
+            return Err(refuse(format!(
+                "case #{} is {:?} with median {:?} s and interval {:?}",
+                e.case_index, e.status, e.median_s, e.median_ci95_s
+            )));
+        }
+        if !(e.wall_s.is_finite() && e.wall_s >= 0.0) {
+            return Err(refuse(format!(
+                "case #{} took {} s",
+                e.case_index, e.wall_s
+            )));
+        }
+    }
+    Ok(())
 }

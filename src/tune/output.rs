@@ -27,6 +27,9 @@ use crate::{out, outln};
 /// A problem point's decided winner, or why it has none.
 pub type Decided = Result<Winner, String>;
 
+/// The tune results document's file name in the tune's folder.
+pub const TUNE_JSON: &str = "tune.json";
+
 /// The tune results document (`tune.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TuneDoc {
@@ -188,7 +191,7 @@ pub fn write_all(
     export_header: Option<&Path>,
     export_manifest: Option<&Path>,
 ) -> Result<Vec<PathBuf>> {
-    let json = dir.join("tune.json");
+    let json = dir.join(TUNE_JSON);
     write_json_atomically(&json, doc)?;
     let html = dir.join("report.html");
     std::fs::write(&html, html_report(doc)?)

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::decide::{self, Contender, Rule, Verdict};
-use super::journal::{Evaluation, Journal, Start};
+use super::journal::{self, Evaluation, Journal, Start};
 use super::output::{self, Decided, ProblemResult, TuneDoc, Winner};
 use super::space::{self, Problem};
 use super::spec::{self, Budget, StrategyKind, TuneSpec};
@@ -134,6 +134,14 @@ fn prepare(request: &TuneRequest) -> Result<Tune> {
         TuneSource::Manifest(path) => (path.clone(), None),
         TuneSource::Resume(path) => {
             let dir = tune_dir_of(path);
+            let decided = dir.join(output::TUNE_JSON);
+            if decided.exists() {
+                bail!(
+                    "the tune in {} finished: its results are in {}; start a new tune to tune again",
+                    dir.display(),
+                    decided.display()
+                );
+            }
             let (journal, start, evaluations) = Journal::resume(&dir)?;
             (
                 start.manifest_path.clone(),
@@ -148,7 +156,8 @@ fn prepare(request: &TuneRequest) -> Result<Tune> {
     let Some((dir, journal, start, evaluations)) = resumed else {
         let dir = new_tune_dir(&request.out_dir, &manifest.study.name, spec.strategy)?;
         let start = Start {
-            manifest_path: manifest.path.clone(),
+            // Absolute, so that the tune resumes from any folder.
+            manifest_path: std::path::absolute(&manifest.path).unwrap_or(manifest.path.clone()),
             manifest_toml: manifest.source.clone(),
             spec: spec.clone(),
             overrides: request.options.overrides.clone(),
@@ -168,21 +177,15 @@ fn prepare(request: &TuneRequest) -> Result<Tune> {
         });
     };
     check_resumable(&manifest, &start, request)?;
+    let spec = journal::checked_spec(&journal.path, &start.spec, &spec)?;
+    journal::check_evaluations(&journal.path, &evaluations, &problems)?;
     let mut history = vec![Vec::new(); problems.len()];
     for e in evaluations {
-        let fits = (problems.get(e.problem)).and_then(|p| p.configs.get(e.config));
-        if fits.is_none_or(|c| c.case.index != e.case_index) {
-            bail!(
-                "{}: evaluation of case #{} does not fit the manifest's plan: was the manifest or the journal edited?",
-                journal.path.display(),
-                e.case_index
-            );
-        }
         history[e.problem].push(e);
     }
     Ok(Tune {
         manifest,
-        spec: start.spec.clone(),
+        spec,
         problems,
         dir,
         journal,

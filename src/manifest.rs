@@ -18,7 +18,10 @@ mod commands;
 mod custom;
 mod file_axes;
 pub use custom::{check_kernel_params, MAX_CHECKED_DEFINE_SETS, MAX_CHECKED_POINTS};
-pub use file_axes::{check_unchanged, parse_recorded, record_files, FileExpansion, FileSource};
+pub use file_axes::{
+    check_sources_unchanged, check_unchanged, parse_recorded, record_files, record_sources,
+    FileExpansion, FileSource,
+};
 mod findings;
 mod json_schema;
 pub mod tune_table;

@@ -163,6 +163,25 @@ pub struct ManifestRecord {
     /// before kbench recorded them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileAxisRecord>,
+    /// The manifest's absolute path when the run started: a custom study's files (sources,
+    /// `.npy` inputs, commands) are relative to its folder, whatever folder reads the results.
+    /// Absent: a file written before kbench recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absolute: Option<String>,
+    /// A custom study's source files as the run compiled them: `report` and `merge` read the
+    /// study from these, and `run --resume` compiles only sources on disk that still match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<RecordedSource>,
+}
+
+/// A custom study's source file as its run read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RecordedSource {
+    pub absolute: String,
+    pub bytes: u64,
+    /// FNV-1a (64-bit) of its content, 16 hex digits.
+    pub fnv1a64: String,
+    pub text: String,
 }
 
 /// One value of a file axis (a path or a glob) and the files it named.

@@ -170,6 +170,12 @@ impl ResultsFile {
                     baseline: manifest.report.baseline.clone(),
                     compare: manifest.compare,
                     files,
+                    absolute: std::path::absolute(&manifest.path)
+                        .ok()
+                        .map(|p| p.display().to_string()),
+                    sources: (manifest.custom.as_ref())
+                        .map(|c| crate::manifest::record_sources(&c.sources))
+                        .unwrap_or_default(),
                 },
                 environment: crate::record::Environment {
                     // A study's own kernels include CUDA's headers from where kbench found them.

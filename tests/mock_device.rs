@@ -220,6 +220,7 @@ fn redacted_json(doc: &Value) -> String {
     for key in ["started_at", "finished_at"] {
         doc[key] = "[redacted]".into();
     }
+    doc["manifest"]["absolute"] = "[redacted: the manifest's temporary folder]".into();
     let env = &mut doc["environment"];
     for key in [
         "host",

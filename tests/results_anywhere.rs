@@ -2,7 +2,10 @@
 //! folder: the run records the files its globs named (with their digests), and `report`,
 //! `merge` and `run --resume` take that record, never the glob again. Also: a results file whose
 //! recorded manifest names another study is refused, and plots of a study whose parameter
-//! values hold `/` get file names without it.
+//! values hold `/` get file names without it. A custom study's results likewise: the run
+//! records its sources (text and digest) and its manifest's folder, `report` and `merge` read
+//! them from any folder once the `.cu` moved, and `run --resume` compiles only sources on disk
+//! that match the record.
 
 use crate::common;
 use common::{read, results_file_in};
@@ -283,4 +286,93 @@ fn plots_of_a_matrix_path_with_a_slash_are_written() {
             "time-matrix_laplace2d_6.svg",
         ]
     );
+}
+
+/// examples/reduction (a custom study: `reduction.toml` compiles `reduce.cu`) copied under a
+/// fresh folder, run there on the mock device with one case per kernel left out: its results.
+fn custom_results(root: &Path) -> (PathBuf, PathBuf) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let study = root.join("study");
+    std::fs::create_dir_all(&study).unwrap();
+    for file in ["reduction.toml", "reduce.cu"] {
+        std::fs::copy(repo.join("examples/reduction").join(file), study.join(file)).unwrap();
+    }
+    std::fs::write(root.join("mock.toml"), "[timing]\nseed = 1\n").unwrap();
+    kbench_in(root)
+        .env("KBENCH_MOCK_GPU", root.join("mock.toml"))
+        .args(["run", "study/reduction.toml", "--out-dir", "out"])
+        .args(["--warmup", "0", "--min-samples", "3", "--max-samples", "3"])
+        .assert()
+        .success();
+    (study, results_file_in(&root.join("out/custom_reduction")))
+}
+
+#[test]
+fn a_custom_study_reads_from_its_recorded_sources_anywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let (study, results) = custom_results(&root);
+    let doc = read(&results);
+    let source = &doc["manifest"]["sources"][0];
+    assert_eq!(
+        source["absolute"],
+        study.join("reduce.cu").display().to_string()
+    );
+    let text = std::fs::read_to_string(study.join("reduce.cu")).unwrap();
+    assert_eq!(source["text"], text.as_str());
+    assert_eq!(source["bytes"], text.len());
+    assert_eq!(
+        doc["manifest"]["absolute"],
+        study.join("reduction.toml").display().to_string()
+    );
+    let planned = doc["cases"].as_array().unwrap().len();
+
+    // The study's folder gone: report and merge read the record, from another folder.
+    let elsewhere = root.join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::rename(&study, root.join("moved")).unwrap();
+    let shown = kbench_in(&elsewhere)
+        .arg("report")
+        .arg(&results)
+        .assert()
+        .success();
+    let table = String::from_utf8_lossy(&shown.get_output().stdout).into_owned();
+    assert!(table.contains("interleaved"), "{table}");
+    kbench_in(&elsewhere)
+        .arg("merge")
+        .arg(&results)
+        .args(["-o", "merged.json"])
+        .assert()
+        .success();
+
+    // A resume with cases left compiles the sources on disk: gone, or changed, it is refused.
+    let mut part = doc.clone();
+    part["cases"].as_array_mut().unwrap().truncate(1);
+    part["complete"] = false.into();
+    part["finished_at"] = Value::Null;
+    let part_file = elsewhere.join("part.json");
+    write(&part_file, &part);
+    let resume = || {
+        kbench_in(&elsewhere)
+            .env("KBENCH_MOCK_GPU", root.join("mock.toml"))
+            .args(["run", "--resume", "part.json"])
+            .assert()
+    };
+    let gone = resume().code(2);
+    assert!(stderr(&gone).contains("reduce.cu"), "{}", stderr(&gone));
+    std::fs::rename(root.join("moved"), &study).unwrap();
+    std::fs::write(study.join("reduce.cu"), format!("{text}// edited\n")).unwrap();
+    let changed = resume().code(2);
+    assert!(
+        stderr(&changed).contains("changed since the run started"),
+        "{}",
+        stderr(&changed)
+    );
+    assert_eq!(read(&part_file)["cases"].as_array().unwrap().len(), 1);
+    // Restored, it resumes from elsewhere and completes the file.
+    std::fs::write(study.join("reduce.cu"), &text).unwrap();
+    resume().success();
+    let done = read(&part_file);
+    assert_eq!(done["complete"], true);
+    assert_eq!(done["cases"].as_array().unwrap().len(), planned);
 }

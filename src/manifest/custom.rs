@@ -17,7 +17,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::commands::{RawCheckCommand, RawReferenceCommand};
-use super::{printable, where_source_span, ManifestError, Validator};
+use super::{printable, where_source_span, FileSource, ManifestError, Validator};
 use crate::custom::def::{
     ArgDecl, AxisDecl, AxisKindDecl, BufferDecl, CType, CustomDef, ElemType, Expected, Init,
     LaunchDecl, Program, Repeat, Role, SourceFile, ToleranceDecl, Traffic,
@@ -304,7 +304,8 @@ impl Validator<'_> {
         let include_dirs = (raw.include_dirs.iter())
             .map(|d| {
                 let path = dir.join(d.get_ref());
-                if path.is_dir() {
+                // A results file's reader needs none of the study's files.
+                if path.is_dir() || !self.files.on_disk() {
                     Ok(path)
                 } else {
                     Err(self.error(
@@ -325,7 +326,7 @@ impl Validator<'_> {
             extra: None,
         };
 
-        let (defines, undefine) = self.custom_defines(&raw, &axes, &scope, &mut spans)?;
+        let (defines, undefine) = self.custom_defines(&raw, &sources, &axes, &scope, &mut spans)?;
         let compiler_options = self.compiler_options(&raw.compiler_options, "custom")?;
 
         // An output without `expected` is checked against the reference kernel if [custom]
@@ -445,6 +446,7 @@ impl Validator<'_> {
     fn custom_defines(
         &self,
         raw: &RawCustom,
+        sources: &[SourceFile],
         axes: &[AxisDecl],
         scope: &Scope,
         spans: &mut CustomSpans,
@@ -488,7 +490,7 @@ impl Validator<'_> {
             }
             undefine.push(name.get_ref().clone());
         }
-        self.template_clash(raw, &defines, &undefine, &made)?;
+        self.template_clash(raw, sources, &defines, &undefine, &made)?;
         Ok((defines, undefine))
     }
 
@@ -497,16 +499,14 @@ impl Validator<'_> {
     fn template_clash(
         &self,
         raw: &RawCustom,
+        sources: &[SourceFile],
         defines: &[(String, String)],
         undefine: &[String],
         made: &[crate::custom::defines::Made],
     ) -> Result<(), ManifestError> {
-        let dir = self.manifest_dir();
-        for source in &raw.sources {
-            let Ok(text) = std::fs::read_to_string(dir.join(source.get_ref())) else {
-                continue;
-            };
-            for (parameter, line) in crate::custom::defines::template_parameters(&text) {
+        // `sources` holds raw.sources' files, in order.
+        for (source, file) in raw.sources.iter().zip(sources) {
+            for (parameter, line) in crate::custom::defines::template_parameters(&file.text) {
                 let defined = defines.iter().any(|(name, _)| *name == parameter);
                 if !defined || undefine.contains(&parameter) {
                     continue;
@@ -565,8 +565,18 @@ impl Validator<'_> {
         Ok(options)
     }
 
-    /// The folder paths in the manifest are relative to (absolute, so the worker needs none).
+    /// The folder paths in the manifest are relative to (absolute, so the worker needs none):
+    /// for a manifest read back from a results file, the folder its run recorded.
     fn manifest_dir(&self) -> PathBuf {
+        if let FileSource::Recorded {
+            manifest_absolute: Some(path),
+            ..
+        } = self.files
+        {
+            if let Some(dir) = path.parent() {
+                return dir.to_path_buf();
+            }
+        }
         let dir = self.path.parent().unwrap_or(Path::new(""));
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")
@@ -592,6 +602,24 @@ impl Validator<'_> {
             .iter()
             .map(|s| {
                 let path = dir.join(s.get_ref());
+                if let FileSource::Recorded { sources, .. } = self.files {
+                    // A results file's study reads as recorded; an older file, which recorded
+                    // none, from disk.
+                    if !sources.is_empty() {
+                        let absolute = path.display().to_string();
+                        let Some(recorded) = sources.iter().find(|r| r.absolute == absolute) else {
+                            return Err(self.error(
+                                s.span(),
+                                "custom.sources",
+                                format!("the results file does not record source `{absolute}` (manifest.sources): was it edited?"),
+                            ));
+                        };
+                        return Ok(SourceFile {
+                            path,
+                            text: recorded.text.clone(),
+                        });
+                    }
+                }
                 let text =
                     crate::input_file::read_regular_text(&path, "source file", MAX_SOURCE_BYTES)
                         .map_err(|e| {
@@ -936,6 +964,9 @@ impl Validator<'_> {
         dir: &Path,
     ) -> Result<PathBuf, ManifestError> {
         let path = dir.join(value.get_ref());
+        if !self.files.on_disk() {
+            return Ok(path);
+        }
         if let Some(message) = crate::input_file::not_a_file_message(&path) {
             return Err(self.error(value.span(), key, message));
         }
@@ -1010,7 +1041,9 @@ impl Validator<'_> {
                     "npy" => match v.as_str() {
                         Some(file) => {
                             let path = dir.join(file);
-                            if let Some(message) = crate::input_file::not_a_file_message(&path) {
+                            if !self.files.on_disk() {
+                                Ok(Init::Npy(path))
+                            } else if let Some(message) = crate::input_file::not_a_file_message(&path) {
                                 Err(bad(&message))
                             } else if path.is_file() {
                                 Ok(Init::Npy(path))
@@ -1399,6 +1432,10 @@ impl Validator<'_> {
         spans: &CustomSpans,
     ) -> Result<Vec<NpyHeader>, ManifestError> {
         let mut files = Vec::new();
+        if !self.files.on_disk() {
+            // Checked when the run started; a results file's reader needs none of them.
+            return Ok(files);
+        }
         for (i, b) in def.buffers.iter().enumerate() {
             let (key, path, typed) = match (&b.init, &b.expected) {
                 (Init::Npy(path), _) if b.role.is_input() => {

@@ -10,7 +10,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::Manifest;
-use crate::record::{CaseResult, FileAxisRecord, RecordedFile, ResultsDoc};
+use crate::record::{CaseResult, FileAxisRecord, RecordedFile, RecordedSource, ResultsDoc};
 use crate::vocab::ParamValue;
 
 /// The manifest a results file recorded, as its run planned it: its file axes take the files
@@ -20,6 +20,8 @@ pub fn parse_recorded(doc: &ResultsDoc, results: &Path) -> anyhow::Result<Manife
     let files = FileSource::Recorded {
         files: &doc.manifest.files,
         cases: &doc.cases,
+        manifest_absolute: doc.manifest.absolute.as_deref().map(Path::new),
+        sources: &doc.manifest.sources,
     };
     let recorded_from = Path::new(&doc.manifest.path);
     let manifest =
@@ -96,6 +98,50 @@ pub fn check_unchanged(files: &[FileAxisRecord]) -> Result<(), String> {
     Ok(())
 }
 
+/// What a results file records of a custom study's sources: each as the run read it.
+pub fn record_sources(sources: &[crate::custom::def::SourceFile]) -> Vec<RecordedSource> {
+    (sources.iter())
+        .map(|s| RecordedSource {
+            absolute: s.path.display().to_string(),
+            bytes: s.text.len() as u64,
+            fnv1a64: fnv1a64_hex(fnv1a64(FNV_OFFSET, s.text.as_bytes())),
+            text: s.text.clone(),
+        })
+        .collect()
+}
+
+/// Refuses a recorded source that is gone or changed on disk: a resume compiles the sources on
+/// disk (a results file is data, and its text is not run), which must be the ones the recorded
+/// cases were measured with.
+pub fn check_sources_unchanged(sources: &[RecordedSource]) -> Result<(), String> {
+    for source in sources {
+        let (bytes, digest) = digest(Path::new(&source.absolute))?;
+        if (bytes, &digest) != (source.bytes, &source.fnv1a64) {
+            return Err(format!(
+                "source {} changed since the run started ({} bytes, FNV-1a {}; now {bytes} bytes, \
+                 {digest}): the cases still to run would time another kernel than the recorded \
+                 ones; restore it, or start a new run",
+                source.absolute, source.bytes, source.fnv1a64
+            ));
+        }
+    }
+    Ok(())
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a 64 over `bytes`, continuing from `hash`.
+fn fnv1a64(mut hash: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+fn fnv1a64_hex(hash: u64) -> String {
+    format!("{hash:016x}")
+}
+
 /// A file's size and FNV-1a 64 digest (16 hex digits). Only regular files: a FIFO would block.
 fn digest(path: &Path) -> Result<(u64, String), String> {
     let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
@@ -103,7 +149,7 @@ fn digest(path: &Path) -> Result<(u64, String), String> {
         return Err(format!("{} is not a regular file", path.display()));
     }
     let mut file = std::fs::File::open(path).map_err(cannot)?;
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut hash = FNV_OFFSET;
     let mut bytes: u64 = 0;
     let mut buffer = vec![0u8; 1 << 20];
     loop {
@@ -111,12 +157,10 @@ fn digest(path: &Path) -> Result<(u64, String), String> {
         if n == 0 {
             break;
         }
-        for b in &buffer[..n] {
-            hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
+        hash = fnv1a64(hash, &buffer[..n]);
         bytes += n as u64;
     }
-    Ok((bytes, format!("{hash:016x}")))
+    Ok((bytes, fnv1a64_hex(hash)))
 }
 
 /// The files one value of a file axis named.
@@ -139,10 +183,13 @@ pub enum FileSource<'a> {
     Disk,
     /// As a results file recorded them. `files` empty: a file written before kbench recorded
     /// them, whose cases' parameters are then the only record (matched against the glob as
-    /// text, not on disk).
+    /// text, not on disk). A custom study's sources are read from `sources` and its paths taken
+    /// relative to `manifest_absolute`'s folder, where the results recorded them.
     Recorded {
         files: &'a [FileAxisRecord],
         cases: &'a [CaseResult],
+        manifest_absolute: Option<&'a Path>,
+        sources: &'a [RecordedSource],
     },
 }
 

@@ -431,7 +431,7 @@ fn refuse_commands_not_on_disk(
     if commands.is_empty() {
         return Ok(());
     }
-    let recorded_from = Path::new(&doc.manifest.path);
+    let recorded_from = Path::new(doc.manifest.absolute.as_ref().unwrap_or(&doc.manifest.path));
     let why = match std::fs::read_to_string(recorded_from) {
         Ok(text) if text == doc.manifest.toml => return Ok(()),
         Ok(_) => "differs from the one embedded in the results".to_string(),
@@ -440,7 +440,7 @@ fn refuse_commands_not_on_disk(
     bail!(
         "cannot resume {}: its study runs {}, and the manifest it was recorded from, {}, {why}; \
          a results file is data, so resuming runs only the commands a manifest on disk names: \
-         resume from the folder the run started in with that manifest unchanged, or start a new run",
+         restore that manifest as it was, or start a new run",
         results.display(),
         commands.join(" and "),
         recorded_from.display()
@@ -493,6 +493,7 @@ fn resume_study(path: &Path, overrides: &MeasureOverrides) -> anyhow::Result<Pre
         .collect();
     if !cases.is_empty() {
         manifest::check_unchanged(&doc.manifest.files)
+            .and_then(|()| manifest::check_sources_unchanged(&doc.manifest.sources))
             .map_err(|e| anyhow::anyhow!("cannot resume {}: {e}", path.display()))?;
         refuse_commands_not_on_disk(&manifest, doc, path)?;
     }

@@ -134,6 +134,12 @@ const CASES: &[(&str, &str, &str, &str, &str)] = &[
     ("reference command naming a missing script", "flops = \"n\"", "flops = \"n\"\nreference_command = { argv = [\"./ref.sh\"] }", "no program", "reference_command ="),
     ("reference command with a time limit of 0", "flops = \"n\"", "flops = \"n\"\nreference_command = { argv = [\"python3\", \"ref.py\"], timeout_s = 0 }", "must be a positive number of seconds", "reference_command ="),
     ("reference command no output uses", "flops = \"n\"", "flops = \"n\"\nreference_command = { argv = [\"python3\", \"ref.py\"] }", "no output is checked against the reference command", "reference_command ="),
+    ("int axis default that is a string", "name = \"block\"\nkind = \"block\"", "name = \"block\"\nkind = \"block\"\n\n[[custom.axis]]\nname = \"k\"\nkind = \"int\"\ndefault = \"x\"", "default of axis `k`: \"x\" is not a whole number", "default = \"x\""),
+    ("int axis default outside its bounds", "name = \"block\"\nkind = \"block\"", "name = \"block\"\nkind = \"block\"\n\n[[custom.axis]]\nname = \"k\"\nkind = \"int\"\nmin = 1\nmax = 4\ndefault = 9", "9 is not a whole number from 1 to 4", "default = 9"),
+    ("choice axis default not among its names", "name = \"block\"\nkind = \"block\"", "name = \"block\"\nkind = \"block\"\n\n[[custom.axis]]\nname = \"k\"\nkind = \"choice\"\nvalues = [\"a\", \"b\"]\ndefault = \"c\"", "\"c\" is not one of a, b", "default = \"c\""),
+    ("int axis min that is NaN", "name = \"block\"\nkind = \"block\"", "name = \"block\"\nkind = \"block\"\n\n[[custom.axis]]\nname = \"k\"\nkind = \"int\"\nmin = nan\ndefault = 1", "`min` of axis `k` is NaN; it must be a whole number", "min = nan"),
+    ("int axis max that is not whole", "name = \"block\"\nkind = \"block\"", "name = \"block\"\nkind = \"block\"\n\n[[custom.axis]]\nname = \"k\"\nkind = \"int\"\nmax = 2.5\ndefault = 1", "`max` of axis `k` is 2.5", "max = 2.5"),
+    ("choice name with a control character", "name = \"block\"\nkind = \"block\"", "name = \"block\"\nkind = \"block\"\n\n[[custom.axis]]\nname = \"k\"\nkind = \"choice\"\nvalues = [\"a\\u001b[31m\", \"b\"]\ndefault = \"b\"", "holds the control character \\u{1b}", "values = [\"a"),
     ("misspelt key in reference_command", "flops = \"n\"", "flops = \"n\"\nreference_command = { args = [\"python3\"] }", "unknown field `args`", "reference_command ="),
 ];
 
@@ -248,7 +254,7 @@ const KERNEL_AS_WRITTEN_CASES: &[(&str, &str, &str, &str, &str)] = &[
     ("__half argument beyond its range", "{ type = \"int\", value = \"n\" }", "{ type = \"__half\", value = \"70000.0\" }", "does not fit a C `__half`", "70000.0"),
     ("char argument beyond its range", "{ type = \"int\", value = \"n\" }", "{ type = \"char\", value = \"300\" }", "300 does not fit a C `char`", "value = \"300\""),
     ("unsigned char argument below 0", "{ type = \"int\", value = \"n\" }", "{ type = \"uint8_t\", value = \"0 - 1\" }", "-1 does not fit a C `unsigned char`", "0 - 1"),
-    ("float argument beyond float's range", "{ type = \"int\", value = \"n\" }", "{ type = \"float\", value = \"1e300 * 1.0\" }", "does not fit a C `float`", "1e300"),
+    ("float argument beyond float's range", "{ type = \"int\", value = \"n\" }", "{ type = \"float\", value = \"1e300 * 1.0\" }", "1e300 does not fit a C `float`", "1e300"),
     ("npy input of another type", "init = { uniform = [-1.0, 1.0] }", "init = { npy = \"x_f64.npy\" }", "holds `<f8` values, and the buffer is f32", "init = { npy"),
     ("npy input of another length", "init = { uniform = [-1.0, 1.0] }", "init = { npy = \"x_f32_10.npy\" }", "holds 10 elements, and buffer `x` has 1000", "init = { npy"),
     ("expected npy of another length", "tolerance = { rel = 1e-6 }", "expected = \"x_f32_10.npy\"", "holds 10 elements, and buffer `y` has 1000", "expected ="),

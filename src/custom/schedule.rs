@@ -349,7 +349,8 @@ pub fn scalar(ctype: CType, value: &Value) -> Result<Arg, String> {
                 if fits || !x.is_finite() {
                     Ok(())
                 } else {
-                    Err(doesnt_fit(&x))
+                    // 1e300, not its 301 digits.
+                    Err(doesnt_fit(&format!("{x:e}")))
                 }
             };
             match ctype {

@@ -656,6 +656,19 @@ impl Validator<'_> {
                 ));
             }
             let values = a.values.as_ref();
+            let whole = a.kind.get_ref() == "int";
+            for (bound, which) in [(&a.min, "min"), (&a.max, "max")] {
+                let Some(bound) = bound else { continue };
+                let x = *bound.get_ref();
+                if x.is_nan() || (whole && !(x.is_finite() && x.fract() == 0.0)) {
+                    let wanted = if whole { "a whole number" } else { "a number" };
+                    return Err(self.error(
+                        bound.span(),
+                        key(which),
+                        format!("`{which}` of axis `{name}` is {x}; it must be {wanted}"),
+                    ));
+                }
+            }
             let bound = |v: &Option<Spanned<f64>>, d: f64| v.as_ref().map_or(d, |v| *v.get_ref());
             let kind = match a.kind.get_ref().as_str() {
                 "size" => AxisKindDecl::Size,
@@ -666,7 +679,13 @@ impl Validator<'_> {
                 },
                 "float" => AxisKindDecl::Float { min: bound(&a.min, f64::MIN), max: bound(&a.max, f64::MAX) },
                 "choice" => match values {
-                    Some(v) if !v.get_ref().is_empty() => AxisKindDecl::Choice(v.get_ref().clone()),
+                    Some(v) if !v.get_ref().is_empty() => {
+                        // Its names are printed in tables and messages, and passed as defines.
+                        if let Some(c) = v.get_ref().iter().flat_map(|n| n.chars()).find(|c| c.is_control()) {
+                            return Err(self.error(v.span(), key("values"), format!("a name of choice axis `{name}` holds the control character {}: name its choices in plain text", c.escape_unicode())));
+                        }
+                        AxisKindDecl::Choice(v.get_ref().clone())
+                    }
                     _ => return Err(self.error(a.kind.span(), key("values"), format!("choice axis `{name}` needs its names: values = [\"a\", \"b\"]"))),
                 },
                 "dtype" => {
@@ -696,7 +715,14 @@ impl Validator<'_> {
                 None => None,
                 Some(v) => Some(
                     crate::grid::param_from_toml(v.get_ref())
-                        .map_err(|m| self.error(v.span(), key("default"), m))?,
+                        .and_then(|value| axis_value_fits(&kind, value))
+                        .map_err(|m| {
+                            self.error(
+                                v.span(),
+                                key("default"),
+                                format!("default of axis `{name}`: {m}"),
+                            )
+                        })?,
                 ),
             };
             axes.push(AxisDecl {
@@ -2034,4 +2060,65 @@ impl Validator<'_> {
         }
         Ok(())
     }
+}
+
+/// A value of an axis of `kind` (its `default`), as the grid's values are checked: an int axis
+/// takes an integer within its bounds, a float axis a finite number within them, a choice one
+/// of its names, and so on. The value as the axis holds it (an integer on a float axis is a
+/// float).
+fn axis_value_fits(kind: &AxisKindDecl, value: ParamValue) -> Result<ParamValue, String> {
+    let shown = match &value {
+        ParamValue::Str(s) => format!("{:?}", s),
+        other => other.to_string(),
+    };
+    let fits = match (kind, &value) {
+        (AxisKindDecl::Size, ParamValue::Int(n)) => *n >= 0,
+        (AxisKindDecl::Block, ParamValue::Int(b)) => {
+            (1..=schedule::MAX_BLOCK_THREADS as i64).contains(b)
+        }
+        (AxisKindDecl::Int { min, max }, ParamValue::Int(i)) => (min..=max).contains(&i),
+        (AxisKindDecl::Float { min, max }, ParamValue::Int(i)) => {
+            return if (min..=max).contains(&&(*i as f64)) {
+                Ok(ParamValue::Float(*i as f64))
+            } else {
+                Err(format!("{shown} is outside {min} to {max}"))
+            };
+        }
+        (AxisKindDecl::Float { min, max }, ParamValue::Float(x)) => {
+            x.is_finite() && (min..=max).contains(&x)
+        }
+        (AxisKindDecl::Choice(names), ParamValue::Str(s)) => names.contains(s),
+        (AxisKindDecl::Dtype(types), ParamValue::Str(s)) => {
+            DType::parse(s).is_some_and(|d| types.contains(&d))
+        }
+        _ => false,
+    };
+    if fits {
+        return Ok(value);
+    }
+    Err(match kind {
+        AxisKindDecl::Size => format!("{shown} is not a size (a whole number from 0)"),
+        AxisKindDecl::Block => format!(
+            "{shown} is not a block size (a whole number from 1 to {})",
+            schedule::MAX_BLOCK_THREADS
+        ),
+        AxisKindDecl::Int { min, max } if (*min, *max) == (i64::MIN, i64::MAX) => {
+            format!("{shown} is not a whole number")
+        }
+        AxisKindDecl::Int { min, max } => {
+            format!("{shown} is not a whole number from {min} to {max}")
+        }
+        AxisKindDecl::Float { min, max } => {
+            format!("{shown} is not a finite number from {min} to {max}")
+        }
+        AxisKindDecl::Choice(names) => format!("{shown} is not one of {}", names.join(", ")),
+        AxisKindDecl::Dtype(types) => format!(
+            "{shown} is not one of {}",
+            types
+                .iter()
+                .map(|t| t.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
 }

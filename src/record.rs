@@ -44,19 +44,38 @@ pub struct ResultsDoc {
     pub merged_from: Vec<MergedShard>,
 }
 
-/// `--shard K/N`: shard K (1-based) of N; a case belongs to shard K when its stable id
-/// (`crate::shard::case_id`) modulo N is K - 1.
+/// `--shard K/N`: shard K (1-based) of N, of the plan split as `split` says
+/// (`crate::shard::select`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ShardRecord {
     /// 1-based: 1..=count.
     pub index: u32,
     pub count: u32,
+    /// How a case's id is split (absent: a file written before the ids were mixed, resumed
+    /// with the split it was planned with).
+    #[serde(default)]
+    pub split: ShardSplit,
+}
+
+/// How a case id picks its shard.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShardSplit {
+    /// A case's FNV-1a id modulo N: its low bit is the parity of the bytes' low bits, so two
+    /// shards of a small grid could split it very unevenly (or leave one empty).
+    #[default]
+    Fnv1a,
+    /// The plan's cases ordered by their ids mixed (MurmurHash3's fmix64) and dealt to the
+    /// shards in turn: each gets within one case of the N-th part. What `--shard` plans with.
+    Balanced,
 }
 
 impl ShardRecord {
     /// Whether this names a shard that exists: 1 <= index <= count.
     pub fn check(self) -> Result<(), String> {
-        let ShardRecord { index: k, count: n } = self;
+        let ShardRecord {
+            index: k, count: n, ..
+        } = self;
         if n == 0 {
             Err("N must be at least 1".into())
         } else if k == 0 {

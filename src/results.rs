@@ -417,7 +417,7 @@ pub fn load_results(path: &std::path::Path) -> Result<ResultsDoc> {
     drop(value);
     let mut doc: ResultsDoc = serde_json::from_str(&text)
         .with_context(|| format!("{} is not a kbench results file", path.display()))?;
-    // An edited file must not reach `shard::in_shard` (a remainder by zero) or name no shard.
+    // An edited file must not reach `shard::select` (a remainder by zero) or name no shard.
     if let Some(shard) = doc.shard {
         if let Err(why) = shard.check() {
             bail!(

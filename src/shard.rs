@@ -1,10 +1,12 @@
 //! Many hosts: `kbench run --shard K/N` runs a deterministic part of a study's plan, and
 //! `kbench merge` joins the parts' results files into one.
 //!
-//! A case belongs to shard K of N when its stable id, a 64-bit FNV-1a hash of the study's name,
-//! the variant's name and the case's parameters (not its place in the plan), modulo N is K - 1:
-//! every host computes the same split, and a case keeps its shard when other cases are added to
-//! the manifest. Shards are numbered from 1, as `sbatch --array=1-N` numbers the tasks.
+//! Each case has a stable id, a 64-bit FNV-1a hash of the study's name, the variant's name and
+//! the case's parameters (not its place in the plan), mixed by a finalizer; the plan's cases,
+//! in the order of their ids, are dealt to shards 1..N in turn. Every host computes the same
+//! split of the same plan, and each shard gets within one case of the N-th part (an id modulo
+//! N, as files written before this split record, can leave a shard of a small grid empty).
+//! Shards are numbered from 1, as `sbatch --array=1-N` numbers the tasks.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hasher;
@@ -14,7 +16,7 @@ use anyhow::{bail, Result};
 
 use crate::manifest::Manifest;
 use crate::plan::{self, Case};
-use crate::record::{DeviceKey, MergedShard, ResultsDoc, ShardRecord};
+use crate::record::{DeviceKey, MergedShard, ResultsDoc, ShardRecord, ShardSplit};
 use crate::vocab::{describe_params, Params};
 
 /// The case's stable id: the same on every host, whatever the case's place in the plan.
@@ -28,25 +30,49 @@ pub fn case_id(study: &str, variant: &str, params: &Params) -> u64 {
     hash.finish()
 }
 
-/// Whether a case of `manifest` belongs to `shard`.
-pub fn in_shard(manifest: &Manifest, case: &Case, shard: ShardRecord) -> bool {
-    let id = case_id(
+fn id_of(manifest: &Manifest, case: &Case) -> u64 {
+    case_id(
         &manifest.study.name,
         &manifest.variants[case.variant].name,
         &case.params,
-    );
-    id % u64::from(shard.count) == u64::from(shard.index - 1)
+    )
 }
 
-/// The cases of `shard` (all of them for None), in plan order.
+/// MurmurHash3's 64-bit finalizer: every bit of the result depends on every bit of `h`.
+fn fmix64(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// The cases of `shard` (all of them for None), in plan order. `cases` is the whole plan: the
+/// balanced split deals the plan's cases, in the order of their mixed ids, to the shards in
+/// turn, so every shard of N gets within one case of the plan's N-th part.
 pub fn select(manifest: &Manifest, cases: Vec<Case>, shard: Option<ShardRecord>) -> Vec<Case> {
-    match shard {
-        None => cases,
-        Some(shard) => cases
-            .into_iter()
-            .filter(|c| in_shard(manifest, c, shard))
+    let Some(shard) = shard else {
+        return cases;
+    };
+    let (count, wanted) = (u64::from(shard.count), u64::from(shard.index - 1));
+    let shard_of: HashMap<usize, u64> = match shard.split {
+        ShardSplit::Fnv1a => (cases.iter())
+            .map(|c| (c.index, id_of(manifest, c) % count))
             .collect(),
-    }
+        ShardSplit::Balanced => {
+            let mut ranked: Vec<(u64, usize)> = (cases.iter())
+                .map(|c| (fmix64(id_of(manifest, c)), c.index))
+                .collect();
+            ranked.sort_unstable();
+            (ranked.iter().enumerate())
+                .map(|(rank, (_, index))| (*index, rank as u64 % count))
+                .collect()
+        }
+    };
+    cases
+        .into_iter()
+        .filter(|c| shard_of[&c.index] == wanted)
+        .collect()
 }
 
 /// A case's name as `kbench compare` and the results show it: the variant and its parameters,
@@ -101,7 +127,11 @@ pub fn parse_shard(text: &str) -> Result<ShardRecord, String> {
     let number = |s: &str| s.trim().parse::<u32>().ok();
     match (number(k), number(n)) {
         (Some(index), Some(count)) => {
-            let shard = ShardRecord { index, count };
+            let shard = ShardRecord {
+                index,
+                count,
+                split: ShardSplit::Balanced,
+            };
             shard.check().map_err(|why| format!("`{text}`: {why}"))?;
             Ok(shard)
         }
@@ -335,7 +365,11 @@ mod tests {
         for count in 1..=7 {
             let mut seen = vec![0; cases.len()];
             for index in 1..=count {
-                let shard = ShardRecord { index, count };
+                let shard = ShardRecord {
+                    index,
+                    count,
+                    split: ShardSplit::Balanced,
+                };
                 for c in select(&m, cases.clone(), Some(shard)) {
                     seen[c.index] += 1;
                 }
@@ -363,10 +397,64 @@ mod tests {
         );
     }
 
+    /// Every shard of N gets within one case of the N-th part of the plan. The ids modulo N
+    /// (files written before) left shard 1/2 of `n = [12, 21]` empty: both names have the same
+    /// bytes, so the same parity, so the same low bit.
+    #[test]
+    fn every_shard_of_a_small_grid_gets_its_part() {
+        for grid in [
+            "12, 21",
+            "10, 20, 30",
+            "128, 256, 512, 1024",
+            "3, 5, 7, 11, 13",
+        ] {
+            let text = format!(
+                "[study]\nname = \"s\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\nn = [{grid}]\n\
+                 [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n"
+            );
+            let m = crate::manifest::parse(Path::new("t.toml"), &text).unwrap();
+            let cases = plan::expand(&m).unwrap();
+            for count in 1..=cases.len() as u32 {
+                let sizes: Vec<usize> = (1..=count)
+                    .map(|index| {
+                        let shard = ShardRecord {
+                            index,
+                            count,
+                            split: ShardSplit::Balanced,
+                        };
+                        select(&m, cases.clone(), Some(shard)).len()
+                    })
+                    .collect();
+                let (least, most) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+                assert!(
+                    most - least <= 1,
+                    "n = [{grid}] in {count} shards: {sizes:?}"
+                );
+            }
+        }
+        let text =
+            "[study]\nname = \"s\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\nn = [12, 21]\n\
+                    [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n";
+        let m = crate::manifest::parse(Path::new("t.toml"), text).unwrap();
+        let cases = plan::expand(&m).unwrap();
+        let legacy = |index| ShardRecord {
+            index,
+            count: 2,
+            split: ShardSplit::Fnv1a,
+        };
+        let sizes = [1, 2].map(|k| select(&m, cases.clone(), Some(legacy(k))).len());
+        assert!(sizes.contains(&0), "the legacy split: {sizes:?}");
+    }
+
     #[test]
     fn shard_arguments_are_checked() {
-        assert_eq!(parse_shard("2/4"), Ok(ShardRecord { index: 2, count: 4 }));
-        assert_eq!(parse_shard("1/1"), Ok(ShardRecord { index: 1, count: 1 }));
+        let shard = |index, count| ShardRecord {
+            index,
+            count,
+            split: ShardSplit::Balanced,
+        };
+        assert_eq!(parse_shard("2/4"), Ok(shard(2, 4)));
+        assert_eq!(parse_shard("1/1"), Ok(shard(1, 1)));
         assert!(parse_shard("0/4").unwrap_err().contains("numbered from 1"));
         assert!(parse_shard("5/4").unwrap_err().contains("does not exist"));
         assert!(parse_shard("1/0").unwrap_err().contains("at least 1"));

@@ -121,6 +121,10 @@ pub struct History {
     pub min_effect: f64,
     pub p_value: f64,
     pub cases: Vec<CaseHistory>,
+    /// Files given that hold a run already in `runs` (a copy), each with the one it copies:
+    /// counted once, or one slow run copied twice would confirm a regression.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<(String, String)>,
 }
 
 impl History {
@@ -173,11 +177,49 @@ pub fn judge(
     for i in order {
         sorted.extend(taken[i].take());
     }
+    let copies = drop_copies(&mut sorted)?;
     if let Some(last) = last {
         let skip = sorted.len().saturating_sub(last);
         sorted.drain(..skip);
     }
-    Ok(judge_in_order(&sorted, settings))
+    let mut history = judge_in_order(&sorted, settings);
+    history.copies = copies;
+    Ok(history)
+}
+
+/// A run is its start and its machine: two files that share them are one run. Identical cases
+/// make the second a copy, dropped (returned with the file it copies); other cases (a file and
+/// its resumed or edited self) are refused, since either could be the run. `runs` is in start
+/// order.
+fn drop_copies(runs: &mut Vec<(PathBuf, ResultsDoc)>) -> Result<Vec<(String, String)>> {
+    let mut copies = Vec::new();
+    let mut kept: Vec<(PathBuf, ResultsDoc)> = Vec::with_capacity(runs.len());
+    for (path, doc) in runs.drain(..) {
+        let same_run = kept.iter().find(|(_, k)| {
+            k.started_at == doc.started_at && k.environment.host == doc.environment.host
+        });
+        match same_run {
+            None => kept.push((path, doc)),
+            Some((first, k)) if same_cases(k, &doc) => {
+                copies.push((path.display().to_string(), first.display().to_string()))
+            }
+            Some((first, _)) => bail!(
+                "{} and {} hold one run (started {} on {}) with different cases: one is an \
+                 edited or partial copy of the other; give the history one of them",
+                first.display(),
+                path.display(),
+                doc.started_at,
+                doc.environment.host
+            ),
+        }
+    }
+    *runs = kept;
+    Ok(copies)
+}
+
+fn same_cases(a: &ResultsDoc, b: &ResultsDoc) -> bool {
+    a.cases.len() == b.cases.len()
+        && serde_json::to_value(&a.cases).ok() == serde_json::to_value(&b.cases).ok()
 }
 
 /// Judges runs already in order.
@@ -228,6 +270,7 @@ fn judge_in_order(runs: &[(PathBuf, ResultsDoc)], settings: &HistorySettings) ->
         min_effect: settings.min_effect,
         p_value: settings.p_value,
         cases,
+        copies: Vec::new(),
     }
 }
 

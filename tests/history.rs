@@ -250,3 +250,50 @@ fn a_history_of_two_studies_or_an_empty_folder_is_refused() {
     let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
     assert!(err.contains("`yesterday` is not an RFC 3339 time"), "{err}");
 }
+
+/// A copied file is the same run (its start and host): counted once, said on stderr, so one
+/// slow run copied three times is a suspected regression, not a confirmed one. The same run
+/// with other cases (an edited copy) is refused.
+#[test]
+fn copies_of_one_run_count_once_and_an_edited_copy_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = history(dir.path());
+    // In start order: runs 1 to 10 steady, then run 11, 20% slower, and three copies of it.
+    let mut given: Vec<PathBuf> = files[..11].to_vec();
+    for n in 0..3 {
+        let copy = dir.path().join(format!("copy-{n}.json"));
+        std::fs::copy(&files[10], &copy).unwrap();
+        given.push(copy);
+    }
+    let out = kbench()
+        .arg("history")
+        .args(&given)
+        .arg("--json")
+        .assert()
+        .code(0);
+    let doc: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 11);
+    assert_eq!(doc["copies"].as_array().unwrap().len(), 3);
+    for case in doc["cases"].as_array().unwrap() {
+        assert_eq!(case["verdict"], "suspected_regression", "{case}");
+    }
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert_eq!(err.matches("(a copy): counted once").count(), 3, "{err}");
+
+    let mut edited: Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[10]).unwrap()).unwrap();
+    edited["cases"][0]["summary"]["median_s"] = json!(1.0);
+    let edited_path = dir.path().join("edited.json");
+    std::fs::write(&edited_path, serde_json::to_string(&edited).unwrap()).unwrap();
+    let out = kbench()
+        .arg("history")
+        .args(&files[..11])
+        .arg(&edited_path)
+        .assert()
+        .code(2);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("hold one run") && err.contains("different cases"),
+        "{err}"
+    );
+}

@@ -58,6 +58,9 @@ pub fn history(args: HistoryArgs) -> Exit {
         Ok(h) => h,
         Err(e) => return bad_input(e),
     };
+    for (copy, original) in &judged.copies {
+        crate::errln!("note: {copy} holds the run {original} holds (a copy): counted once");
+    }
     if let Some(page) = &args.html {
         let written = history_html::render(&judged).and_then(|html| {
             std::fs::write(page, html).with_context(|| format!("cannot write {}", page.display()))

@@ -51,8 +51,10 @@ const REDUCE_ON_MOCK: &str = "[study]\nname = \"overflow\"\nalgorithm = \"reduce
 
 #[test]
 fn an_infinite_time_on_the_mock_is_recorded_and_reported_as_inf() {
-    // 1.7e308 s a run, spread by +-50%: a sample above the model overflows to infinity.
-    let mock = "[device]\nname = \"H100 (test)\"\n[timing]\nlaunch_s = 1.7e308\njitter = 0.5\n";
+    // 1.7e308 s a run (an hour, scaled by a scripted event: the model's own times are
+    // bounded), spread by +-50%: a sample above the model overflows to infinity.
+    let mock = "[device]\nname = \"H100 (test)\"\n[timing]\nlaunch_s = 3600.0\njitter = 0.5\n\
+        [[event]]\ntime_factor = 4.7e304\n";
     let (doc, stdout, dir) = run(REDUCE_ON_MOCK, Some(mock), 1);
     let case = &doc["cases"][0];
     assert_eq!(case["status"], "error", "{case}");
@@ -89,7 +91,8 @@ fn an_infinite_time_on_the_mock_is_recorded_and_reported_as_inf() {
 /// NaN, recorded as such, and the case is an error rather than a pass.
 #[test]
 fn finite_samples_whose_statistics_overflow_fail_the_case() {
-    let mock = "[device]\nname = \"H100 (test)\"\n[timing]\nlaunch_s = 1e308\n";
+    let mock = "[device]\nname = \"H100 (test)\"\n[timing]\nlaunch_s = 3600.0\n\
+        [[event]]\ntime_factor = 2.8e304\n";
     let (doc, _, _dir) = run(REDUCE_ON_MOCK, Some(mock), 1);
     let case = &doc["cases"][0];
     assert_eq!(case["status"], "error", "{case}");
@@ -117,4 +120,33 @@ fn a_nan_answer_of_a_cpu_case_is_recorded_and_reported_as_nan() {
     assert!(accuracy["nan_elements"].as_u64().unwrap() > 0, "{accuracy}");
     assert!(case["summary"]["median_s"].as_f64().is_some());
     assert!(stdout.contains("FAIL NaN"), "{stdout}");
+}
+
+/// The mock's own model is a device's: a time a run of more than an hour (`launch_s = 1e308`
+/// failed every case with a 309-digit mean) or a rate past 1e15 is refused at its line; an
+/// event's `time_factor` is what scripts an absurd time.
+#[test]
+fn a_mock_time_past_an_hour_is_refused_at_its_line() {
+    for (mock, key) in [
+        (
+            "[timing]\nseed = 1\nlaunch_s = 1e308\n",
+            "`launch_s` is 1e308",
+        ),
+        (
+            "[device]\ncopy_gbytes_per_s = 1e300\n",
+            "`copy_gbytes_per_s` is 1e300",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("study.toml"), REDUCE_ON_MOCK).unwrap();
+        std::fs::write(dir.path().join("mock.toml"), mock).unwrap();
+        let out = kbench_in(dir.path())
+            .env("KBENCH_MOCK_GPU", "mock.toml")
+            .args(["run", "study.toml", "--out-dir", "out"])
+            .assert()
+            .code(2);
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(err.contains(key) && err.contains("at most"), "{err}");
+        assert!(err.contains("mock.toml:"), "{err}");
+    }
 }

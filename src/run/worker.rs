@@ -108,7 +108,8 @@ const STDERR_LINE_CHARS_KEPT: usize = 500;
 /// The parent's handle on a running worker.
 pub struct Worker {
     child: Child,
-    stdin: Option<ChildStdin>,
+    /// Lines for the worker's stdin, written by a thread of its own (`stdin_writer`).
+    stdin: Option<mpsc::Sender<Vec<u8>>>,
     /// Each line the worker writes on stdout, parsed; the channel closes when stdout does.
     messages: Receiver<Result<WorkerMessage, String>>,
     /// The last lines of the worker's stderr since its current case began.
@@ -197,7 +198,7 @@ impl Worker {
         });
 
         let mut worker = Worker {
-            stdin: child.stdin.take(),
+            stdin: child.stdin.take().map(stdin_writer),
             child,
             messages,
             stderr_tail,
@@ -287,11 +288,13 @@ impl Worker {
     fn send<T: Serialize>(&mut self, value: &T) -> io::Result<()> {
         let stdin = self
             .stdin
-            .as_mut()
+            .as_ref()
             .ok_or_else(|| io::Error::other("its stdin is closed"))?;
-        serde_json::to_writer(&mut *stdin, value)?;
-        stdin.write_all(b"\n")?;
-        stdin.flush()
+        let mut line = serde_json::to_vec(value)?;
+        line.push(b'\n');
+        stdin
+            .send(line)
+            .map_err(|_| io::Error::other("its stdin is closed"))
     }
 
     /// Closes the worker's stdin, which ends it, and waits for it (killing it after a while):
@@ -345,6 +348,22 @@ impl Worker {
         self.kill();
         None
     }
+}
+
+/// Writes each line sent to the worker's stdin, on a thread of its own, and closes it once the
+/// sender is dropped: a worker, or the program it runs under (the sanitizer), that reads nothing
+/// fills the pipe, and a write to a full pipe waits for ever; kbench's deadlines must still
+/// tick. A write fails once the worker is killed, which ends the thread.
+fn stdin_writer(mut stdin: ChildStdin) -> mpsc::Sender<Vec<u8>> {
+    let (sender, lines) = mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        for line in lines {
+            if stdin.write_all(&line).and_then(|()| stdin.flush()).is_err() {
+                break;
+            }
+        }
+    });
+    sender
 }
 
 impl Drop for Worker {
@@ -618,6 +637,42 @@ mod tests {
         let sent = serde_json::to_string(&message).unwrap();
         let received: WorkerMessage = serde_json::from_str(&sent).unwrap();
         assert_eq!(serde_json::to_string(&received).unwrap(), sent);
+    }
+
+    /// A program that starts no worker and reads nothing (a sanitizer that hangs before it
+    /// runs the worker), sent a study bigger than a pipe holds: the case still gives up at its
+    /// setup limit (writing the study into the full pipe waited for ever).
+    #[test]
+    fn a_worker_that_reads_nothing_is_given_up_at_the_setup_limit() {
+        let text = "[study]\nname = \"t\"\nalgorithm = \"reduce\"\nseed = 1\n[grid]\nn = [3]\n\
+                    [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n";
+        let manifest = crate::manifest::parse(Path::new("t.toml"), text).unwrap();
+        let case = crate::plan::expand(&manifest).unwrap().remove(0);
+        let job = StudyJob {
+            study: case::WorkerStudy::of(&manifest),
+            settings: manifest.measure.clone(),
+            save_outputs: None,
+            results_path: PathBuf::from("unused.json"),
+            kernels_dir: None,
+            // Four pipes' worth.
+            fault: Some("x".repeat(256 << 10)),
+            mock_gpu: None,
+            shared_compiles: None,
+        };
+        let (done, outcome) = mpsc::channel();
+        std::thread::spawn(move || {
+            let wrapper = ["sh", "-c", "sleep 60", "sh"].map(std::ffi::OsString::from);
+            let outcome = Worker::spawn_wrapped(&wrapper, Path::new("kbench"), &job, None)
+                .map(|mut worker| {
+                    worker.run_case(&case, 1.0, 0.5, &std::sync::atomic::AtomicBool::new(false))
+                });
+            let _ = done.send(outcome.map(|o| matches!(o, WorkerOutcome::SetupHung(_))));
+        });
+        let given_up = outcome.recv_timeout(Duration::from_secs(30));
+        assert!(
+            matches!(given_up, Ok(Ok(true))),
+            "not given up at the setup limit: {given_up:?}"
+        );
     }
 
     #[test]

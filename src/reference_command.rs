@@ -247,21 +247,73 @@ pub fn check(
     }
 }
 
-/// Where a command's files go: `/dev/shm` (memory) where it has room for twice `bytes`, else the
-/// temporary folder. Gigabytes of `.npy` written to a disk and read back cost seconds of
-/// writeback a case (SAXPY's 2^28-element inputs and answer: 4 GiB).
+/// The folders a run's commands exchange their files in: made by the run's own process and
+/// removed with it, so that a worker killed in the middle of a command (a case's time limit,
+/// Ctrl-C) leaves no inputs behind in the system's folders.
+#[derive(Debug)]
+pub struct ExchangeFolders {
+    memory: Option<tempfile::TempDir>,
+    disk: tempfile::TempDir,
+}
+
+/// Where the folders of `ExchangeFolders` are, as the workers are told.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ExchangeRoots {
+    /// In `/dev/shm`, where there is one.
+    pub memory: Option<PathBuf>,
+    pub disk: PathBuf,
+}
+
+impl ExchangeFolders {
+    /// None where no temporary folder can be made: the commands then use the system's.
+    pub fn create() -> Option<ExchangeFolders> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("kbench-exchange-");
+        let disk = builder.tempdir().ok()?;
+        let memory = (Path::new(SHM).is_dir())
+            .then(|| builder.tempdir_in(SHM).ok())
+            .flatten();
+        Some(ExchangeFolders { memory, disk })
+    }
+
+    pub fn roots(&self) -> ExchangeRoots {
+        ExchangeRoots {
+            memory: self.memory.as_ref().map(|d| d.path().to_path_buf()),
+            disk: self.disk.path().to_path_buf(),
+        }
+    }
+}
+
+const SHM: &str = "/dev/shm";
+
+static EXCHANGE_ROOTS: std::sync::OnceLock<ExchangeRoots> = std::sync::OnceLock::new();
+
+/// This process's commands exchange their files under `roots` (a worker, told by its run).
+pub fn exchange_in(roots: ExchangeRoots) {
+    let _ = EXCHANGE_ROOTS.set(roots);
+}
+
+/// Where a command's files go: memory (`/dev/shm`) where it has room for twice `bytes`, else
+/// disk; under the run's folders where it made them. Gigabytes of `.npy` written to a disk and
+/// read back cost seconds of writeback a case (SAXPY's 2^28-element inputs and answer: 4 GiB).
 fn exchange_parent(bytes: u64) -> PathBuf {
-    let shm = Path::new("/dev/shm");
-    let free_bytes = || {
-        let path = std::ffi::CString::new("/dev/shm").ok()?;
+    let (memory, disk) = match EXCHANGE_ROOTS.get() {
+        Some(roots) => (roots.memory.clone(), roots.disk.clone()),
+        None => (
+            Some(PathBuf::from(SHM)).filter(|shm| shm.is_dir()),
+            std::env::temp_dir(),
+        ),
+    };
+    let free_bytes = |path: &Path| {
+        let path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
         // SAFETY: statvfs writes into the zeroed struct it is given; the path is NUL-terminated.
         let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
         let ok = unsafe { libc::statvfs(path.as_ptr(), &mut stats) } == 0;
         ok.then(|| stats.f_bavail as u64 * stats.f_frsize as u64)
     };
-    match free_bytes() {
-        Some(free) if shm.is_dir() && free / 2 >= bytes => shm.to_path_buf(),
-        _ => std::env::temp_dir(),
+    match memory {
+        Some(memory) if free_bytes(&memory).is_some_and(|free| free / 2 >= bytes) => memory,
+        _ => disk,
     }
 }
 
@@ -305,7 +357,8 @@ fn run_to_completion(
     let stderr_path = folder.join("stderr.txt");
     let stdout = fs::File::create(folder.join("stdout.txt")).map_err(io)?;
     let stderr = fs::File::create(&stderr_path).map_err(io)?;
-    let mut child = Command::new(&command.argv[0])
+    let mut program = Command::new(&command.argv[0]);
+    program
         .args(&command.argv[1..])
         .current_dir(&command.working_dir)
         .envs(folders.iter().map(|(k, v)| (k, v)))
@@ -315,13 +368,24 @@ fn run_to_completion(
         .stderr(stderr)
         // Its own process group, so that a time-out stops what it started too (a shell's
         // children, a Python's subprocesses).
-        .process_group(0)
-        .spawn()
-        .map_err(|e| ReferenceError::Spawn {
-            what: command.what,
-            command: shown.clone(),
-            reason: format!("{e} (run in {})", command.working_dir.display()),
-        })?;
+        .process_group(0);
+    // Killed with the worker (a case's time limit, Ctrl-C): the death signal comes when the
+    // thread that started it ends, and this one waits for it below.
+    // SAFETY: the closure runs in the forked child before exec and calls only prctl
+    // (async-signal-safe); it allocates nothing.
+    unsafe {
+        program.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = program.spawn().map_err(|e| ReferenceError::Spawn {
+        what: command.what,
+        command: shown.clone(),
+        reason: format!("{e} (run in {})", command.working_dir.display()),
+    })?;
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {

@@ -975,3 +975,59 @@ fn a_tunes_fresh_workers_share_the_reference_commands_answer() {
     let log = std::fs::read_to_string(dir.path().join("params.log")).unwrap();
     assert_eq!(log, "{\"n\":1000}\n{\"n\":5000}\n");
 }
+
+/// Ctrl-C while a reference command runs: the run stops, the command (killed with its worker)
+/// is gone, and the folder of the case's inputs it was given is removed with the run's (18 of
+/// 25 interrupt trials left both behind).
+#[test]
+fn an_interrupted_run_leaves_no_reference_command_or_its_inputs_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_study(
+        dir.path(),
+        "echo \"$$ $KBENCH_INPUTS\" > ref.pid.part && mv ref.pid.part ref.pid\nexec sleep 60\n",
+    );
+    std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
+    let mut child = std::process::Command::new(crate::common::kbench_exe())
+        .current_dir(dir.path())
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .args(["run", "copy.toml", "--out-dir", "out"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = dir.path().join("ref.pid");
+    let started = std::time::Instant::now();
+    while !pid_file.exists() {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the reference command never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let said = std::fs::read_to_string(&pid_file).unwrap();
+    let (pid, inputs) = said.trim().split_once(' ').unwrap();
+    let inputs = PathBuf::from(inputs);
+    assert!(inputs.is_dir(), "{}", inputs.display());
+    // SAFETY: a signal to the kbench this test started.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    // A zombie (state Z) is dead, waiting only to be reaped.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        })
+    };
+    let ended = std::time::Instant::now();
+    while alive() && ended.elapsed().as_secs() < 5 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        !alive(),
+        "the reference command (pid {pid}) outlived the run"
+    );
+    let folder = inputs.parent().unwrap();
+    assert!(!folder.exists(), "{} was left behind", folder.display());
+}

@@ -58,6 +58,9 @@ pub struct RunOptions {
     /// all its workers (a tune's re-measurements); removed with the last copy of the options.
     /// None: a study keeps them for a case's processes alone (`[measure] processes`).
     pub shared_references: Option<Arc<tempfile::TempDir>>,
+    /// The folders the workers' reference and check commands exchange their files in; removed
+    /// with the last copy of the options, whatever became of the workers. None: the system's.
+    pub exchange: Option<Arc<crate::reference_command::ExchangeFolders>>,
 }
 
 impl RunOptions {
@@ -82,6 +85,7 @@ impl RunOptions {
             .ok()
             .map(Arc::new),
             shared_references: None,
+            exchange: crate::reference_command::ExchangeFolders::create().map(Arc::new),
         }
     }
 
@@ -173,6 +177,7 @@ pub fn run_study(
         fault: options.worker_fault.clone(),
         mock_gpu: options.mock_gpu.clone(),
         shared_compiles: (options.shared_compiles.as_ref()).map(|dir| dir.path().to_path_buf()),
+        exchange: options.exchange.as_ref().map(|folders| folders.roots()),
     };
     let runners: Vec<_> = (options.lanes.iter())
         .map(|lane| lane_runner(options, &job, &settings, lane))

@@ -52,6 +52,9 @@ pub struct StudyJob {
     /// `nvrtc::share_compiles_in`, `peaks::share_peaks_in`).
     #[serde(default)]
     pub shared_compiles: Option<PathBuf>,
+    /// Where its commands exchange their files (`reference_command::exchange_in`).
+    #[serde(default)]
+    pub exchange: Option<crate::reference_command::ExchangeRoots>,
 }
 
 /// A finished case, with what the worker learned about the GPU on the way.
@@ -459,6 +462,9 @@ pub fn worker_main() -> Result<()> {
         crate::device::nvrtc::share_compiles_in(dir.clone());
         crate::device::peaks::share_peaks_in(dir.clone());
     }
+    if let Some(roots) = &job.exchange {
+        crate::reference_command::exchange_in(roots.clone());
+    }
     let mut gpu = GpuState::new(
         KernelSource {
             dir: job.kernels_dir.clone(),
@@ -658,14 +664,16 @@ mod tests {
             fault: Some("x".repeat(256 << 10)),
             mock_gpu: None,
             shared_compiles: None,
+            exchange: None,
         };
         let (done, outcome) = mpsc::channel();
         std::thread::spawn(move || {
             let wrapper = ["sh", "-c", "sleep 60", "sh"].map(std::ffi::OsString::from);
-            let outcome = Worker::spawn_wrapped(&wrapper, Path::new("kbench"), &job, None)
-                .map(|mut worker| {
+            let outcome = Worker::spawn_wrapped(&wrapper, Path::new("kbench"), &job, None).map(
+                |mut worker| {
                     worker.run_case(&case, 1.0, 0.5, &std::sync::atomic::AtomicBool::new(false))
-                });
+                },
+            );
             let _ = done.send(outcome.map(|o| matches!(o, WorkerOutcome::SetupHung(_))));
         });
         let given_up = outcome.recv_timeout(Duration::from_secs(30));

@@ -10,7 +10,8 @@
 //! `stats`) -> `results` (the results file) -> `compare` (the regression gate) and `claims` (a
 //! report's conclusions, judged) -> `report` (tables, markdown, CSV, plots).
 //!
-//! Below the stages: `vocab` (shared types), `record` (the results file's types), `numerics`,
+//! Below the stages: `vocab` (shared types), `figure` (a number that need not be finite, as
+//! JSON holds it), `record` (the results file's types), `numerics`,
 //! `device` (kbench's safe layer over CUDA, and the GPU timer), `algos` (the algorithms and the
 //! seam they plug into), `grid` (axis values and where-filters), `env`, `json_schema` (the
 //! JSON Schemas of the manifest and results formats), `reference_command` (a user's program
@@ -29,6 +30,7 @@ pub mod draws;
 pub mod env;
 pub mod exit;
 pub mod expr;
+pub mod figure;
 pub mod grid;
 pub mod history;
 pub mod input_file;

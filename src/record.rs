@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-mod figure;
+pub use crate::figure;
 pub mod step_latency;
 pub use figure::Figure;
 

@@ -700,10 +700,16 @@ fn write_npy_bytes(
     Ok(())
 }
 
-/// An output element passes when `|got - expected| <= abs + rel * |expected|`.
+/// An output element passes when `|got - expected| <= abs + rel * |expected|`. Either may be
+/// infinite (an algorithm's tolerance scaled by an answer that overflowed): written as figures,
+/// so the worker's message still reads back.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tolerance {
+    #[serde(with = "crate::figure::one")]
+    #[schemars(with = "crate::figure::Figure")]
     pub rel: f64,
+    #[serde(with = "crate::figure::one")]
+    #[schemars(with = "crate::figure::Figure")]
     pub abs: f64,
 }
 

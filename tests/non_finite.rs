@@ -150,3 +150,42 @@ fn a_mock_time_past_an_hour_is_refused_at_its_line() {
         assert!(err.contains("mock.toml:"), "{err}");
     }
 }
+
+/// SYMGS over a matrix whose diagonal underflows (a subnormal in f64, below float32's range):
+/// the answer and its tolerance are infinite, which the worker's message must still carry
+/// (its `null` broke the protocol: "kbench bug: the worker process wrote something that is not
+/// a message"). Each case is recorded, with the reason it failed.
+#[test]
+fn a_diagonal_that_underflows_fails_its_cases_and_breaks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("sub.mtx"),
+        "%%MatrixMarket matrix coordinate real general\n3 3 5\n1 1 1e-40\n2 2 1.0\n3 3 1e-320\n1 2 0.5\n2 1 0.5\n",
+    )
+    .unwrap();
+    let study = "[study]\nname = \"sym\"\nalgorithm = \"symgs\"\nseed = 2\n\
+        [grid]\nmatrix = [\"sub.mtx\"]\ndtype = [\"f32\", \"f64\"]\n\
+        [[variant]]\nname = \"seq\"\nbackend = \"cpu\"\nimpl = \"sequential\"\n\
+        [measure]\nwarmup = 0\nmin_samples = 2\nmax_samples = 2\n";
+    std::fs::write(dir.path().join("study.toml"), study).unwrap();
+    let out = kbench_in(dir.path())
+        .args(["run", "study.toml", "--out-dir", "out"])
+        .assert()
+        .code(1);
+    let printed = String::from_utf8_lossy(&out.get_output().stdout).into_owned()
+        + &String::from_utf8_lossy(&out.get_output().stderr);
+    assert!(!printed.contains("kbench bug"), "{printed}");
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(results_file_in(&dir.path().join("out/sym"))).unwrap(),
+    )
+    .unwrap();
+    let cases = doc["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    for case in cases {
+        assert_eq!(case["status"], "accuracy_failed", "{case}");
+        assert_eq!(
+            case["outputs"][0]["accuracy"]["tolerance"]["abs"], "inf",
+            "{case}"
+        );
+    }
+}

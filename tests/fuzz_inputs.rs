@@ -1,6 +1,7 @@
 //! A grammar-aware fuzzer over the inputs besides the manifest's core (tests/fuzz_manifest.rs
 //! has that): Matrix Market files and generator names, declared tables and claims, mock device
-//! files and results files. Each surface has a structured generator (the format's own pieces:
+//! files, results files (read, reported, compared, judged by `history`, resumed), custom
+//! studies and their expressions, `.npy` headers and tune journals. Each surface has a structured generator (the format's own pieces:
 //! banners, size lines, entries; table and claim keys; mock sections; a results file's JSON
 //! nodes) that writes hostile values into valid seeds, plus byte mutations of the seeds.
 //!
@@ -13,7 +14,7 @@
 //!
 //! Each surface runs for KBENCH_FUZZ_SECS (or KBENCH_FUZZ_SECONDS; default 3):
 //! `KBENCH_FUZZ_SECS=600 cargo test --test it fuzz_inputs:: -- --nocapture --test-threads 4` for ten
-//! minutes (the four surfaces at once), which prints the inputs tried, accepted, refused, and
+//! minutes (the surfaces at once), which prints the inputs tried, accepted, refused, and
 //! the panics, crashes and hangs.
 
 use crate::common;
@@ -118,6 +119,15 @@ impl Tally {
             .stderr(Stdio::piped())
             .spawn()
             .expect("kbench starts");
+        // Read as it comes: an error quoting a long input fills a pipe left unread, and the
+        // binary would wait on it for ever.
+        let mut pipe = child.stderr.take().expect("stderr is piped");
+        let stderr = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        });
         let started = Instant::now();
         let status = loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -130,11 +140,7 @@ impl Tally {
             }
             std::thread::sleep(Duration::from_millis(5));
         };
-        let mut stderr = String::new();
-        if let Some(mut pipe) = child.stderr.take() {
-            use std::io::Read;
-            let _ = pipe.read_to_string(&mut stderr);
-        }
+        let stderr = stderr.join().unwrap_or_default();
         let what = match status {
             None => {
                 self.hangs += 1;
@@ -925,8 +931,281 @@ fn fuzz_results_files() {
             let mut cmd = kbench();
             cmd.arg("compare").arg(&good).arg(&path);
             tally.binary(&text, cmd);
+            let mut cmd = kbench();
+            cmd.arg("history").arg(&good).arg(&path);
+            tally.binary(&text, cmd);
+            // A resume of an edited file runs at most its missing cases, on the mock.
+            let mut cmd = kbench();
+            cmd.env("KBENCH_MOCK_GPU", dir.path().join("mock.toml"))
+                .args(["run", "--resume"])
+                .arg(&path);
+            tally.binary(&text, cmd);
         }
         let _ = std::fs::remove_file(&path);
     }
     tally.finish("results-files", seconds);
+}
+
+// ---- Custom manifests and their expressions ----
+
+/// Expressions from the grammar's hostile corners: deep nesting, long chains, overflowing and
+/// dividing arithmetic, unknown names, control characters.
+fn hostile_expression(rng: &mut ChaCha8Rng) -> String {
+    match rng.random_range(0..8) {
+        0 => {
+            let depth = rng.random_range(100..20_000);
+            format!("{}n{}", "(".repeat(depth), ")".repeat(depth))
+        }
+        1 => vec!["n"; rng.random_range(100..40_000)].join(" + "),
+        2 => "9223372036854775807 * 9223372036854775807".into(),
+        3 => "n / 0 + n % 0".into(),
+        4 => "ceil_div(n, 0)".into(),
+        5 => "min(n) + max() + sizeof(nothing)".into(),
+        6 => "n \u{1b}[2J".into(),
+        _ => pick(rng, NUMBERS).to_string(),
+    }
+}
+
+/// The shipped custom studies (examples/*/*.toml), each copied with its folder so its sources,
+/// `.npy` files and scripts resolve, then mutated: bytes, and expressions from the grammar in
+/// place of a quoted value. Each must be checked and planned, or refused with an error.
+#[test]
+fn fuzz_custom_manifests_and_expressions() {
+    let seconds = fuzz_seconds();
+    let mut rng = rng_for(5);
+    let work = tempfile::tempdir().unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let mut seeds: Vec<(PathBuf, String)> = Vec::new();
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let folder = entry.unwrap().path();
+        let copy = work.path().join(folder.file_name().unwrap());
+        std::fs::create_dir(&copy).unwrap();
+        for file in std::fs::read_dir(&folder).unwrap() {
+            let file = file.unwrap().path();
+            std::fs::copy(&file, copy.join(file.file_name().unwrap())).unwrap();
+            if file.extension().is_some_and(|e| e == "toml") {
+                let text = std::fs::read_to_string(&file).unwrap();
+                if text.contains("algorithm = \"custom\"") {
+                    seeds.push((copy.join(file.file_name().unwrap()), text));
+                }
+            }
+        }
+    }
+    assert!(seeds.len() >= 5, "{} custom examples", seeds.len());
+    let mut tally = Tally::default();
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < deadline {
+        let (path, seed) = &seeds[rng.random_range(0..seeds.len())];
+        let text = if rng.random_range(0..2) == 0 {
+            mutate_bytes(
+                seed,
+                &[
+                    "\"", "=", "[", "]", "{", "}", "n", "-1", "1e308", "nan", "(", ")", "*",
+                ],
+                &mut rng,
+            )
+        } else {
+            // A quoted value replaced by an expression (lengths, grids, bytes, args, defines).
+            let quotes: Vec<usize> = seed.match_indices("= \"").map(|(i, _)| i + 3).collect();
+            let start = quotes[rng.random_range(0..quotes.len())];
+            let end = start + seed[start..].find('"').unwrap_or(0);
+            format!(
+                "{}{}{}",
+                &seed[..start],
+                hostile_expression(&mut rng),
+                &seed[end..]
+            )
+        };
+        let (read_path, read_text) = (path.clone(), text.clone());
+        tally.library(&text, move || {
+            let manifest =
+                kbench::manifest::parse(&read_path, &read_text).map_err(|e| e.to_string())?;
+            kbench::plan::expand(&manifest)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        });
+        if tally.tried % CLI_EVERY == 0 {
+            let mutated = path.with_file_name("fuzzed.toml");
+            std::fs::write(&mutated, &text).unwrap();
+            let mut cmd = kbench();
+            cmd.arg("check").arg(&mutated);
+            tally.binary(&text, cmd);
+        }
+    }
+    tally.finish("custom-manifests", seconds);
+}
+
+// ---- .npy headers ----
+
+/// A `.npy` file of `count` values of NumPy type `descr` (version 1.0 header, padded to 64).
+fn npy_file(descr: &str, count: usize, element_bytes: usize) -> Vec<u8> {
+    let mut header =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({count},), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    bytes.extend((0..count * element_bytes).map(|i| (i % 7) as u8));
+    bytes
+}
+
+/// `.npy` files of every type kbench reads, their headers mutated (descr, shape, order, the
+/// header length, bytes): each is read as the buffer type it claims, or refused with an error.
+#[test]
+fn fuzz_npy_headers() {
+    let seconds = fuzz_seconds();
+    let mut rng = rng_for(6);
+    let dir = tempfile::tempdir().unwrap();
+    let types: &[(&str, usize)] = &[
+        ("<f4", 4),
+        ("<f8", 8),
+        ("<i4", 4),
+        ("<u1", 1),
+        ("<f2", 2),
+        ("<u2", 2),
+        ("|i1", 1),
+        ("<i8", 8),
+    ];
+    let shapes = [
+        "(7,)",
+        "(0,)",
+        "()",
+        "(3, 5)",
+        "(18446744073709551615, 2)",
+        "(-1,)",
+        "(4294967296, 4294967296)",
+        "(1,",
+        "('a',)",
+    ];
+    let mut tally = Tally::default();
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < deadline {
+        let (descr, size) = types[rng.random_range(0..types.len())];
+        let mut bytes = npy_file(descr, 7, size);
+        match rng.random_range(0..5) {
+            0 => {
+                let text = String::from_utf8_lossy(&bytes).replace("(7,)", pick(&mut rng, &shapes));
+                bytes = text.into_bytes();
+            }
+            1 => {
+                let other = pick(
+                    &mut rng,
+                    &["<c16", ">f4", "O", "<U3", "", "<f16", "|b1", "<M8"],
+                );
+                let text = String::from_utf8_lossy(&bytes).replace(descr, other);
+                bytes = text.into_bytes();
+            }
+            2 => {
+                let k = rng.random_range(8..10);
+                bytes[k] = rng.random();
+            }
+            3 => bytes.truncate(rng.random_range(0..bytes.len())),
+            _ => {
+                let k = rng.random_range(10..bytes.len().min(80));
+                bytes[k] = rng.random();
+            }
+        }
+        let path = dir.path().join(format!("f{}.npy", tally.tried));
+        std::fs::write(&path, &bytes).unwrap();
+        let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(128)]).into_owned();
+        let read = path.clone();
+        tally.library(&shown, move || {
+            let (descr, _) = kbench::npy::header(&read)?;
+            for dtype in kbench::vocab::DType::ALL {
+                if kbench::npy::holds(&descr, dtype, &read).is_ok() {
+                    kbench::npy::read_as(&read, dtype, 1 << 20)?;
+                }
+            }
+            kbench::npy::read_f64(&read, 1 << 20).map(|_| ())
+        });
+        let _ = std::fs::remove_file(&path);
+    }
+    tally.finish("npy-headers", seconds);
+}
+
+// ---- Tune journals ----
+
+/// A tune's journal, its lines mutated (a field replaced, removed or duplicated; a line
+/// repeated, dropped or torn): `Journal::resume` reads it or refuses it, and one in
+/// `CLI_EVERY` is resumed by the binary on the mock, which must end with an answer.
+#[test]
+fn fuzz_tune_journals() {
+    let seconds = fuzz_seconds();
+    let mut rng = rng_for(7);
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/tune/sum.cu");
+    std::fs::copy(kernel, dir.path().join("sum.cu")).unwrap();
+    let study = format!(
+        "[study]\nname = \"fzt\"\nalgorithm = \"custom\"\nseed = 1\n[grid]\nn = [1024]\n\
+         dtype = \"f32\"\nblock = [64, 128, 256]\nitems = [1, 2]\n[tune]\naxes = [\"block\", \"items\"]\n\
+         strategy = \"random\"\nbudget = {{ evaluations = 3 }}\nrounds = 2\n\n{}",
+        common::TUNE_SUM_CUSTOM
+    );
+    std::fs::write(dir.path().join("study.toml"), study).unwrap();
+    std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
+    let tuned = kbench()
+        .current_dir(dir.path())
+        .env("KBENCH_MOCK_GPU", "mock.toml")
+        .args(["tune", "study.toml", "--out-dir", "out", "--warmup", "0"])
+        .args(["--min-samples", "3", "--max-samples", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(tuned.success(), "{tuned}");
+    let tune_dir = std::fs::read_dir(dir.path().join("out/fzt"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    let seed = std::fs::read_to_string(tune_dir.join("journal.jsonl")).unwrap();
+    let lines: Vec<&str> = seed.lines().collect();
+    let mut tally = Tally::default();
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < deadline {
+        let mut mutated: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        let k = rng.random_range(0..mutated.len());
+        match rng.random_range(0..5) {
+            0 => {
+                let copy = mutated[k].clone();
+                mutated.push(copy);
+            }
+            1 => {
+                mutated.remove(k);
+            }
+            2 => {
+                let cut = rng.random_range(0..mutated[k].len());
+                mutated[k].truncate(cut);
+            }
+            _ => {
+                let mut line: Value = serde_json::from_str(&mutated[k]).unwrap();
+                let depth = rng.random_range(1..5);
+                mutate_json(&mut line, &mut rng, depth);
+                mutated[k] = line.to_string();
+            }
+        }
+        let text = mutated.join("\n") + "\n";
+        let folder = dir.path().join(format!("j{}", tally.tried));
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("journal.jsonl"), &text).unwrap();
+        let read = folder.clone();
+        tally.library(&text, move || {
+            kbench::tune::journal::Journal::resume(&read)
+                .map(|_| ())
+                .map_err(|e| format!("{e:#}"))
+        });
+        if tally.tried % CLI_EVERY == 0 {
+            let mut cmd = kbench();
+            cmd.current_dir(dir.path())
+                .env("KBENCH_MOCK_GPU", "mock.toml")
+                .args(["tune", "--resume"])
+                .arg(&folder);
+            tally.binary(&text, cmd);
+        }
+        let _ = std::fs::remove_dir_all(&folder);
+    }
+    tally.finish("tune-journals", seconds);
 }

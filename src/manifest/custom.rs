@@ -2067,8 +2067,12 @@ impl Validator<'_> {
 /// of its names, and so on. The value as the axis holds it (an integer on a float axis is a
 /// float).
 fn axis_value_fits(kind: &AxisKindDecl, value: ParamValue) -> Result<ParamValue, String> {
+    let value = match (kind, value) {
+        (AxisKindDecl::Float { .. }, ParamValue::Int(i)) => ParamValue::Float(i as f64),
+        (_, value) => value,
+    };
     let shown = match &value {
-        ParamValue::Str(s) => format!("{:?}", s),
+        ParamValue::Str(s) => format!("{s:?}"),
         other => other.to_string(),
     };
     let fits = match (kind, &value) {
@@ -2076,16 +2080,9 @@ fn axis_value_fits(kind: &AxisKindDecl, value: ParamValue) -> Result<ParamValue,
         (AxisKindDecl::Block, ParamValue::Int(b)) => {
             (1..=schedule::MAX_BLOCK_THREADS as i64).contains(b)
         }
-        (AxisKindDecl::Int { min, max }, ParamValue::Int(i)) => (min..=max).contains(&i),
-        (AxisKindDecl::Float { min, max }, ParamValue::Int(i)) => {
-            return if (min..=max).contains(&&(*i as f64)) {
-                Ok(ParamValue::Float(*i as f64))
-            } else {
-                Err(format!("{shown} is outside {min} to {max}"))
-            };
-        }
+        (AxisKindDecl::Int { min, max }, ParamValue::Int(i)) => (*min..=*max).contains(i),
         (AxisKindDecl::Float { min, max }, ParamValue::Float(x)) => {
-            x.is_finite() && (min..=max).contains(&x)
+            x.is_finite() && (*min..=*max).contains(x)
         }
         (AxisKindDecl::Choice(names), ParamValue::Str(s)) => names.contains(s),
         (AxisKindDecl::Dtype(types), ParamValue::Str(s)) => {

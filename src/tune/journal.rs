@@ -210,8 +210,8 @@ pub fn checked_spec(journal: &Path, recorded: &TuneSpec, manifest: &TuneSpec) ->
 
 /// Each journaled evaluation where the plan has it: its problem point and configuration exist
 /// and are that case with those values, none is journaled twice, and its figures are ones a
-/// measurement gives (a passed case's finite positive median inside its interval; no median for
-/// any other). An evaluation out of place would be replayed into a strategy's history and the
+/// measurement gives (a passed case's finite positive median, inside its interval where one is
+/// recorded; no median for any other). An evaluation out of place would be replayed into a strategy's history and the
 /// decision as if measured.
 pub fn check_evaluations(
     journal: &Path,
@@ -257,8 +257,10 @@ pub fn check_evaluations(
                     && lo <= m
                     && m <= hi
             }
+            // A journal from before the interval was recorded.
+            (Some(m), None) => passed && m.is_finite() && m > 0.0,
             (None, None) => !passed,
-            _ => false,
+            (None, Some(_)) => false,
         };
         if !sound_median {
             return Err(refuse(format!(

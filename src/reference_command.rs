@@ -154,7 +154,8 @@ pub fn run(
     }
     // Beside the kept outputs where they are kept, so that they are moved there, not copied.
     let mut builder = tempfile::Builder::new();
-    builder.prefix("kbench-reference-");
+    let prefix = folder_prefix("reference");
+    builder.prefix(&prefix);
     let exchanged_bytes = (inputs.iter().map(|(_, d)| d.as_bytes().len() as u64))
         .chain(outputs.iter().map(|o| o.len as u64 * 8))
         .sum();
@@ -207,7 +208,8 @@ pub fn check(
     let exchanged_bytes = (inputs.iter().chain(outputs).chain(references))
         .map(|(_, d)| d.as_bytes().len() as u64)
         .sum();
-    let folder = (tempfile::Builder::new().prefix("kbench-check-"))
+    let prefix = folder_prefix("check");
+    let folder = (tempfile::Builder::new().prefix(&prefix))
         .tempdir_in(exchange_parent(exchanged_bytes))
         .map_err(io)?;
     let sets = [
@@ -285,6 +287,48 @@ impl ExchangeFolders {
 }
 
 const SHM: &str = "/dev/shm";
+
+/// The file in a command's folder that names its process group.
+const PROCESS_GROUP_FILE: &str = "process-group";
+
+/// `kbench-reference-<g>-`: a command's folder names the worker's process group `g` (the one
+/// its run made for it, which a program the worker runs under shares), so that the run can
+/// find the folders of a worker it killed.
+fn folder_prefix(what: &str) -> String {
+    // SAFETY: getpgrp cannot fail.
+    let group = unsafe { libc::getpgrp() };
+    format!("kbench-{what}-{group}-")
+}
+
+/// Stops the commands a killed worker (process group `worker_group`) left running, with all
+/// they started, and removes their folders. A command's own process dies with its worker
+/// (PR_SET_PDEATHSIG); what it started is in the command's process group, which only this
+/// can stop. The group's number was written while the command ran and the worker was killed
+/// moments ago, so it names that group still (a group's number is not reused while any of
+/// its processes lives).
+pub fn reap_commands_of(roots: &ExchangeRoots, worker_group: u32) {
+    let prefixes = ["reference", "check"].map(|what| format!("kbench-{what}-{worker_group}-"));
+    let folders = (roots.memory.iter().chain([&roots.disk]))
+        .filter_map(|root| fs::read_dir(root).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            prefixes.iter().any(|p| name.starts_with(p.as_str()))
+        });
+    for folder in folders {
+        let group = fs::read_to_string(folder.path().join(PROCESS_GROUP_FILE))
+            .ok()
+            .and_then(|text| text.trim().parse::<libc::pid_t>().ok())
+            .filter(|&group| group > 1);
+        if let Some(group) = group {
+            // SAFETY: a plain syscall on the command's own process group.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
+        let _ = fs::remove_dir_all(folder.path());
+    }
+}
 
 static EXCHANGE_ROOTS: std::sync::OnceLock<ExchangeRoots> = std::sync::OnceLock::new();
 
@@ -386,6 +430,9 @@ fn run_to_completion(
         command: shown.clone(),
         reason: format!("{e} (run in {})", command.working_dir.display()),
     })?;
+    // For the run's process to stop what the command started, should this worker be killed
+    // (`reap_commands_of`).
+    let _ = fs::write(folder.join(PROCESS_GROUP_FILE), child.id().to_string());
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {

@@ -976,15 +976,15 @@ fn a_tunes_fresh_workers_share_the_reference_commands_answer() {
     assert_eq!(log, "{\"n\":1000}\n{\"n\":5000}\n");
 }
 
-/// Ctrl-C while a reference command runs: the run stops, the command (killed with its worker)
-/// is gone, and the folder of the case's inputs it was given is removed with the run's (18 of
-/// 25 interrupt trials left both behind).
+/// Ctrl-C while a reference command runs: the run stops, what the command started (here a
+/// shell's child, in the command's own process group) is gone with its worker, and the folder
+/// of the case's inputs it was given is removed (18 of 25 interrupt trials left both behind).
 #[test]
 fn an_interrupted_run_leaves_no_reference_command_or_its_inputs_behind() {
     let dir = tempfile::tempdir().unwrap();
     copy_study(
         dir.path(),
-        "echo \"$$ $KBENCH_INPUTS\" > ref.pid.part && mv ref.pid.part ref.pid\nexec sleep 60\n",
+        "sleep 60 &\necho \"$! $KBENCH_INPUTS\" > ref.pid.part && mv ref.pid.part ref.pid\nwait\n",
     );
     std::fs::write(dir.path().join("mock.toml"), MOCK).unwrap();
     let mut child = std::process::Command::new(crate::common::kbench_exe())
@@ -1026,7 +1026,7 @@ fn an_interrupted_run_leaves_no_reference_command_or_its_inputs_behind() {
     }
     assert!(
         !alive(),
-        "the reference command (pid {pid}) outlived the run"
+        "the reference command's child (pid {pid}) outlived the run"
     );
     let folder = inputs.parent().unwrap();
     assert!(!folder.exists(), "{} was left behind", folder.display());

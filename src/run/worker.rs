@@ -118,6 +118,9 @@ pub struct Worker {
     /// The last lines of the worker's stderr since its current case began.
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     stderr_thread: Option<JoinHandle<()>>,
+    /// Where its reference and check commands keep their files: once it is killed, what its
+    /// commands started is stopped there (`reference_command::reap_commands_of`).
+    exchange: Option<crate::reference_command::ExchangeRoots>,
 }
 
 impl Worker {
@@ -206,6 +209,7 @@ impl Worker {
             messages,
             stderr_tail,
             stderr_thread: Some(stderr_thread),
+            exchange: job.exchange.clone(),
         };
         worker
             .send(job)
@@ -307,7 +311,8 @@ impl Worker {
         self.wait_or_kill(Duration::from_secs(60));
     }
 
-    /// Kills the worker's whole process group, so nothing it started keeps its pipes open.
+    /// Kills the worker's whole process group, so nothing it started keeps its pipes open, and
+    /// the commands it was running, which have groups of their own.
     fn kill(&mut self) {
         #[cfg(unix)]
         if let Ok(pid) = libc::pid_t::try_from(self.child.id()) {
@@ -316,6 +321,9 @@ impl Worker {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(roots) = &self.exchange {
+            crate::reference_command::reap_commands_of(roots, self.child.id());
+        }
     }
 
     /// Waits for the worker to end (killing it if it will not) and says how it ended, with the
@@ -370,10 +378,14 @@ fn stdin_writer(mut stdin: ChildStdin) -> mpsc::Sender<Vec<u8>> {
 }
 
 impl Drop for Worker {
-    /// Closing its stdin tells the worker to exit; one that does not is killed.
+    /// Closing its stdin tells the worker to exit; one that does not is killed. A worker that
+    /// died by itself (a crash) may have left a command's children running too.
     fn drop(&mut self) {
         self.stdin = None;
         self.wait_or_kill(Duration::from_secs(5));
+        if let Some(roots) = &self.exchange {
+            crate::reference_command::reap_commands_of(roots, self.child.id());
+        }
     }
 }
 

@@ -152,18 +152,12 @@ pub fn run(
             .map(|expected| read_output(command, kept, expected))
             .collect();
     }
-    // Beside the kept outputs where they are kept, so that they are moved there, not copied.
-    let mut builder = tempfile::Builder::new();
-    let prefix = folder_prefix("reference");
-    builder.prefix(&prefix);
     let exchanged_bytes = (inputs.iter().map(|(_, d)| d.as_bytes().len() as u64))
         .chain(outputs.iter().map(|o| o.len as u64 * 8))
         .sum();
-    let folder = match command.shared.as_deref().and_then(Path::parent) {
-        Some(parent) => fs::create_dir_all(parent).and_then(|()| builder.tempdir_in(parent)),
-        None => builder.tempdir_in(exchange_parent(exchanged_bytes)),
-    }
-    .map_err(io)?;
+    // Beside the kept outputs where they are kept, so that they are moved there, not copied.
+    let kept_beside = command.shared.as_deref().and_then(Path::parent);
+    let folder = command_folder("reference", exchanged_bytes, kept_beside).map_err(io)?;
     let inputs_dir = write_arrays(folder.path(), "inputs", inputs)?;
     let outputs_dir = write_arrays(folder.path(), "outputs", &[])?;
     let folders = [(INPUTS_ENV, &*inputs_dir), (OUTPUTS_ENV, &*outputs_dir)];
@@ -208,10 +202,7 @@ pub fn check(
     let exchanged_bytes = (inputs.iter().chain(outputs).chain(references))
         .map(|(_, d)| d.as_bytes().len() as u64)
         .sum();
-    let prefix = folder_prefix("check");
-    let folder = (tempfile::Builder::new().prefix(&prefix))
-        .tempdir_in(exchange_parent(exchanged_bytes))
-        .map_err(io)?;
+    let folder = command_folder("check", exchanged_bytes, None).map_err(io)?;
     let sets = [
         (INPUTS_ENV, "inputs", inputs),
         (OUTPUTS_ENV, "outputs", outputs),
@@ -291,13 +282,24 @@ const SHM: &str = "/dev/shm";
 /// The file in a command's folder that names its process group.
 const PROCESS_GROUP_FILE: &str = "process-group";
 
-/// `kbench-reference-<g>-`: a command's folder names the worker's process group `g` (the one
-/// its run made for it, which a program the worker runs under shares), so that the run can
-/// find the folders of a worker it killed.
-fn folder_prefix(what: &str) -> String {
+/// A fresh folder for one run of a command (`what`: "reference" or "check"), in `parent`
+/// where given, else where `exchange_parent` puts `bytes`. Its name, `kbench-reference-<g>-...`,
+/// holds the worker's process group `g` (the one its run made for it, which a program the
+/// worker runs under shares), so that the run can find the folders of a worker it killed.
+fn command_folder(
+    what: &str,
+    bytes: u64,
+    parent: Option<&Path>,
+) -> std::io::Result<tempfile::TempDir> {
     // SAFETY: getpgrp cannot fail.
     let group = unsafe { libc::getpgrp() };
-    format!("kbench-{what}-{group}-")
+    let prefix = format!("kbench-{what}-{group}-");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix);
+    match parent {
+        Some(parent) => fs::create_dir_all(parent).and_then(|()| builder.tempdir_in(parent)),
+        None => builder.tempdir_in(exchange_parent(bytes)),
+    }
 }
 
 /// Stops the commands a killed worker (process group `worker_group`) left running, with all

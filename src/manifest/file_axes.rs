@@ -85,15 +85,27 @@ pub fn record_files(files: &[FileExpansion]) -> Result<Vec<FileAxisRecord>, Stri
 /// run (`run --resume`) would measure another input than the cases already recorded.
 pub fn check_unchanged(files: &[FileAxisRecord]) -> Result<(), String> {
     for file in files.iter().flat_map(|r| &r.files) {
-        let (bytes, digest) = digest(Path::new(&file.absolute))?;
-        if (bytes, &digest) != (file.bytes, &file.fnv1a64) {
-            return Err(format!(
-                "{} changed since the run started ({} bytes, FNV-1a {}; now {bytes} bytes, {digest}): \
-                 the cases still to run would read another input than the recorded ones; restore \
-                 it, or start a new run",
-                file.absolute, file.bytes, file.fnv1a64
-            ));
-        }
+        unchanged(
+            &file.absolute,
+            (file.bytes, &file.fnv1a64),
+            "",
+            "read another input",
+        )?;
+    }
+    Ok(())
+}
+
+/// Refuses the file at `absolute` unless its size and digest are still `recorded`; the error
+/// names it (`what` before its path) and what resuming would do (`would`).
+fn unchanged(absolute: &str, recorded: (u64, &str), what: &str, would: &str) -> Result<(), String> {
+    let (bytes, digest) = digest(Path::new(absolute))?;
+    if (bytes, digest.as_str()) != recorded {
+        let (recorded_bytes, recorded_digest) = recorded;
+        return Err(format!(
+            "{what}{absolute} changed since the run started ({recorded_bytes} bytes, FNV-1a \
+             {recorded_digest}; now {bytes} bytes, {digest}): the cases still to run would \
+             {would} than the recorded ones; restore it, or start a new run"
+        ));
     }
     Ok(())
 }
@@ -115,15 +127,12 @@ pub fn record_sources(sources: &[crate::custom::def::SourceFile]) -> Vec<Recorde
 /// cases were measured with.
 pub fn check_sources_unchanged(sources: &[RecordedSource]) -> Result<(), String> {
     for source in sources {
-        let (bytes, digest) = digest(Path::new(&source.absolute))?;
-        if (bytes, &digest) != (source.bytes, &source.fnv1a64) {
-            return Err(format!(
-                "source {} changed since the run started ({} bytes, FNV-1a {}; now {bytes} bytes, \
-                 {digest}): the cases still to run would time another kernel than the recorded \
-                 ones; restore it, or start a new run",
-                source.absolute, source.bytes, source.fnv1a64
-            ));
-        }
+        unchanged(
+            &source.absolute,
+            (source.bytes, &source.fnv1a64),
+            "source ",
+            "time another kernel",
+        )?;
     }
     Ok(())
 }
